@@ -1,0 +1,2 @@
+# config module (filled in by its owner)
+libpgcrew_a_SOURCES +=

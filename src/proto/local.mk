@@ -1,0 +1,2 @@
+# proto module (filled in by its owner)
+libpgcrew_a_SOURCES +=
