@@ -1,2 +1,9 @@
-# config module (filled in by its owner)
-libpgcrew_a_SOURCES +=
+# config module: pgbouncer.ini grammar, settings table, connection strings,
+# userlist.txt. Unit tests: test/unit/config.mk.
+libpgcrew_a_SOURCES += \
+	src/config/config.c src/config/connstr.c src/config/ini.c \
+	src/config/settings.c src/config/userlist.c src/config/value.c
+noinst_HEADERS += \
+	include/config/connstr.h include/config/ini.h include/config/settings.h \
+	include/config/userlist.h include/config/value.h
+EXTRA_DIST += test/unit/data/config

@@ -1,2 +1,7 @@
-# proto module (filled in by its owner)
-libpgcrew_a_SOURCES +=
+# proto: PostgreSQL v3 wire protocol (framing, builder, startup, errors).
+# Headers are listed by name: a wildcard has no make rule in a VPATH build.
+libpgcrew_a_SOURCES += \
+	src/proto/packet.c src/proto/build.c src/proto/startup.c src/proto/error.c
+noinst_HEADERS += \
+	include/proto/packet.h include/proto/build.h include/proto/startup.h \
+	include/proto/error.h

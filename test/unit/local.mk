@@ -7,4 +7,5 @@ include test/unit/config.mk
 include test/unit/proto.mk
 include test/unit/auth.mk
 include test/unit/core.mk
+include test/unit/tls.mk
 endif

@@ -1,1 +1,24 @@
 # unit tests: proto
+check_PROGRAMS += test/unit/test_packet
+TESTS += test/unit/test_packet
+test_unit_test_packet_SOURCES = test/unit/test_packet.c
+test_unit_test_packet_CFLAGS = $(UNIT_CFLAGS)
+test_unit_test_packet_LDADD = $(UNIT_LDADD)
+
+check_PROGRAMS += test/unit/test_build
+TESTS += test/unit/test_build
+test_unit_test_build_SOURCES = test/unit/test_build.c
+test_unit_test_build_CFLAGS = $(UNIT_CFLAGS)
+test_unit_test_build_LDADD = $(UNIT_LDADD)
+
+check_PROGRAMS += test/unit/test_startup
+TESTS += test/unit/test_startup
+test_unit_test_startup_SOURCES = test/unit/test_startup.c
+test_unit_test_startup_CFLAGS = $(UNIT_CFLAGS)
+test_unit_test_startup_LDADD = $(UNIT_LDADD)
+
+check_PROGRAMS += test/unit/test_error
+TESTS += test/unit/test_error
+test_unit_test_error_SOURCES = test/unit/test_error.c
+test_unit_test_error_CFLAGS = $(UNIT_CFLAGS)
+test_unit_test_error_LDADD = $(UNIT_LDADD)

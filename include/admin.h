@@ -1,0 +1,18 @@
+/* pgcrew — the admin console: the "pgbouncer" (alias "pgcrew") database,
+ * reached with psql, answering PgBouncer's SHOW and control commands. */
+#ifndef PGCREW_ADMIN_H
+#define PGCREW_ADMIN_H
+
+#include "objects.h"
+#include "proto/startup.h"
+
+bool admin_is_console_db(const char *name);
+/* Startup for the console: checks admin_users/stats_users, authenticates. */
+void admin_client_login(struct client *c, const struct startup_msg *m);
+/* Authenticated: send the console's welcome. */
+void admin_welcome(struct client *c);
+enum stream_action admin_on_pkt(struct client *c, const struct pkt_hdr *h,
+				const uint8_t *data, size_t avail);
+void admin_free(void);
+
+#endif

@@ -1,0 +1,24 @@
+/* pgcrew — query cancellation: the BackendKeyData pgcrew hands to clients,
+ * lookup of a CancelRequest's target, and forwarding it to the PostgreSQL
+ * backend the target client is running on. */
+#ifndef PGCREW_CANCEL_H
+#define PGCREW_CANCEL_H
+
+#include "objects.h"
+
+/* Give the client a unique key and register it. */
+void cancel_register(struct client *c);
+void cancel_unregister(struct client *c);
+struct client *cancel_find(uint32_t pid, uint32_t key);
+/* A CancelRequest arrived on connection c (state CLIENT_CANCEL): forward it
+ * if its target is running a query, then close c. */
+void cancel_handle_request(struct client *c, uint32_t pid, uint32_t key);
+/* Send a CancelRequest for sv's backend on a new connection. */
+bool cancel_send(struct server *sv);
+/* The server is being freed: in-flight requests forget it. */
+void cancel_server_gone(struct server *sv);
+/* cancel_wait_timeout */
+void cancel_janitor(usec_t now);
+void cancel_free_all(void);
+
+#endif

@@ -1,0 +1,29 @@
+/* pgcrew — client connections: login (startup, TLS, authentication), the
+ * request/response relay toward a linked server, and closing. */
+#ifndef PGCREW_CLIENT_H
+#define PGCREW_CLIENT_H
+
+#include "objects.h"
+#include "log.h"
+
+void client_accept(int fd, bool is_unix);
+void client_set_state(struct client *c, enum client_state st);
+const char *client_state_name(enum client_state st);
+
+/* Close with a reason; with send_error the client gets a FATAL ErrorResponse
+ * carrying the reason (PgBouncer's disconnect_client). */
+void client_close(struct client *c, bool send_error, const char *reason);
+void client_close_sqlstate(struct client *c, const char *sqlstate, const char *reason);
+/* Begin authentication per auth_type (c->login_user may be NULL: mock). */
+void client_start_auth(struct client *c);
+/* Pool callbacks. */
+void client_server_linked(struct client *c);      /* a server is now c->link */
+void client_pool_ready(struct client *c);         /* welcome parameters known */
+void client_server_login_failed(struct client *c, const char *sqlstate, const char *msg);
+void client_send_notice(struct client *c, const char *msg);
+void client_free(struct client *c);              /* reaper only */
+
+void log_client(const struct client *c, enum log_level lvl, const char *fmt, ...) PRINTF(3, 4);
+#define client_debug(c, ...) do { if (log_verbose >= 1) log_client(c, LG_DEBUG, __VA_ARGS__); } while (0)
+
+#endif

@@ -1,0 +1,53 @@
+/* pgcrew — supervisor <-> worker messages. One SOCK_SEQPACKET socketpair per
+ * worker: the kernel keeps message boundaries, so a message is one header plus
+ * payload in one datagram; file descriptors ride along with SCM_RIGHTS. */
+#ifndef PGCREW_IPC_H
+#define PGCREW_IPC_H
+
+#include "types.h"
+
+struct event_base;
+
+enum ipc_type {
+	IPC_WORKER_READY,      /* worker -> sup: loop running, listeners open */
+	IPC_RELOAD,            /* sup -> worker: re-read the validated config */
+	IPC_RELOAD_DONE,       /* worker -> sup: applied (payload: int32 status) */
+	IPC_SHUTDOWN,          /* sup -> worker: payload int32 enum shutdown_mode */
+	IPC_PAUSE,             /* sup -> worker: SIGUSR1 */
+	IPC_RESUME,            /* sup -> worker: SIGUSR2 */
+	IPC_LOG_REOPEN,        /* sup -> worker: reopen the logfile */
+	IPC_TYPE_COUNT
+};
+
+enum shutdown_mode {
+	SHUTDOWN_IMMEDIATE,        /* SIGQUIT: close everything now */
+	SHUTDOWN_WAIT_SERVERS,     /* SIGINT: wait until servers are released */
+	SHUTDOWN_WAIT_CLIENTS,     /* SIGTERM: wait until clients leave */
+};
+
+struct ipc_hdr {
+	uint16_t type;             /* enum ipc_type */
+	uint16_t flags;
+	uint32_t len;              /* payload bytes after the header */
+	int32_t worker;            /* sender's worker id, -1 = supervisor */
+	uint32_t reqid;            /* matches replies to requests */
+};
+
+#define IPC_MAX_PAYLOAD 65536
+
+struct ipc_chan;
+typedef void (*ipc_handler_fn)(struct ipc_chan *ch, const struct ipc_hdr *hdr,
+			       const void *payload, int fd, void *arg);
+/* Called once when the peer is gone (EOF or error). */
+typedef void (*ipc_eof_fn)(struct ipc_chan *ch, void *arg);
+
+struct ipc_chan *ipc_chan_new(struct event_base *base, int fd, int self_id,
+			      ipc_handler_fn on_msg, ipc_eof_fn on_eof, void *arg);
+void ipc_chan_free(struct ipc_chan *ch);
+int ipc_chan_fd(const struct ipc_chan *ch);
+/* Queue a message (fd = -1 for none); sends at once when the socket allows. */
+int ipc_send(struct ipc_chan *ch, enum ipc_type type, uint32_t reqid,
+	     const void *payload, uint32_t len, int fd) MUSTCHECK;
+const char *ipc_type_name(enum ipc_type t);
+
+#endif

@@ -1,0 +1,9 @@
+/* pgcrew — periodic maintenance in each worker: every timeout, min_pool_size,
+ * reserve-pool and login-retry decisions, autodb expiry, the stats log line. */
+#ifndef PGCREW_JANITOR_H
+#define PGCREW_JANITOR_H
+
+void janitor_start(void);
+void janitor_stop(void);
+
+#endif

@@ -1,0 +1,38 @@
+/* pgcrew — listening sockets. The supervisor binds one SO_REUSEPORT socket
+ * per TCP address per worker slot (so a restarted worker inherits its queue)
+ * and one shared Unix socket; a worker accepts on the sockets of its slot. */
+#ifndef PGCREW_LISTEN_H
+#define PGCREW_LISTEN_H
+
+#include "types.h"
+
+struct config;
+struct event_base;
+
+#define LISTEN_MAX_FDS 16
+
+struct listen_slot {
+	int fds[LISTEN_MAX_FDS];   /* TCP sockets of this slot */
+	int n_fds;
+};
+
+struct listen_set {
+	struct listen_slot *slots;
+	int n_slots;
+	int unix_fd;               /* shared by every slot, -1 if none */
+	char unix_path[108];
+};
+
+/* Bind everything; on error logs why (address, errno) and returns -1. */
+int listen_open(struct listen_set *ls, const struct config *cfg, int n_slots) MUSTCHECK;
+void listen_close(struct listen_set *ls);   /* also unlinks the unix socket */
+
+/* Worker side: accept on the given fds, calling worker code per connection. */
+typedef void (*listen_accept_fn)(int fd, bool is_unix, void *arg);
+struct listener;
+struct listener *listener_start(struct event_base *base, const struct listen_set *ls,
+				int slot, listen_accept_fn cb, void *arg);
+void listener_pause(struct listener *l, bool paused);   /* stop/start accepting */
+void listener_free(struct listener *l);
+
+#endif

@@ -1,0 +1,181 @@
+/* pgcrew — the worker's objects: databases, users, pools, clients, servers.
+ * Struct layouts only (STYLE rule 2); behaviour lives in client.c, server.c,
+ * pool.c. Every client and server sits on exactly one list matching its
+ * state, so "who is waiting" is a list walk, not a scan. */
+#ifndef PGCREW_OBJECTS_H
+#define PGCREW_OBJECTS_H
+
+#include "types.h"
+#include "util.h"
+#include "stream.h"
+#include "varcache.h"
+#include "auth/scram.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#define NAME_MAX_LEN 64         /* NAMEDATALEN */
+#define SECRET_MAX_LEN 256
+
+enum client_state {
+	CLIENT_LOGIN,           /* startup packet and authentication */
+	CLIENT_WAITING_LOGIN,   /* authenticated; pool has no server parameters yet */
+	CLIENT_ACTIVE,          /* logged in; linked to a server or idle */
+	CLIENT_WAITING,         /* has a request queued for a server */
+	CLIENT_CANCEL,          /* a CancelRequest connection being forwarded */
+	CLIENT_JUSTFREE,        /* closed; freed at the end of the loop iteration */
+	CLIENT_STATE_COUNT
+};
+
+enum server_state {
+	SERVER_LOGIN,           /* connecting, authenticating, startup */
+	SERVER_IDLE,            /* in the pool, ready */
+	SERVER_ACTIVE,          /* linked to a client */
+	SERVER_TESTED,          /* running reset/check/connect query */
+	SERVER_BEING_CANCELED,  /* released while a cancel for it is in flight */
+	SERVER_JUSTFREE,
+	SERVER_STATE_COUNT
+};
+
+/* Why a server runs an internal query; responses are swallowed until 'Z'. */
+enum server_internal {
+	SI_NONE,
+	SI_CONNECT_QUERY,
+	SI_RESET,               /* server_reset_query, then idle */
+	SI_CHECK,               /* server_check_query, then give to the waiter */
+	SI_SETVARS,             /* SET for the linked client, then resume it */
+	SI_DRAIN,               /* client left mid-query: swallow until 'Z' */
+};
+
+struct database {
+	struct list node;                 /* worker.databases */
+	char name[NAME_MAX_LEN];
+	char dbname[NAME_MAX_LEN];        /* name on the server */
+	char **hosts; int n_hosts;        /* host list (NULL entry = default unix dir) */
+	int host_rr;                      /* next host for round-robin */
+	int port;
+	char *forced_user;                /* user= in [databases], or NULL */
+	char *forced_password;
+	int pool_size, min_pool_size, reserve_pool_size;  /* resolved with globals */
+	int max_db_connections, max_db_client_connections;
+	int pool_mode;                    /* -1 = use user/global */
+	char *connect_query;
+	struct varcache startup_vars;     /* client_encoding/datestyle/timezone/application_name from the entry */
+	bool load_balance;
+	usec_t server_lifetime;           /* -1 = global */
+	bool is_autodb;                   /* created from the "*" template */
+	bool dead;                        /* removed by reload: no new servers or logins */
+	bool mark;                        /* reload mark-and-sweep */
+	bool paused, disabled;
+	bool admin;                       /* the "pgbouncer" console */
+	int n_servers;                    /* for max_db_connections */
+	int n_clients;                    /* for max_db_client_connections */
+	usec_t last_used;                 /* autodb_idle_timeout */
+};
+
+struct puser {                            /* a user known to this worker */
+	struct list node;                 /* worker.users */
+	char name[NAME_MAX_LEN];
+	char secret[SECRET_MAX_LEN];      /* userlist secret or "" */
+	bool has_scram_keys;              /* pass-through: learned from a client's proof */
+	struct scram_secret scram_keys;
+	int pool_mode;                    /* -1 = not set */
+	int pool_size, reserve_pool_size, max_user_connections, max_user_client_connections;
+	usec_t query_timeout, idle_transaction_timeout, client_idle_timeout;
+	int n_servers, n_clients;
+	bool mark;
+};
+
+struct pool_stats {
+	uint64_t xact_count, query_count, bytes_in, bytes_out;
+	uint64_t xact_time, query_time, wait_time;   /* microseconds */
+	uint64_t server_assignment_count, errors;
+};
+
+struct pool {
+	struct list node;                 /* worker.pools */
+	struct database *db;
+	struct puser *user;               /* the server-side user */
+	struct list active_clients;       /* CLIENT_ACTIVE */
+	struct list waiting_clients;      /* CLIENT_WAITING and CLIENT_WAITING_LOGIN, FIFO */
+	struct list idle_servers;         /* SERVER_IDLE; newest first */
+	struct list active_servers;       /* SERVER_ACTIVE */
+	struct list tested_servers;       /* SERVER_TESTED */
+	struct list login_servers;        /* SERVER_LOGIN */
+	struct list canceled_servers;     /* SERVER_BEING_CANCELED */
+	int n_active_clients, n_waiting_clients;
+	int n_idle, n_active, n_tested, n_login, n_canceled;
+	bool welcome_ready;               /* server parameters known */
+	struct varcache welcome_vars;     /* tracked parameters of the first login */
+	char **welcome_other;             /* other ParameterStatus: name,value,... NULL */
+	int n_welcome_other;
+	char login_error[512];            /* last server login failure, for server_login_retry */
+	char login_error_code[6];
+	usec_t login_failed_at;
+	usec_t reserve_since;             /* oldest wait that may use the reserve pool */
+	struct pool_stats stats;
+	bool paused;
+};
+
+struct client {
+	struct list node;                 /* the list of its state */
+	struct list all_node;             /* worker.all_clients */
+	enum client_state state;
+	uint64_t id;
+	struct stream s;
+	struct pool *pool;
+	struct server *link;
+	struct database *db;
+	struct puser *login_user;         /* the user the client authenticated as */
+	char user_name[NAME_MAX_LEN];
+	char db_name[NAME_MAX_LEN];
+	char addr[64]; int port;          /* peer */
+	char laddr[64]; int lport;        /* local */
+	bool is_unix;
+	struct varcache vars;             /* what this client expects */
+	uint32_t cancel_pid, cancel_key;  /* what we told the client */
+	struct client *cancel_next;       /* cancel hash chain */
+	/* authentication */
+	int auth_step;                    /* enum in client.c */
+	uint8_t md5_salt[4];
+	struct scram_server *scram;       /* heap during login only */
+	bool passthrough_ok;              /* client proof gave us the ClientKey */
+	/* timing */
+	usec_t connect_time, request_time, query_start, xact_start, last_activity;
+	usec_t wait_notified;
+	bool in_xact;                     /* last ReadyForQuery said T/E */
+	bool xact_start_set;              /* xact_start belongs to the current transaction */
+	bool query_running;               /* request sent, ReadyForQuery not yet seen */
+	bool admin;                       /* talking to the console */
+	bool stats_only;                  /* console user from stats_users only */
+	bool counted_db, counted_user;    /* holds a client slot of db/user */
+	const char *close_reason;
+};
+
+struct server {
+	struct list node;
+	struct list all_node;             /* worker.all_servers */
+	enum server_state state;
+	uint64_t id;
+	struct stream s;
+	struct pool *pool;
+	struct client *link;
+	enum server_internal internal;
+	struct varcache vars;             /* parameters as the server reports them */
+	uint32_t be_pid, be_key;          /* BackendKeyData */
+	char addr[64]; int port;          /* where we connected */
+	char laddr[64]; int lport;
+	int auth_step;
+	struct scram_client *scram;       /* heap during login only */
+	usec_t connect_time, request_time, last_used, query_start;
+	char ready_status;                /* last ReadyForQuery status, 0 before any */
+	int expect_rfq;                   /* requests forwarded that still owe ReadyForQuery */
+	bool close_needed;                /* lifetime over or reconnect: close on release */
+	bool welcome_src;                 /* first login of its pool: capture parameters */
+	int cancels_pending;              /* CancelRequests in flight for it */
+	void *cancel_reqs;                /* struct cancel_req chain (cancel.c) */
+	bool host_tried_all;
+	int host_idx;
+};
+
+#endif

@@ -1,0 +1,38 @@
+/* pgcrew — pool policy: databases and users known to the worker, one pool per
+ * (database, user), handing idle servers to waiting clients first come first
+ * served, launching servers within pool_size/reserve/max_*_connections and at
+ * most server_login_concurrency logins at once. */
+#ifndef PGCREW_POOL_H
+#define PGCREW_POOL_H
+
+#include "objects.h"
+
+struct config;
+struct db_def;
+
+struct database *pool_find_db(const char *name);
+/* Find, or create from the "*" template. NULL if neither. */
+struct database *pool_get_db(const char *name);
+struct puser *pool_find_user(const char *name);
+/* A user not in auth_file (forced user, auth_type=any): created on demand. */
+struct puser *pool_get_user(const char *name);
+struct pool *pool_get(struct database *db, struct puser *user);
+
+/* Effective settings of a pool (db/user overrides, then globals). */
+int pool_mode_of(const struct pool *p);
+int pool_size_of(const struct pool *p);
+int pool_reserve_of(const struct pool *p);
+usec_t pool_server_lifetime(const struct pool *p);
+
+/* A client needs a server: link one now (true), or queue the client. */
+bool pool_request_server(struct client *c);
+/* A server became usable (login done, released, check done): hand it to the
+ * first waiting client or park it idle. */
+void pool_server_ready(struct server *sv);
+/* Launch servers if waiting clients or min_pool_size need them. */
+void pool_launch_needed(struct pool *p);
+/* Apply a config generation: mark-and-sweep databases and users. */
+void pool_apply_config(const struct config *cfg);
+void pool_free_all(void);
+
+#endif

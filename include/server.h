@@ -1,0 +1,26 @@
+/* pgcrew — server connections: connect, startup and authentication toward
+ * PostgreSQL, the relay of responses back to the linked client, internal
+ * queries (reset, check, SET, connect_query), closing. */
+#ifndef PGCREW_SERVER_H
+#define PGCREW_SERVER_H
+
+#include "objects.h"
+#include "log.h"
+
+/* Open one more server connection for the pool. False if it could not even start. */
+bool server_launch(struct pool *pool);
+void server_set_state(struct server *sv, enum server_state st);
+const char *server_state_name(enum server_state st);
+void server_close(struct server *sv, const char *reason);
+/* Send a query whose responses the pooler swallows until ReadyForQuery. */
+bool server_run_internal(struct server *sv, enum server_internal why, const char *sql);
+/* The linked client is done (transaction end, or client gone). */
+void server_release(struct server *sv);
+/* The linked client vanished while the server may be busy. */
+void server_client_gone(struct server *sv);
+void server_free(struct server *sv);             /* reaper only */
+
+void log_server(const struct server *sv, enum log_level lvl, const char *fmt, ...) PRINTF(3, 4);
+#define server_debug(sv, ...) do { if (log_verbose >= 1) log_server(sv, LG_DEBUG, __VA_ARGS__); } while (0)
+
+#endif

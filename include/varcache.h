@@ -1,0 +1,40 @@
+/* pgcrew — the reported parameters (client_encoding, DateStyle, TimeZone,
+ * standard_conforming_strings, application_name, track_extra_parameters) a
+ * client expects and a server currently has, so a client sees its own
+ * settings on whichever server it gets. */
+#ifndef PGCREW_VARCACHE_H
+#define PGCREW_VARCACHE_H
+
+#include "types.h"
+
+struct pktbuf;
+
+#define VAR_MAX 16          /* built-in ones plus track_extra_parameters */
+#define VAR_VALUE_MAX 128
+
+struct varcache {
+	char *val[VAR_MAX];     /* NULL = not set; owned (strdup) */
+};
+
+/* Install the tracked names: the fixed ones plus a comma list of extras. */
+void varcache_set_tracked(const char *extra_params);
+int varcache_count(void);
+const char *varcache_name(int i);
+/* Index of a tracked parameter (case-insensitive), -1 if not tracked. */
+int varcache_lookup(const char *name);
+
+void varcache_init(struct varcache *vc);
+void varcache_clear(struct varcache *vc);
+void varcache_copy(struct varcache *dst, const struct varcache *src);
+/* Set by name; false if the name is not tracked. */
+bool varcache_set(struct varcache *vc, const char *name, const char *value);
+const char *varcache_get(const struct varcache *vc, int i);
+
+/* Build "SET a='x';SET b='y'" for what `want` has and `have` differs in;
+ * returns false when nothing differs. */
+bool varcache_diff_query(const struct varcache *want, const struct varcache *have,
+			 char *buf, size_t len);
+/* Append ParameterStatus messages: base with over's values taking precedence. */
+void varcache_write_status(struct pktbuf *pb, const struct varcache *base, const struct varcache *over);
+
+#endif

@@ -1,0 +1,56 @@
+/* pgcrew — one worker process: its libevent loop, listeners, databases,
+ * users, pools and connections. Single-threaded; the one `W` per process is
+ * the root every module reaches its state through. */
+#ifndef PGCREW_WORKER_H
+#define PGCREW_WORKER_H
+
+#include "types.h"
+#include "ipc.h"
+#include "listen.h"
+#include "util.h"
+
+struct config;
+struct event_base;
+struct tls_ctx;
+
+struct worker {
+	int id;                          /* slot number, 0..workers-1 */
+	struct event_base *base;
+	struct config *cfg;              /* current generation, owned */
+	struct ipc_chan *sup;            /* channel to the supervisor */
+	const struct listen_set *lset;
+	struct listener *listener;
+	struct list databases;           /* struct database */
+	struct list users;               /* struct puser */
+	struct list pools;               /* struct pool */
+	struct list login_clients;       /* CLIENT_LOGIN */
+	struct list cancel_clients;      /* CLIENT_CANCEL */
+	struct list justfree_clients;    /* CLIENT_JUSTFREE: freed after this iteration */
+	struct list justfree_servers;
+	struct list all_clients, all_servers;
+	int n_clients;                   /* max_client_conn */
+	uint64_t next_id;
+	bool paused;                     /* PAUSE / SIGUSR1 */
+	bool shutting_down;
+	enum shutdown_mode shutdown_mode;
+	struct event *reaper;            /* frees justfree objects */
+	struct event *janitor;           /* periodic timeouts and maintenance */
+	struct event *stats_timer;       /* log_stats */
+	struct tls_ctx *client_tls;      /* NULL when client TLS is disabled */
+	struct tls_ctx *server_tls;
+	uint8_t secret[32];              /* per-process random: cancel keys, mock salts */
+};
+
+extern struct worker *W;
+
+/* Runs the worker in the current (forked) process; never returns. */
+void worker_main(int id, struct config *cfg, int ipc_fd, const struct listen_set *ls) NORETURN;
+
+uint64_t worker_next_id(void);
+void worker_schedule_reap(void);
+/* Shutdown progress: called when clients or servers go away. */
+void worker_check_shutdown(void);
+/* Apply a config generation (reload); takes ownership of cfg. */
+void worker_apply_config(struct config *cfg);
+
+#endif

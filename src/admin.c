@@ -1,0 +1,581 @@
+/* pgcrew — the admin console (database "pgbouncer", alias "pgcrew"): login
+ * checks against admin_users/stats_users, a simple-query command parser and
+ * PgBouncer's SHOW views. This worker's view only; the instance-wide fan-out
+ * arrives with the multi-worker work. */
+#include "admin.h"
+#include "build-config.h"
+#include "client.h"
+#include "config.h"
+#include "config/settings.h"
+#include "pool.h"
+#include "proto/build.h"
+#include "proto/error.h"
+#include "server.h"
+#include "tls.h"
+#include "worker.h"
+
+#include <ctype.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <strings.h>
+#include <unistd.h>
+
+#define OID_TEXT 25
+#define OID_INT4 23
+#define OID_INT8 20
+#define ADMIN_MAX_QUERY 8192
+
+static struct database *admin_db;
+
+bool admin_is_console_db(const char *name)
+{
+	return strcmp(name, "pgbouncer") == 0 || strcmp(name, "pgcrew") == 0;
+}
+
+static bool in_list(const char *list, const char *name)
+{
+	size_t n = strlen(name);
+	for (const char *p = list; p && *p;) {
+		while (*p == ',' || *p == ' ' || *p == '\t')
+			p++;
+		size_t k = strcspn(p, ", \t");
+		if (k == n && strncmp(p, name, k) == 0)
+			return true;
+		p += k;
+	}
+	return false;
+}
+
+static struct database *get_admin_db(void)
+{
+	if (!admin_db) {
+		admin_db = pool_find_db("pgbouncer");
+		if (!admin_db) {
+			struct db_def d = { .name = "pgbouncer", .pool_size = -1, .min_pool_size = -1,
+					    .reserve_pool_size = -1, .max_db_connections = -1,
+					    .max_db_client_connections = -1, .pool_mode = POOL_STATEMENT,
+					    .server_lifetime = -1 };
+			(void)d;
+			admin_db = pool_get_db("pgbouncer");
+		}
+	}
+	return admin_db;
+}
+
+void admin_client_login(struct client *c, const struct startup_msg *m)
+{
+	const struct config *cfg = W->cfg;
+	bool admin = in_list(cfg->admin_users, c->user_name);
+	bool stats = in_list(cfg->stats_users, c->user_name);
+
+	(void)m;
+	if (!admin && !stats) {
+		client_close_sqlstate(c, "08P01", "not allowed");
+		return;
+	}
+	c->db = get_admin_db();
+	if (!c->db) {
+		client_close(c, true, "no such database: pgbouncer");
+		return;
+	}
+	c->login_user = pool_find_user(c->user_name);
+	if (!c->login_user && cfg->auth_type == AUTH_ANY)
+		c->login_user = pool_get_user(c->user_name);
+	if (c->login_user)
+		c->pool = pool_get(c->db, c->login_user);
+	c->stats_only = !admin;
+	client_start_auth(c);
+}
+
+void admin_welcome(struct client *c)
+{
+	struct pktbuf pb;
+	if (!c->pool) {
+		client_close_sqlstate(c, "28P01", "password authentication failed");
+		return;
+	}
+	pktbuf_init(&pb, 512);
+	pkt_write_auth_ok(&pb);
+	pkt_write_parameter_status(&pb, "server_version", PACKAGE_VERSION "/pgcrew");
+	pkt_write_parameter_status(&pb, "server_encoding", "UTF8");
+	pkt_write_parameter_status(&pb, "client_encoding", "UTF8");
+	pkt_write_parameter_status(&pb, "DateStyle", "ISO");
+	pkt_write_parameter_status(&pb, "TimeZone", "GMT");
+	pkt_write_parameter_status(&pb, "standard_conforming_strings", "on");
+	pkt_write_parameter_status(&pb, "integer_datetimes", "on");
+	pkt_write_parameter_status(&pb, "application_name", "pgcrew");
+	pkt_write_backend_key(&pb, 0, 0);
+	pkt_write_ready(&pb, 'I');
+	bool ok = stream_write(&c->s, &pb);
+	pktbuf_free(&pb);
+	if (!ok) {
+		client_close(c, false, "send failed");
+		return;
+	}
+	c->admin = true;
+	c->s.startup = false;
+	client_set_state(c, CLIENT_ACTIVE);
+	stream_resume(&c->s);
+}
+
+/* ---- result building ---- */
+
+struct result {
+	struct pktbuf pb;
+	int ncols;
+	int nrows;
+};
+
+static void res_begin(struct result *r, const char *const *names, const int *types, int n)
+{
+	pktbuf_init(&r->pb, 1024);
+	r->ncols = n;
+	r->nrows = 0;
+	pktbuf_begin(&r->pb, 'T');
+	pktbuf_put_u16(&r->pb, (uint16_t)n);
+	for (int i = 0; i < n; i++) {
+		pktbuf_put_string(&r->pb, names[i]);
+		pktbuf_put_u32(&r->pb, 0);
+		pktbuf_put_u16(&r->pb, 0);
+		pktbuf_put_u32(&r->pb, (uint32_t)types[i]);
+		pktbuf_put_u16(&r->pb, types[i] == OID_INT8 ? 8 : types[i] == OID_INT4 ? 4 : 0xffff);
+		pktbuf_put_u32(&r->pb, 0xffffffff);
+		pktbuf_put_u16(&r->pb, 0);
+	}
+	pktbuf_finish(&r->pb);
+}
+
+/* fmt: one char per column: s = string (NULL = SQL NULL), i = int, q = uint64 */
+static void res_row(struct result *r, const char *fmt, ...)
+{
+	va_list ap;
+	char num[32];
+	va_start(ap, fmt);
+	pktbuf_begin(&r->pb, 'D');
+	pktbuf_put_u16(&r->pb, (uint16_t)strlen(fmt));
+	for (const char *f = fmt; *f; f++) {
+		const char *v = num;
+		if (*f == 's')
+			v = va_arg(ap, const char *);
+		else if (*f == 'i')
+			snprintf(num, sizeof(num), "%d", va_arg(ap, int));
+		else
+			snprintf(num, sizeof(num), "%llu", (unsigned long long)va_arg(ap, uint64_t));
+		if (!v) {
+			pktbuf_put_u32(&r->pb, 0xffffffff);
+			continue;
+		}
+		pktbuf_put_u32(&r->pb, (uint32_t)strlen(v));
+		pktbuf_put_bytes(&r->pb, v, strlen(v));
+	}
+	pktbuf_finish(&r->pb);
+	va_end(ap);
+	r->nrows++;
+}
+
+static void res_end(struct client *c, struct result *r, const char *tag)
+{
+	char t[64];
+	snprintf(t, sizeof(t), "%s", tag ? tag : "SHOW");
+	pktbuf_begin(&r->pb, 'C');
+	pktbuf_put_string(&r->pb, t);
+	pktbuf_finish(&r->pb);
+	(void)stream_write(&c->s, &r->pb);
+	pktbuf_free(&r->pb);
+}
+
+static void send_command_complete(struct client *c, const char *tag)
+{
+	struct pktbuf pb;
+	pktbuf_init(&pb, 64);
+	pktbuf_begin(&pb, 'C');
+	pktbuf_put_string(&pb, tag);
+	pktbuf_finish(&pb);
+	(void)stream_write(&c->s, &pb);
+	pktbuf_free(&pb);
+}
+
+static void send_admin_error(struct client *c, const char *fmt, const char *arg)
+{
+	struct pktbuf pb;
+	pktbuf_init(&pb, 128);
+	pkt_write_error(&pb, "ERROR", "08P01", fmt, arg);
+	(void)stream_write(&c->s, &pb);
+	pktbuf_free(&pb);
+}
+
+#define COLS(...) (const char *const[]){ __VA_ARGS__ }
+#define TYPES(...) (const int[]){ __VA_ARGS__ }
+#define NCOLS(...) (int)(sizeof((const char *const[]){ __VA_ARGS__ }) / sizeof(char *))
+
+/* ---- SHOW views ---- */
+
+static void show_version(struct client *c)
+{
+	struct result r;
+	res_begin(&r, COLS("version"), TYPES(OID_TEXT), 1);
+	res_row(&r, "s", PACKAGE_NAME " " PACKAGE_VERSION);
+	res_end(c, &r, "SHOW");
+}
+
+static void show_help(struct client *c)
+{
+	static const char *const lines[] = {
+		"Console usage",
+		"\tSHOW HELP|CONFIG|DATABASES|POOLS|CLIENTS|SERVERS|USERS|VERSION|LISTS|STATS",
+		"\tPAUSE [<db>]", "\tRESUME [<db>]", "\tRELOAD", "\tSHUTDOWN",
+	};
+	struct pktbuf pb;
+	pktbuf_init(&pb, 512);
+	for (size_t i = 0; i < ARRAY_SIZE(lines); i++)
+		pkt_write_notice(&pb, "NOTICE", "00000", lines[i]);
+	(void)stream_write(&c->s, &pb);
+	pktbuf_free(&pb);
+	send_command_complete(c, "SHOW");
+}
+
+static int maxwait_us(const struct pool *p, usec_t now)
+{
+	struct list *it = list_first(&p->waiting_clients);
+	if (!it)
+		return 0;
+	const struct client *c = container_of(it, struct client, node);
+	return (int)(now - c->request_time);
+}
+
+static void show_pools(struct client *c)
+{
+	struct result r;
+	usec_t now = util_monotonic();
+	struct list *it;
+	res_begin(&r, COLS("database", "user", "cl_active", "cl_waiting", "cl_active_cancel_req",
+			   "cl_waiting_cancel_req", "sv_active", "sv_active_cancel", "sv_being_canceled",
+			   "sv_idle", "sv_used", "sv_tested", "sv_login", "maxwait", "maxwait_us",
+			   "pool_mode", "load_balance_hosts"),
+		  TYPES(OID_TEXT, OID_TEXT, OID_INT4, OID_INT4, OID_INT4, OID_INT4, OID_INT4, OID_INT4,
+			OID_INT4, OID_INT4, OID_INT4, OID_INT4, OID_INT4, OID_INT4, OID_INT4, OID_TEXT, OID_TEXT), 17);
+	list_for_each(it, &W->pools) {
+		struct pool *p = container_of(it, struct pool, node);
+		int mw = maxwait_us(p, now);
+		res_row(&r, "ssiiiiiiiiiiiiiss", p->db->name, p->user->name, p->n_active_clients,
+			p->n_waiting_clients, 0, 0, p->n_active, 0, p->n_canceled, p->n_idle, 0, p->n_tested,
+			p->n_login, mw / 1000000, mw % 1000000,
+			pool_mode_name((enum pool_mode)pool_mode_of(p)),
+			p->db->n_hosts > 1 ? (p->db->load_balance ? "round-robin" : "disable") : NULL);
+	}
+	res_end(c, &r, "SHOW");
+}
+
+static void fmt_time(char *buf, size_t len, usec_t mono)
+{
+	time_t t = (time_t)((util_realtime() - (util_monotonic() - mono)) / USEC_PER_SEC);
+	struct tm tm;
+	localtime_r(&t, &tm);
+	strftime(buf, len, "%Y-%m-%d %H:%M:%S %Z", &tm);
+}
+
+static void client_row(struct result *r, const struct client *cl, usec_t now)
+{
+	char ct[64], rt[64], ptr[32], link[32], id[32];
+	fmt_time(ct, sizeof(ct), cl->connect_time);
+	fmt_time(rt, sizeof(rt), cl->request_time ? cl->request_time : cl->connect_time);
+	snprintf(ptr, sizeof(ptr), "%p", (const void *)cl);
+	snprintf(link, sizeof(link), "%p", (const void *)cl->link);
+	snprintf(id, sizeof(id), "%llu", (unsigned long long)cl->id);
+	int wait = cl->state == CLIENT_WAITING ? (int)(now - cl->request_time) : 0;
+	res_row(r, "sssssssissiiissssssqs", "C", cl->user_name, cl->db_name, "no",
+		cl->state == CLIENT_WAITING ? "waiting" : cl->state == CLIENT_ACTIVE ? "active" : "login",
+		cl->addr, NULL, cl->port, cl->laddr, NULL, cl->lport, wait / 1000000, wait % 1000000,
+		ct, rt, ptr, cl->link ? link : "", cl->s.tls ? tls_conn_version(cl->s.tls) : "",
+		varcache_get(&cl->vars, varcache_lookup("application_name")) ?: "",
+		(uint64_t)0, id);
+}
+
+static void show_clients(struct client *c)
+{
+	struct result r;
+	usec_t now = util_monotonic();
+	struct list *it;
+	res_begin(&r, COLS("type", "user", "database", "replication", "state", "addr", "remote_pid_unused",
+			   "port", "local_addr", "local_port_unused", "local_port", "wait", "wait_us",
+			   "connect_time", "request_time", "ptr", "link", "tls", "application_name",
+			   "prepared_statements", "id"),
+		  TYPES(OID_TEXT, OID_TEXT, OID_TEXT, OID_TEXT, OID_TEXT, OID_TEXT, OID_TEXT, OID_INT4,
+			OID_TEXT, OID_TEXT, OID_INT4, OID_INT4, OID_INT4, OID_TEXT, OID_TEXT, OID_TEXT,
+			OID_TEXT, OID_TEXT, OID_TEXT, OID_INT8, OID_TEXT), 21);
+	list_for_each(it, &W->all_clients) {
+		const struct client *cl = container_of(it, struct client, all_node);
+		if (cl->state != CLIENT_JUSTFREE && cl->state != CLIENT_CANCEL)
+			client_row(&r, cl, now);
+	}
+	res_end(c, &r, "SHOW");
+}
+
+static void show_servers(struct client *c)
+{
+	struct result r;
+	struct list *it;
+	res_begin(&r, COLS("type", "user", "database", "replication", "state", "addr", "port",
+			   "local_addr", "local_port", "connect_time", "request_time", "wait", "wait_us",
+			   "close_needed", "ptr", "link", "remote_pid", "tls", "application_name",
+			   "prepared_statements", "id"),
+		  TYPES(OID_TEXT, OID_TEXT, OID_TEXT, OID_TEXT, OID_TEXT, OID_TEXT, OID_INT4, OID_TEXT,
+			OID_INT4, OID_TEXT, OID_TEXT, OID_INT4, OID_INT4, OID_INT4, OID_TEXT, OID_TEXT,
+			OID_INT4, OID_TEXT, OID_TEXT, OID_INT8, OID_TEXT), 21);
+	list_for_each(it, &W->all_servers) {
+		const struct server *sv = container_of(it, struct server, all_node);
+		char ct[64], ptr[32], link[32], id[32];
+		if (sv->state == SERVER_JUSTFREE)
+			continue;
+		fmt_time(ct, sizeof(ct), sv->connect_time);
+		snprintf(ptr, sizeof(ptr), "%p", (const void *)sv);
+		snprintf(link, sizeof(link), "%p", (const void *)sv->link);
+		snprintf(id, sizeof(id), "%llu", (unsigned long long)sv->id);
+		res_row(&r, "sssssisissiiisssissqs", "S", sv->pool->user->name, sv->pool->db->name, "no",
+			server_state_name(sv->state), sv->addr, sv->port, sv->laddr, sv->lport, ct, ct, 0, 0,
+			sv->close_needed ? 1 : 0, ptr, sv->link ? link : "", (int)sv->be_pid, "",
+			varcache_get(&sv->vars, varcache_lookup("application_name")) ?: "", (uint64_t)0, id);
+	}
+	res_end(c, &r, "SHOW");
+}
+
+static void show_databases(struct client *c)
+{
+	struct result r;
+	struct list *it;
+	res_begin(&r, COLS("name", "host", "port", "database", "force_user", "pool_size", "min_pool_size",
+			   "reserve_pool_size", "server_lifetime", "pool_mode", "load_balance_hosts",
+			   "max_connections", "current_connections", "max_client_connections",
+			   "current_client_connections", "paused", "disabled"),
+		  TYPES(OID_TEXT, OID_TEXT, OID_INT4, OID_TEXT, OID_TEXT, OID_INT4, OID_INT4, OID_INT4,
+			OID_INT4, OID_TEXT, OID_TEXT, OID_INT4, OID_INT4, OID_INT4, OID_INT4, OID_INT4, OID_INT4), 17);
+	list_for_each(it, &W->databases) {
+		const struct database *db = container_of(it, struct database, node);
+		if (db->dead)
+			continue;
+		usec_t life = db->server_lifetime >= 0 ? db->server_lifetime : W->cfg->server_lifetime;
+		res_row(&r, "ssissiiiissiiiiii", db->name,
+			db->admin ? NULL : (db->hosts[0] ? db->hosts[0] : NULL), db->admin ? W->cfg->listen_port : db->port,
+			db->admin ? "pgbouncer" : db->dbname, db->forced_user,
+			db->pool_size >= 0 ? db->pool_size : W->cfg->default_pool_size, db->min_pool_size,
+			db->reserve_pool_size >= 0 ? db->reserve_pool_size : W->cfg->reserve_pool_size,
+			(int)(life / USEC_PER_SEC), db->pool_mode >= 0 ? pool_mode_name((enum pool_mode)db->pool_mode) : NULL,
+			db->n_hosts > 1 ? (db->load_balance ? "round-robin" : "disable") : NULL,
+			db->max_db_connections, db->n_servers, db->max_db_client_connections, db->n_clients,
+			db->paused ? 1 : 0, db->disabled ? 1 : 0);
+	}
+	res_end(c, &r, "SHOW");
+}
+
+static void show_users(struct client *c)
+{
+	struct result r;
+	struct list *it;
+	res_begin(&r, COLS("name", "pool_size", "reserve_pool_size", "pool_mode", "max_user_connections",
+			   "current_connections", "max_user_client_connections", "current_client_connections"),
+		  TYPES(OID_TEXT, OID_INT4, OID_INT4, OID_TEXT, OID_INT4, OID_INT4, OID_INT4, OID_INT4), 8);
+	list_for_each(it, &W->users) {
+		const struct puser *u = container_of(it, struct puser, node);
+		res_row(&r, "siisiiii", u->name, u->pool_size, u->reserve_pool_size,
+			u->pool_mode >= 0 ? pool_mode_name((enum pool_mode)u->pool_mode) : NULL,
+			u->max_user_connections, u->n_servers, u->max_user_client_connections, u->n_clients);
+	}
+	res_end(c, &r, "SHOW");
+}
+
+static void show_config(struct client *c)
+{
+	struct result r;
+	char val[1024];
+	res_begin(&r, COLS("key", "value", "default", "changeable"),
+		  TYPES(OID_TEXT, OID_TEXT, OID_TEXT, OID_TEXT), 4);
+	for (size_t i = 0; i < settings_count(); i++) {
+		const struct setting *s = settings_get(i);
+		setting_format(W->cfg, s, val, sizeof(val));
+		res_row(&r, "ssss", setting_name(s), val, setting_default(s), setting_reloadable(s) ? "yes" : "no");
+	}
+	res_end(c, &r, "SHOW");
+}
+
+static void show_lists(struct client *c)
+{
+	struct result r;
+	int n_db = 0, n_users = 0, n_pools = 0, free_cl = 0, used_cl = 0, login = 0, used_sv = 0;
+	struct list *it;
+	list_for_each(it, &W->databases) n_db++;
+	list_for_each(it, &W->users) n_users++;
+	list_for_each(it, &W->pools) n_pools++;
+	list_for_each(it, &W->all_clients) used_cl++;
+	list_for_each(it, &W->login_clients) login++;
+	list_for_each(it, &W->all_servers) used_sv++;
+	res_begin(&r, COLS("list", "items"), TYPES(OID_TEXT, OID_INT4), 2);
+	res_row(&r, "si", "databases", n_db);
+	res_row(&r, "si", "users", n_users);
+	res_row(&r, "si", "peers", 0);
+	res_row(&r, "si", "pools", n_pools);
+	res_row(&r, "si", "peer_pools", 0);
+	res_row(&r, "si", "free_clients", free_cl);
+	res_row(&r, "si", "used_clients", used_cl);
+	res_row(&r, "si", "login_clients", login);
+	res_row(&r, "si", "free_servers", 0);
+	res_row(&r, "si", "used_servers", used_sv);
+	res_row(&r, "si", "dns_names", 0);
+	res_row(&r, "si", "dns_zones", 0);
+	res_row(&r, "si", "dns_queries", 0);
+	res_row(&r, "si", "dns_pending", 0);
+	res_end(c, &r, "SHOW");
+}
+
+static void show_stats(struct client *c)
+{
+	struct result r;
+	struct list *it;
+	res_begin(&r, COLS("database", "total_server_assignment_count", "total_xact_count", "total_query_count",
+			   "total_received", "total_sent", "total_xact_time", "total_query_time", "total_wait_time"),
+		  TYPES(OID_TEXT, OID_INT8, OID_INT8, OID_INT8, OID_INT8, OID_INT8, OID_INT8, OID_INT8, OID_INT8), 9);
+	list_for_each(it, &W->databases) {
+		const struct database *db = container_of(it, struct database, node);
+		struct pool_stats t = { 0 };
+		struct list *pi;
+		list_for_each(pi, &W->pools) {
+			const struct pool *p = container_of(pi, struct pool, node);
+			if (p->db != db)
+				continue;
+			t.server_assignment_count += p->stats.server_assignment_count;
+			t.xact_count += p->stats.xact_count;
+			t.query_count += p->stats.query_count;
+			t.bytes_in += p->stats.bytes_in;
+			t.bytes_out += p->stats.bytes_out;
+			t.xact_time += p->stats.xact_time;
+			t.query_time += p->stats.query_time;
+			t.wait_time += p->stats.wait_time;
+		}
+		res_row(&r, "sqqqqqqqq", db->name, t.server_assignment_count, t.xact_count, t.query_count,
+			t.bytes_in, t.bytes_out, t.xact_time, t.query_time, t.wait_time);
+	}
+	res_end(c, &r, "SHOW");
+}
+
+/* ---- commands ---- */
+
+static void set_paused(struct client *c, const char *arg, bool pause)
+{
+	if (!*arg) {
+		W->paused = pause;
+	} else {
+		struct database *db = pool_find_db(arg);
+		if (!db || db->dead) {
+			send_admin_error(c, "no such database: %s", arg);
+			return;
+		}
+		db->paused = pause;
+	}
+	if (!pause) {
+		struct list *it;
+		list_for_each(it, &W->pools)
+			pool_launch_needed(container_of(it, struct pool, node));
+	}
+	send_command_complete(c, pause ? "PAUSE" : "RESUME");
+}
+
+static bool word_eq(const char **p, const char *w)
+{
+	size_t n = strlen(w);
+	if (strncasecmp(*p, w, n) != 0 || (isalnum((unsigned char)(*p)[n]) || (*p)[n] == '_'))
+		return false;
+	*p += n;
+	while (isspace((unsigned char)**p))
+		(*p)++;
+	return true;
+}
+
+static void run_show(struct client *c, const char *p)
+{
+	static const struct { const char *name; void (*fn)(struct client *); } views[] = {
+		{ "help", show_help }, { "version", show_version }, { "pools", show_pools },
+		{ "clients", show_clients }, { "servers", show_servers }, { "databases", show_databases },
+		{ "users", show_users }, { "config", show_config }, { "lists", show_lists },
+		{ "stats", show_stats },
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(views); i++) {
+		const char *q = p;
+		if (word_eq(&q, views[i].name) && !*q) {
+			views[i].fn(c);
+			return;
+		}
+	}
+	send_admin_error(c, "unknown SHOW command: %s", p);
+}
+
+static void run_command(struct client *c, char *sql)
+{
+	/* Trim whitespace and trailing semicolons. */
+	while (isspace((unsigned char)*sql))
+		sql++;
+	size_t n = strlen(sql);
+	while (n && (isspace((unsigned char)sql[n - 1]) || sql[n - 1] == ';'))
+		sql[--n] = 0;
+	const char *p = sql;
+
+	if (word_eq(&p, "show")) {
+		run_show(c, p);
+		return;
+	}
+	if (c->stats_only) {
+		send_admin_error(c, "%s", "admin access needed");
+		return;
+	}
+	if (word_eq(&p, "pause"))
+		set_paused(c, p, true);
+	else if (word_eq(&p, "resume"))
+		set_paused(c, p, false);
+	else if (word_eq(&p, "reload") && !*p) {
+		kill(getppid(), SIGHUP);
+		send_command_complete(c, "RELOAD");
+	} else if (word_eq(&p, "shutdown") && !*p) {
+		send_command_complete(c, "SHUTDOWN");
+		kill(getppid(), SIGQUIT);
+	} else
+		send_admin_error(c, "unknown command: %s", sql);
+}
+
+enum stream_action admin_on_pkt(struct client *c, const struct pkt_hdr *h,
+				const uint8_t *data, size_t avail)
+{
+	char sql[ADMIN_MAX_QUERY];
+	struct pktbuf pb;
+
+	if (h->type == 'X') {
+		client_close(c, false, "client close request");
+		return SA_STOP;
+	}
+	if (h->type != 'Q') {
+		client_close(c, true, "the admin console accepts only simple queries");
+		return SA_STOP;
+	}
+	if (h->len > ADMIN_MAX_QUERY) {
+		client_close(c, true, "admin command too long");
+		return SA_STOP;
+	}
+	if (avail < h->len)
+		return SA_NEED_FULL;
+	size_t len = h->len - 5;
+	if (len == 0 || data[h->len - 1] != 0) {
+		client_close(c, true, "malformed query message");
+		return SA_STOP;
+	}
+	memcpy(sql, data + 5, len);
+	c->last_activity = util_monotonic();
+	run_command(c, sql);
+	pktbuf_init(&pb, 8);
+	pkt_write_ready(&pb, 'I');
+	(void)stream_write(&c->s, &pb);
+	pktbuf_free(&pb);
+	return SA_CONSUMED;
+}
+
+void admin_free(void)
+{
+	admin_db = NULL;
+}

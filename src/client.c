@@ -1,0 +1,830 @@
+/* pgcrew — client connections: accept, startup packet (SSL/GSSENC/cancel
+ * negotiation), authentication against auth_file, the welcome, and the relay
+ * of requests to a linked server. A client's bad input costs that client its
+ * connection and nobody else anything. */
+#include "client.h"
+#include "admin.h"
+#include "auth/crypto.h"
+#include "auth/md5.h"
+#include "auth/scram.h"
+#include "cancel.h"
+#include "config.h"
+#include "config/userlist.h"
+#include "pool.h"
+#include "proto/build.h"
+#include "proto/error.h"
+#include "proto/startup.h"
+#include "server.h"
+#include "tls.h"
+#include "worker.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+enum auth_step {
+	AS_NONE,
+	AS_PASSWORD,        /* waiting for a cleartext password */
+	AS_MD5,             /* waiting for an md5 response */
+	AS_SASL_INIT,       /* waiting for SASLInitialResponse */
+	AS_SASL_FINAL,      /* waiting for the client-final-message */
+};
+
+static const char *const state_names[] = {
+	[CLIENT_LOGIN] = "login", [CLIENT_WAITING_LOGIN] = "waiting_login",
+	[CLIENT_ACTIVE] = "active", [CLIENT_WAITING] = "waiting",
+	[CLIENT_CANCEL] = "cancel", [CLIENT_JUSTFREE] = "justfree",
+};
+_Static_assert(ARRAY_SIZE(state_names) == CLIENT_STATE_COUNT, "client state names");
+
+const char *client_state_name(enum client_state st)
+{
+	return st < CLIENT_STATE_COUNT ? state_names[st] : "?";
+}
+
+void log_client(const struct client *c, enum log_level lvl, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	log_msg(lvl, "C-%llu: %s/%s@%s:%d %s", (unsigned long long)c->id,
+		c->db_name[0] ? c->db_name : "(nodb)", c->user_name[0] ? c->user_name : "(nouser)",
+		c->addr, c->port, msg);
+}
+
+/* ---- states ---- */
+
+static struct list *state_list(struct client *c, enum client_state st)
+{
+	switch (st) {
+	case CLIENT_LOGIN: return &W->login_clients;
+	case CLIENT_WAITING_LOGIN:
+	case CLIENT_WAITING: return &c->pool->waiting_clients;
+	case CLIENT_ACTIVE: return &c->pool->active_clients;
+	case CLIENT_CANCEL: return &W->cancel_clients;
+	case CLIENT_JUSTFREE: return &W->justfree_clients;
+	default: return NULL;
+	}
+}
+
+static int *state_counter(struct client *c, enum client_state st)
+{
+	if (!c->pool)
+		return NULL;
+	switch (st) {
+	case CLIENT_WAITING: return &c->pool->n_waiting_clients;
+	case CLIENT_ACTIVE: return &c->pool->n_active_clients;
+	default: return NULL;
+	}
+}
+
+void client_set_state(struct client *c, enum client_state st)
+{
+	int *cnt = state_counter(c, c->state);
+
+	if (c->state == CLIENT_JUSTFREE)
+		fatal("client %llu: transition out of justfree", (unsigned long long)c->id);
+	log_noise("C-%llu: %s -> %s", (unsigned long long)c->id,
+		  client_state_name(c->state), client_state_name(st));
+	if (cnt)
+		(*cnt)--;
+	list_del(&c->node);
+	c->state = st;
+	if ((cnt = state_counter(c, st)) != NULL)
+		(*cnt)++;
+	list_append(state_list(c, st), &c->node);
+}
+
+/* ---- output helpers ---- */
+
+static void send_error(struct client *c, const char *severity, const char *sqlstate, const char *msg)
+{
+	struct pktbuf pb;
+	pktbuf_init(&pb, 128);
+	pkt_write_error(&pb, severity, sqlstate, "%s", msg);
+	(void)stream_write(&c->s, &pb);
+	pktbuf_free(&pb);
+}
+
+void client_send_notice(struct client *c, const char *msg)
+{
+	struct pktbuf pb;
+	pktbuf_init(&pb, 128);
+	pkt_write_notice(&pb, "NOTICE", "01000", msg);
+	(void)stream_write(&c->s, &pb);
+	pktbuf_free(&pb);
+}
+
+static bool send_pb(struct client *c, struct pktbuf *pb)
+{
+	bool ok = stream_write(&c->s, pb);
+	pktbuf_free(pb);
+	if (!ok)
+		client_close(c, false, "send failed");
+	return ok;
+}
+
+/* ---- closing ---- */
+
+static void release_counts(struct client *c)
+{
+	if (c->counted_db && c->db) {
+		c->db->n_clients--;
+		c->counted_db = false;
+	}
+	if (c->counted_user && c->login_user) {
+		c->login_user->n_clients--;
+		c->counted_user = false;
+	}
+}
+
+void client_close_sqlstate(struct client *c, const char *sqlstate, const char *reason)
+{
+	char age[32];
+
+	if (c->state == CLIENT_JUSTFREE)
+		return;
+	util_format_age(util_monotonic() - c->connect_time, age, sizeof(age));
+	if (W->cfg->log_disconnections && c->state != CLIENT_CANCEL)
+		log_client(c, LG_LOG, "closing because: %s (age=%s)", reason, age);
+	if (sqlstate)
+		send_error(c, "FATAL", sqlstate, reason);
+	if (c->link)
+		server_client_gone(c->link);
+	cancel_unregister(c);
+	release_counts(c);
+	W->n_clients--;
+	free(c->scram);
+	c->scram = NULL;
+	client_set_state(c, CLIENT_JUSTFREE);
+	stream_close(&c->s);
+	worker_schedule_reap();
+	worker_check_shutdown();
+}
+
+void client_close(struct client *c, bool send_err, const char *reason)
+{
+	client_close_sqlstate(c, send_err ? "08P01" : NULL, reason);
+}
+
+void client_free(struct client *c)
+{
+	list_del(&c->node);
+	list_del(&c->all_node);
+	varcache_clear(&c->vars);
+	free(c);
+}
+
+/* ---- accept ---- */
+
+static enum stream_action client_on_pkt(struct stream *s, const struct pkt_hdr *h,
+					const uint8_t *data, size_t avail);
+static void client_on_event(struct stream *s, enum stream_event ev);
+
+static void start_reading(struct client *c)
+{
+	uint8_t b;
+	/* A direct-TLS client (PostgreSQL 17 sslnegotiation=direct) opens with
+	 * a ClientHello instead of a startup packet. */
+	ssize_t n = recv(c->s.fd, &b, 1, MSG_PEEK);
+	if (n == 1 && b == 0x16) {
+		if (!W->client_tls) {
+			client_close(c, false, "direct TLS connection but TLS is not configured");
+			return;
+		}
+		struct tls_conn *t = tls_conn_accept(W->client_tls, c->s.fd, true);
+		if (!t) {
+			client_close(c, false, "TLS setup failed");
+			return;
+		}
+		stream_start_tls(&c->s, t);
+		return;
+	}
+	stream_start_reading(&c->s);
+}
+
+static void on_first_byte(evutil_socket_t fd, short what, void *arg)
+{
+	struct client *c = arg;
+	if (c->state == CLIENT_LOGIN && !c->s.closed)
+		start_reading(c);
+}
+
+void client_accept(int fd, bool is_unix)
+{
+	struct client *c = xcalloc(1, sizeof(*c));
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	c->id = worker_next_id();
+	c->connect_time = c->last_activity = util_monotonic();
+	c->is_unix = is_unix;
+	varcache_init(&c->vars);
+	list_init(&c->node);
+	list_append(&W->all_clients, &c->all_node);
+	c->state = CLIENT_LOGIN;
+	list_append(&W->login_clients, &c->node);
+	W->n_clients++;
+	stream_init(&c->s, fd, c, client_on_pkt, client_on_event);
+	c->s.startup = true;
+	if (getpeername(fd, (struct sockaddr *)&ss, &len) == 0)
+		util_format_addr((struct sockaddr *)&ss, c->addr, sizeof(c->addr), &c->port);
+	len = sizeof(ss);
+	if (getsockname(fd, (struct sockaddr *)&ss, &len) == 0)
+		util_format_addr((struct sockaddr *)&ss, c->laddr, sizeof(c->laddr), &c->lport);
+	if (!is_unix)
+		util_tune_tcp(fd, W->cfg);
+	if (W->cfg->max_client_conn > 0 && W->n_clients > W->cfg->max_client_conn) {
+		client_close(c, true, "no more connections allowed (max_client_conn)");
+		return;
+	}
+	if (W->shutting_down) {
+		client_close(c, true, "pooler is shutting down");
+		return;
+	}
+	/* Wait for the first byte before deciding plain or direct TLS. */
+	if (event_base_once(W->base, fd, EV_READ, on_first_byte, c, NULL) < 0)
+		client_close(c, false, "cannot wait for data");
+}
+
+/* ---- welcome ---- */
+
+static void send_welcome(struct client *c)
+{
+	struct pool *p = c->pool;
+	struct pktbuf pb;
+
+	pktbuf_init(&pb, 512);
+	pkt_write_auth_ok(&pb);
+	varcache_write_status(&pb, &p->welcome_vars, &c->vars);
+	for (int i = 0; i < p->n_welcome_other; i++)
+		pkt_write_parameter_status(&pb, p->welcome_other[2 * i], p->welcome_other[2 * i + 1]);
+	pkt_write_backend_key(&pb, c->cancel_pid, c->cancel_key);
+	pkt_write_ready(&pb, 'I');
+	if (!send_pb(c, &pb))
+		return;
+	/* The client's effective settings start as the pool's, overlaid by its own. */
+	for (int i = 0; i < varcache_count(); i++)
+		if (!varcache_get(&c->vars, i) && varcache_get(&p->welcome_vars, i))
+			varcache_set(&c->vars, varcache_name(i), varcache_get(&p->welcome_vars, i));
+	client_set_state(c, CLIENT_ACTIVE);
+	c->s.startup = false;
+	stream_resume(&c->s);
+}
+
+void client_pool_ready(struct client *c)
+{
+	send_welcome(c);
+}
+
+void client_server_login_failed(struct client *c, const char *sqlstate, const char *msg)
+{
+	client_close_sqlstate(c, sqlstate && *sqlstate ? sqlstate : "08P01", msg);
+}
+
+static void finish_login(struct client *c)
+{
+	struct pool *p = c->pool;
+
+	if (W->cfg->log_connections)
+		log_client(c, LG_LOG, "login attempt: db=%s user=%s tls=%s", c->db_name, c->user_name,
+			   c->s.tls ? tls_conn_version(c->s.tls) : "no");
+	if (c->db->admin) {
+		admin_welcome(c);
+		return;
+	}
+	cancel_register(c);
+	if (p->welcome_ready) {
+		send_welcome(c);
+		return;
+	}
+	client_set_state(c, CLIENT_WAITING_LOGIN);
+	c->request_time = util_monotonic();
+	if (p->n_login == 0 && p->login_failed_at && p->login_error[0] &&
+	    util_monotonic() - p->login_failed_at < W->cfg->server_login_retry) {
+		client_server_login_failed(c, p->login_error_code, p->login_error);
+		return;
+	}
+	if (p->n_login == 0 && !server_launch(p) && c->state != CLIENT_JUSTFREE)
+		client_close(c, true, "could not connect to server");
+}
+
+/* ---- authentication ---- */
+
+static void auth_failed(struct client *c)
+{
+	client_close_sqlstate(c, "28P01", "password authentication failed");
+}
+
+static const char *user_secret(const struct client *c)
+{
+	return c->login_user ? c->login_user->secret : NULL;
+}
+
+static void request_password(struct client *c)
+{
+	struct pktbuf pb;
+	pktbuf_init(&pb, 16);
+	pkt_write_auth_cleartext(&pb);
+	c->auth_step = AS_PASSWORD;
+	send_pb(c, &pb);
+}
+
+static void request_md5(struct client *c)
+{
+	struct pktbuf pb;
+	if (!crypto_random(c->md5_salt, sizeof(c->md5_salt))) {
+		client_close(c, true, "internal error: no randomness");
+		return;
+	}
+	pktbuf_init(&pb, 16);
+	pkt_write_auth_md5(&pb, c->md5_salt);
+	c->auth_step = AS_MD5;
+	send_pb(c, &pb);
+}
+
+static void request_sasl(struct client *c)
+{
+	struct pktbuf pb;
+	pktbuf_init(&pb, 32);
+	pkt_write_auth_sasl(&pb, false);
+	c->auth_step = AS_SASL_INIT;
+	send_pb(c, &pb);
+}
+
+/* Pick the exchange for auth_type and the kind of secret we hold. */
+void client_start_auth(struct client *c)
+{
+	const char *secret = user_secret(c);
+	int kind = secret && *secret ? (int)userlist_secret_kind(secret) : -1;
+
+	switch (W->cfg->auth_type) {
+	case AUTH_ANY:
+		finish_login(c);
+		return;
+	case AUTH_TRUST:
+		if (!secret)
+			auth_failed(c);
+		else
+			finish_login(c);
+		return;
+	case AUTH_PLAIN:
+		request_password(c);
+		return;
+	case AUTH_MD5:
+		/* PgBouncer's rule: a SCRAM secret cannot answer md5, so use SCRAM. */
+		if (kind == USERLIST_SCRAM)
+			request_sasl(c);
+		else
+			request_md5(c);
+		return;
+	case AUTH_SCRAM:
+		request_sasl(c);
+		return;
+	default:
+		client_close_sqlstate(c, "28000", "authentication method not supported yet");
+	}
+}
+
+static bool check_plain_password(struct client *c, const char *pw)
+{
+	const char *secret = user_secret(c);
+	char hash[36];
+	struct scram_secret have, derived;
+
+	if (!secret || !*secret)
+		return false;
+	switch (userlist_secret_kind(secret)) {
+	case USERLIST_PLAIN:
+		return strcmp(secret, pw) == 0;
+	case USERLIST_MD5:
+		md5_password_hash(c->user_name, pw, hash);
+		return strcmp(hash, secret) == 0;
+	case USERLIST_SCRAM:
+		if (!scram_parse_verifier(secret, &have) ||
+		    !scram_secret_from_password(pw, have.salt, have.salt_len, have.iterations, &derived))
+			return false;
+		return memcmp(have.stored_key, derived.stored_key, SCRAM_KEY_LEN) == 0 &&
+		       memcmp(have.server_key, derived.server_key, SCRAM_KEY_LEN) == 0;
+	default:
+		return false;
+	}
+}
+
+static void handle_password(struct client *c, const uint8_t *body, size_t len)
+{
+	struct pkt_reader r;
+	pkt_reader_init(&r, body, len);
+	const char *pw = pkt_get_string(&r);
+	if (!pkt_get_end(&r)) {
+		client_close(c, true, "malformed password packet");
+		return;
+	}
+	bool ok = false;
+	if (c->auth_step == AS_PASSWORD)
+		ok = check_plain_password(c, pw);
+	else
+		ok = user_secret(c) && md5_check_client(user_secret(c), c->user_name, c->md5_salt, pw);
+	if (ok)
+		finish_login(c);
+	else
+		auth_failed(c);
+}
+
+static void handle_sasl_init(struct client *c, const uint8_t *body, size_t len)
+{
+	struct pkt_reader r;
+	struct scram_secret secret;
+	const char *err = NULL;
+	char out[512];
+	size_t n = 0;
+
+	pkt_reader_init(&r, body, len);
+	const char *mech = pkt_get_string(&r);
+	int32_t dlen = pkt_get_i32(&r);
+	if (r.failed || dlen < 0 || (size_t)dlen != len - r.pos) {
+		client_close(c, true, "malformed SASLInitialResponse");
+		return;
+	}
+	if (strcmp(mech, "SCRAM-SHA-256") != 0) {
+		client_close_sqlstate(c, "28000", "client selected an invalid SASL authentication mechanism");
+		return;
+	}
+	const char *sec = user_secret(c);
+	bool mock = !sec || !*sec ||
+		!scram_secret_for_user(c->user_name, sec, W->cfg->scram_iterations, &secret);
+	if (mock)
+		scram_mock_secret(c->user_name, W->cfg->scram_iterations, &secret);
+	c->scram = xcalloc(1, sizeof(*c->scram));
+	if (scram_server_first(c->scram, &secret, mock, (const char *)body + r.pos, (size_t)dlen,
+			       out, sizeof(out), &n, &err) < 0) {
+		client_close_sqlstate(c, "08P01", err ? err : "malformed SCRAM message");
+		return;
+	}
+	struct pktbuf pb;
+	pktbuf_init(&pb, n + 16);
+	pkt_write_auth_sasl_continue(&pb, out, n);
+	c->auth_step = AS_SASL_FINAL;
+	send_pb(c, &pb);
+}
+
+static void handle_sasl_final(struct client *c, const uint8_t *body, size_t len)
+{
+	const char *err = NULL;
+	char out[256];
+	size_t n = 0;
+
+	int rc = scram_server_final(c->scram, (const char *)body, len, out, sizeof(out), &n, &err);
+	if (rc == -2 || (rc == 0 && c->scram->mock)) {
+		auth_failed(c);
+		return;
+	}
+	if (rc < 0) {
+		client_close_sqlstate(c, "08P01", err ? err : "malformed SCRAM message");
+		return;
+	}
+	/* Pass-through: the proof gave us the ClientKey for the server login. */
+	struct puser *u = c->login_user;
+	if (c->scram->got_client_key && u && userlist_secret_kind(u->secret) == USERLIST_SCRAM) {
+		u->scram_keys = c->scram->secret;
+		memcpy(u->scram_keys.client_key, c->scram->client_key, SCRAM_KEY_LEN);
+		u->scram_keys.has_client_key = true;
+		u->has_scram_keys = true;
+	}
+	struct pktbuf pb;
+	pktbuf_init(&pb, n + 16);
+	pkt_write_auth_sasl_final(&pb, out, n);
+	free(c->scram);
+	c->scram = NULL;
+	if (send_pb(c, &pb))
+		finish_login(c);
+}
+
+static enum stream_action auth_pkt(struct client *c, const struct pkt_hdr *h,
+				   const uint8_t *data, size_t avail)
+{
+	if (h->type != 'p') {
+		client_close(c, true, h->type == 'X' ? "client close request" : "bad packet during authentication");
+		return SA_STOP;
+	}
+	if (h->len > 8192) {
+		client_close(c, true, "authentication packet too large");
+		return SA_STOP;
+	}
+	if (avail < h->len)
+		return SA_NEED_FULL;
+	const uint8_t *body = data + 5;
+	size_t blen = h->len - 5;
+	switch (c->auth_step) {
+	case AS_PASSWORD:
+	case AS_MD5:
+		handle_password(c, body, blen);
+		break;
+	case AS_SASL_INIT:
+		handle_sasl_init(c, body, blen);
+		break;
+	case AS_SASL_FINAL:
+		handle_sasl_final(c, body, blen);
+		break;
+	default:
+		client_close(c, true, "unexpected password packet");
+	}
+	return c->state == CLIENT_JUSTFREE ? SA_STOP : SA_CONSUMED;
+}
+
+/* ---- startup packet ---- */
+
+static bool param_ignored(const char *key)
+{
+	const char *list = W->cfg->ignore_startup_parameters;
+	size_t klen = strlen(key);
+	for (const char *p = list; p && *p;) {
+		while (*p == ',' || *p == ' ' || *p == '\t')
+			p++;
+		size_t n = strcspn(p, ", \t");
+		if (n == klen && strncasecmp(p, key, n) == 0)
+			return true;
+		p += n;
+	}
+	return false;
+}
+
+static int option_cb(void *arg, const char *key, const char *val)
+{
+	struct client *c = arg;
+	if (varcache_set(&c->vars, key, val) || param_ignored(key))
+		return 0;
+	return -1;
+}
+
+/* Apply the startup parameters; false (client closed) on an unsupported one. */
+static bool apply_params(struct client *c, const struct startup_msg *m)
+{
+	char err[256], msg[320];
+
+	for (int i = 0; i < m->n_params; i++) {
+		const char *k = m->keys[i], *v = m->vals[i];
+		if (!strcmp(k, "user") || !strcmp(k, "database"))
+			continue;
+		if (!strcmp(k, "options")) {
+			if (startup_parse_options(v, option_cb, c, err, sizeof(err)) < 0) {
+				snprintf(msg, sizeof(msg), "unsupported options startup parameter: %s", err[0] ? err : v);
+				client_close(c, true, msg);
+				return false;
+			}
+			continue;
+		}
+		if (!strncmp(k, "_pq_.", 5))
+			continue;
+		if (varcache_set(&c->vars, k, v) || param_ignored(k))
+			continue;
+		snprintf(msg, sizeof(msg), "unsupported startup parameter: %s", k);
+		client_close(c, true, msg);
+		return false;
+	}
+	return true;
+}
+
+static void negotiate_version(struct client *c, const struct startup_msg *m)
+{
+	if ((m->version & 0xffff) == 0 && m->n_unsupported == 0)
+		return;
+	struct pktbuf pb;
+	pktbuf_init(&pb, 64);
+	pkt_write_negotiate_version(&pb, 0, m->unsupported, m->n_unsupported);
+	send_pb(c, &pb);
+}
+
+static bool check_client_limits(struct client *c)
+{
+	struct database *db = c->db;
+	struct puser *u = c->login_user;
+
+	if (db->max_db_client_connections > 0 && db->n_clients >= db->max_db_client_connections) {
+		client_close(c, true, "no more connections allowed (max_db_client_connections)");
+		return false;
+	}
+	db->n_clients++;
+	c->counted_db = true;
+	if (u && u->max_user_client_connections > 0 && u->n_clients >= u->max_user_client_connections) {
+		client_close(c, true, "no more connections allowed (max_user_client_connections)");
+		return false;
+	}
+	if (u) {
+		u->n_clients++;
+		c->counted_user = true;
+	}
+	return true;
+}
+
+static void handle_startup(struct client *c, const struct startup_msg *m)
+{
+	char msg[256];
+
+	strlcpy_(c->user_name, m->user, sizeof(c->user_name));
+	strlcpy_(c->db_name, m->database, sizeof(c->db_name));
+	if (m->replication) {
+		client_close(c, true, "replication connections are not supported yet");
+		return;
+	}
+	if (admin_is_console_db(c->db_name)) {
+		admin_client_login(c, m);
+		return;
+	}
+	if (!apply_params(c, m))
+		return;
+	c->db = pool_get_db(c->db_name);
+	if (!c->db) {
+		snprintf(msg, sizeof(msg), "no such database: %s", c->db_name);
+		client_close(c, true, msg);
+		return;
+	}
+	if (c->db->disabled) {
+		snprintf(msg, sizeof(msg), "database \"%s\" does not allow connections", c->db_name);
+		client_close(c, true, msg);
+		return;
+	}
+	c->db->last_used = util_monotonic();
+	c->login_user = pool_find_user(c->user_name);
+	if (!c->login_user && (W->cfg->auth_type == AUTH_ANY || W->cfg->auth_type == AUTH_TRUST) &&
+	    c->db->forced_user)
+		c->login_user = pool_get_user(c->user_name);
+	struct puser *srv_user = c->db->forced_user ? pool_get_user(c->db->forced_user) : c->login_user;
+	if (!check_client_limits(c))
+		return;
+	negotiate_version(c, m);
+	if (c->state == CLIENT_JUSTFREE)
+		return;
+	if (srv_user)
+		c->pool = pool_get(c->db, srv_user);
+	if (!c->pool && W->cfg->auth_type != AUTH_ANY && W->cfg->auth_type != AUTH_TRUST) {
+		/* Unknown user: run the exchange anyway so names cannot be probed. */
+		client_start_auth(c);
+		return;
+	}
+	if (!c->pool) {
+		auth_failed(c);
+		return;
+	}
+	client_start_auth(c);
+}
+
+static void handle_ssl_request(struct client *c)
+{
+	if (!W->client_tls || c->is_unix) {
+		(void)stream_write_raw(&c->s, "N", 1);
+		return;
+	}
+	/* Anything after the SSLRequest would be plaintext smuggled into the
+	 * TLS session (CVE-2021-23222 class): refuse it. */
+	if (stream_unprocessed(&c->s) > 0) {
+		client_close(c, false, "data after SSLRequest");
+		return;
+	}
+	if (!stream_write_raw(&c->s, "S", 1)) {
+		client_close(c, false, "send failed");
+		return;
+	}
+	struct tls_conn *t = tls_conn_accept(W->client_tls, c->s.fd, false);
+	if (!t) {
+		client_close(c, false, "TLS setup failed");
+		return;
+	}
+	stream_stop_reading(&c->s);
+	stream_start_tls(&c->s, t);
+}
+
+static enum stream_action startup_pkt(struct client *c, const struct pkt_hdr *h,
+				      const uint8_t *data, size_t avail)
+{
+	struct startup_msg m;
+	char err[256];
+
+	if (avail < h->len)
+		return SA_NEED_FULL;
+	switch (startup_parse(data, h->len, &m, err, sizeof(err))) {
+	case STARTUP_SSL:
+		if (c->s.tls) {
+			client_close(c, true, "SSLRequest inside TLS");
+			return SA_STOP;
+		}
+		/* Consume the 8 bytes first: the handshake reads the socket next. */
+		stream_consume(&c->s, h->len);
+		handle_ssl_request(c);
+		return SA_STOP;
+	case STARTUP_GSSENC:
+		(void)stream_write_raw(&c->s, "N", 1);
+		return SA_CONSUMED;
+	case STARTUP_CANCEL:
+		client_set_state(c, CLIENT_CANCEL);
+		stream_consume(&c->s, h->len);
+		cancel_handle_request(c, m.cancel_pid, m.cancel_key);
+		return SA_STOP;
+	case STARTUP_V3:
+		if (W->cfg->client_tls_sslmode >= SSLMODE_REQUIRE && !c->s.tls && !c->is_unix) {
+			client_close_sqlstate(c, "28000", "SSL required");
+			return SA_STOP;
+		}
+		c->s.startup = false;
+		handle_startup(c, &m);
+		return c->state == CLIENT_JUSTFREE ? SA_STOP : SA_CONSUMED;
+	default:
+		client_close(c, true, err[0] ? err : "bad startup packet");
+		return SA_STOP;
+	}
+}
+
+/* ---- relay ---- */
+
+static void note_request(struct client *c, uint8_t type)
+{
+	struct server *sv = c->link;
+	struct pool *p = c->pool;
+	usec_t now = util_monotonic();
+
+	if (type != 'Q' && type != 'S' && type != 'F')
+		return;
+	sv->expect_rfq++;
+	if (!c->query_running) {
+		c->query_running = true;
+		c->query_start = now;
+		sv->query_start = now;
+	}
+	if (!c->in_xact && !c->xact_start_set) {
+		c->xact_start = now;
+		c->xact_start_set = true;
+	}
+	p->stats.query_count++;
+	c->last_activity = now;
+}
+
+static enum stream_action active_pkt(struct client *c, const struct pkt_hdr *h)
+{
+	if (h->type == 'X') {
+		client_close(c, false, "client close request");
+		return SA_STOP;
+	}
+	if (c->state == CLIENT_WAITING || c->state == CLIENT_WAITING_LOGIN)
+		return SA_PAUSE;
+	if (!c->link) {
+		if (!pool_request_server(c))
+			return c->state == CLIENT_JUSTFREE ? SA_STOP : SA_PAUSE;
+	}
+	if (c->link->internal == SI_SETVARS)
+		return SA_PAUSE;
+	note_request(c, h->type);
+	return SA_FORWARD;
+}
+
+static enum stream_action client_on_pkt(struct stream *s, const struct pkt_hdr *h,
+					const uint8_t *data, size_t avail)
+{
+	struct client *c = s->owner;
+
+	if (c->admin)
+		return admin_on_pkt(c, h, data, avail);
+	switch (c->state) {
+	case CLIENT_LOGIN:
+		if (s->startup)
+			return startup_pkt(c, h, data, avail);
+		return auth_pkt(c, h, data, avail);
+	case CLIENT_ACTIVE:
+	case CLIENT_WAITING:
+	case CLIENT_WAITING_LOGIN:
+		return active_pkt(c, h);
+	default:
+		return SA_PAUSE;
+	}
+}
+
+void client_server_linked(struct client *c)
+{
+	if (c->state != CLIENT_ACTIVE)
+		client_set_state(c, CLIENT_ACTIVE);
+	stream_resume(&c->s);
+}
+
+static void client_on_event(struct stream *s, enum stream_event ev)
+{
+	struct client *c = s->owner;
+
+	switch (ev) {
+	case SE_EOF:
+		client_close(c, false, c->state == CLIENT_LOGIN ? "client unexpected eof" : "client unexpected eof");
+		break;
+	case SE_ERROR:
+		client_close(c, c->state == CLIENT_LOGIN, s->errmsg ? s->errmsg : "client connection error");
+		break;
+	case SE_TLS_READY:
+		c->s.startup = true;
+		stream_start_reading(&c->s);
+		break;
+	default:
+		break;
+	}
+}

@@ -1,0 +1,201 @@
+/* pgcrew — framed supervisor/worker messages over a SOCK_SEQPACKET
+ * socketpair. A malformed message from our own process is a bug: fatal(). */
+#include "ipc.h"
+#include "log.h"
+#include "util.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+struct ipc_msg {
+	struct list node;
+	int fd;                        /* to pass, or -1; closed after sending */
+	size_t len;
+	uint8_t data[];                /* header + payload */
+};
+
+struct ipc_chan {
+	int fd;
+	int self_id;
+	struct event *ev_read, *ev_write;
+	struct list outq;              /* struct ipc_msg, in order */
+	ipc_handler_fn on_msg;
+	ipc_eof_fn on_eof;
+	void *arg;
+	bool dead;
+};
+
+static const char *const type_names[] = {
+	[IPC_WORKER_READY] = "WORKER_READY", [IPC_RELOAD] = "RELOAD",
+	[IPC_RELOAD_DONE] = "RELOAD_DONE", [IPC_SHUTDOWN] = "SHUTDOWN",
+	[IPC_PAUSE] = "PAUSE", [IPC_RESUME] = "RESUME",
+	[IPC_LOG_REOPEN] = "LOG_REOPEN",
+};
+_Static_assert(ARRAY_SIZE(type_names) == IPC_TYPE_COUNT, "ipc type names");
+
+const char *ipc_type_name(enum ipc_type t)
+{
+	return t < IPC_TYPE_COUNT ? type_names[t] : "?";
+}
+
+static void chan_dead(struct ipc_chan *ch)
+{
+	if (ch->dead)
+		return;
+	ch->dead = true;
+	event_del(ch->ev_read);
+	event_del(ch->ev_write);
+	if (ch->on_eof)
+		ch->on_eof(ch, ch->arg);
+}
+
+/* Returns 1 sent, 0 would block, -1 peer gone. */
+static int send_one(struct ipc_chan *ch, struct ipc_msg *m)
+{
+	struct iovec iov = { .iov_base = m->data, .iov_len = m->len };
+	union { char buf[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } u;
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+	if (m->fd >= 0) {
+		mh.msg_control = u.buf;
+		mh.msg_controllen = sizeof(u.buf);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &m->fd, sizeof(int));
+	}
+	ssize_t n = sendmsg(ch->fd, &mh, MSG_NOSIGNAL);
+	if (n >= 0)
+		return 1;
+	if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+		return 0;
+	return -1;
+}
+
+static void flush_queue(struct ipc_chan *ch)
+{
+	struct list *it;
+	while ((it = list_first(&ch->outq)) != NULL) {
+		struct ipc_msg *m = container_of(it, struct ipc_msg, node);
+		int r = send_one(ch, m);
+		if (r == 0) {
+			event_add(ch->ev_write, NULL);
+			return;
+		}
+		list_del(&m->node);
+		if (m->fd >= 0)
+			close(m->fd);
+		free(m);
+		if (r < 0) {
+			chan_dead(ch);
+			return;
+		}
+	}
+}
+
+static void on_write(evutil_socket_t fd, short what, void *arg)
+{
+	flush_queue(arg);
+}
+
+static int take_fd(struct msghdr *mh)
+{
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c)) {
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+			int fd;
+			memcpy(&fd, CMSG_DATA(c), sizeof(int));
+			return fd;
+		}
+	}
+	return -1;
+}
+
+static void on_read(evutil_socket_t fd, short what, void *arg)
+{
+	struct ipc_chan *ch = arg;
+	static uint8_t buf[sizeof(struct ipc_hdr) + IPC_MAX_PAYLOAD];
+	union { char b[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } u;
+
+	for (int i = 0; i < 64 && !ch->dead; i++) {
+		struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+				     .msg_control = u.b, .msg_controllen = sizeof(u.b) };
+		ssize_t n = recvmsg(ch->fd, &mh, MSG_CMSG_CLOEXEC);
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+			return;
+		if (n <= 0) {
+			chan_dead(ch);
+			return;
+		}
+		struct ipc_hdr hdr;
+		if ((size_t)n < sizeof(hdr))
+			fatal("ipc: short message (%zd bytes)", n);
+		memcpy(&hdr, buf, sizeof(hdr));
+		if (hdr.len != (size_t)n - sizeof(hdr) || hdr.type >= IPC_TYPE_COUNT ||
+		    (mh.msg_flags & MSG_TRUNC))
+			fatal("ipc: malformed message type=%u len=%u got=%zd", hdr.type, hdr.len, n);
+		int rfd = take_fd(&mh);
+		log_noise("ipc: got %s from %d len=%u", ipc_type_name(hdr.type), hdr.worker, hdr.len);
+		ch->on_msg(ch, &hdr, buf + sizeof(hdr), rfd, ch->arg);
+	}
+}
+
+struct ipc_chan *ipc_chan_new(struct event_base *base, int fd, int self_id,
+			      ipc_handler_fn on_msg, ipc_eof_fn on_eof, void *arg)
+{
+	struct ipc_chan *ch = xcalloc(1, sizeof(*ch));
+	ch->fd = fd;
+	ch->self_id = self_id;
+	ch->on_msg = on_msg;
+	ch->on_eof = on_eof;
+	ch->arg = arg;
+	list_init(&ch->outq);
+	if (util_set_nonblock(fd) < 0)
+		fatal_errno("ipc: nonblock");
+	ch->ev_read = event_new(base, fd, EV_READ | EV_PERSIST, on_read, ch);
+	ch->ev_write = event_new(base, fd, EV_WRITE, on_write, ch);
+	event_add(ch->ev_read, NULL);
+	return ch;
+}
+
+int ipc_chan_fd(const struct ipc_chan *ch)
+{
+	return ch->fd;
+}
+
+void ipc_chan_free(struct ipc_chan *ch)
+{
+	struct list *it, *tmp;
+	if (!ch)
+		return;
+	list_for_each_safe(it, tmp, &ch->outq) {
+		struct ipc_msg *m = container_of(it, struct ipc_msg, node);
+		if (m->fd >= 0)
+			close(m->fd);
+		free(m);
+	}
+	event_free(ch->ev_read);
+	event_free(ch->ev_write);
+	close(ch->fd);
+	free(ch);
+}
+
+int ipc_send(struct ipc_chan *ch, enum ipc_type type, uint32_t reqid,
+	     const void *payload, uint32_t len, int fd)
+{
+	if (ch->dead || len > IPC_MAX_PAYLOAD)
+		return -1;
+	struct ipc_msg *m = xmalloc(sizeof(*m) + sizeof(struct ipc_hdr) + len);
+	struct ipc_hdr hdr = { .type = type, .len = len, .worker = ch->self_id, .reqid = reqid };
+	memcpy(m->data, &hdr, sizeof(hdr));
+	if (len)
+		memcpy(m->data + sizeof(hdr), payload, len);
+	m->len = sizeof(hdr) + len;
+	m->fd = fd >= 0 ? dup(fd) : -1;
+	list_append(&ch->outq, &m->node);
+	flush_queue(ch);
+	return 0;
+}

@@ -1,0 +1,170 @@
+/* pgcrew — the janitor: a timer that walks the state lists a few times a
+ * second and fires PgBouncer's timeouts with PgBouncer's texts. Per-connection
+ * timers would cost an event_add per message; a scan of the lists is cheaper. */
+#include "janitor.h"
+#include "cancel.h"
+#include "client.h"
+#include "config.h"
+#include "pool.h"
+#include "server.h"
+#include "worker.h"
+
+#include <event2/event.h>
+#include <stdio.h>
+
+#define JANITOR_PERIOD_USEC 200000
+
+static usec_t eff(usec_t user_value, usec_t global)
+{
+	return user_value >= 0 ? user_value : global;
+}
+
+static void check_login_clients(usec_t now)
+{
+	struct list *it, *tmp;
+	usec_t t = W->cfg->client_login_timeout;
+	if (t <= 0)
+		return;
+	list_for_each_safe(it, tmp, &W->login_clients) {
+		struct client *c = container_of(it, struct client, node);
+		if (now - c->connect_time > t)
+			client_close(c, true, "client_login_timeout");
+	}
+}
+
+static void check_waiting(struct pool *p, usec_t now)
+{
+	const struct config *cfg = W->cfg;
+	struct list *it, *tmp;
+	list_for_each_safe(it, tmp, &p->waiting_clients) {
+		struct client *c = container_of(it, struct client, node);
+		usec_t waited = now - c->request_time;
+		if (cfg->query_wait_timeout > 0 && waited > cfg->query_wait_timeout) {
+			client_close(c, true, "query_wait_timeout");
+			continue;
+		}
+		if (cfg->query_wait_notify > 0 && waited > cfg->query_wait_notify && !c->wait_notified &&
+		    c->state == CLIENT_WAITING) {
+			char msg[256];
+			snprintf(msg, sizeof(msg), "No server connection available in postgres pool, waiting");
+			client_send_notice(c, msg);
+			c->wait_notified = now;
+		}
+	}
+}
+
+static void check_active(struct pool *p, usec_t now)
+{
+	const struct config *cfg = W->cfg;
+	const struct puser *u = p->user;
+	usec_t idle = eff(u->client_idle_timeout, cfg->client_idle_timeout);
+	usec_t itx = eff(u->idle_transaction_timeout, cfg->idle_transaction_timeout);
+	usec_t qt = eff(u->query_timeout, cfg->query_timeout);
+	usec_t xt = cfg->transaction_timeout;
+	struct list *it, *tmp;
+
+	list_for_each_safe(it, tmp, &p->active_clients) {
+		struct client *c = container_of(it, struct client, node);
+		if (!c->link) {
+			if (idle > 0 && now - c->last_activity > idle)
+				client_close(c, true, "client_idle_timeout");
+			continue;
+		}
+		if (c->query_running && qt > 0 && now - c->query_start > qt) {
+			struct server *sv = c->link;
+			cancel_send(sv);
+			client_close(c, true, "query timeout");
+			continue;
+		}
+		if (!c->query_running && c->in_xact && itx > 0 && now - c->last_activity > itx) {
+			client_close(c, true, "idle transaction timeout");
+			continue;
+		}
+		if (c->in_xact && xt > 0 && c->xact_start_set && now - c->xact_start > xt) {
+			client_close(c, true, "transaction timeout");
+			continue;
+		}
+		if (!c->in_xact && !c->query_running && idle > 0 && now - c->last_activity > idle)
+			client_close(c, true, "client_idle_timeout");
+	}
+}
+
+static void check_servers(struct pool *p, usec_t now)
+{
+	const struct config *cfg = W->cfg;
+	usec_t life = pool_server_lifetime(p);
+	struct list *it, *tmp;
+
+	list_for_each_safe(it, tmp, &p->idle_servers) {
+		struct server *sv = container_of(it, struct server, node);
+		bool above_min = p->n_idle + p->n_active > p->db->min_pool_size;
+		if (life > 0 && now - sv->connect_time > life)
+			server_close(sv, "server lifetime over");
+		else if (cfg->server_idle_timeout > 0 && now - sv->last_used > cfg->server_idle_timeout && above_min)
+			server_close(sv, "server idle timeout");
+	}
+	if (cfg->server_connect_timeout > 0) {
+		list_for_each_safe(it, tmp, &p->login_servers) {
+			struct server *sv = container_of(it, struct server, node);
+			if (now - sv->connect_time > cfg->server_connect_timeout) {
+				p->login_failed_at = now;
+				server_close(sv, "connect timeout");
+			}
+		}
+	}
+	/* Busy servers past their lifetime close when released. */
+	if (life > 0) {
+		list_for_each(it, &p->active_servers) {
+			struct server *sv = container_of(it, struct server, node);
+			if (now - sv->connect_time > life)
+				sv->close_needed = true;
+		}
+	}
+}
+
+static void check_autodb(usec_t now)
+{
+	usec_t t = W->cfg->autodb_idle_timeout;
+	struct list *it;
+	if (t <= 0)
+		return;
+	list_for_each(it, &W->databases) {
+		struct database *db = container_of(it, struct database, node);
+		if (db->is_autodb && !db->dead && db->n_clients == 0 && db->n_servers == 0 &&
+		    now - db->last_used > t) {
+			log_info("auto-database %s idle for too long, removed", db->name);
+			db->dead = true;
+		}
+	}
+}
+
+static void janitor_run(evutil_socket_t fd, short what, void *arg)
+{
+	usec_t now = util_monotonic();
+	struct list *it;
+
+	check_login_clients(now);
+	list_for_each(it, &W->pools) {
+		struct pool *p = container_of(it, struct pool, node);
+		check_waiting(p, now);
+		check_active(p, now);
+		check_servers(p, now);
+		pool_launch_needed(p);
+	}
+	check_autodb(now);
+	cancel_janitor(now);
+}
+
+void janitor_start(void)
+{
+	struct timeval tv = { 0, JANITOR_PERIOD_USEC };
+	W->janitor = event_new(W->base, -1, EV_PERSIST, janitor_run, NULL);
+	event_add(W->janitor, &tv);
+}
+
+void janitor_stop(void)
+{
+	if (W->janitor)
+		event_free(W->janitor);
+	W->janitor = NULL;
+}

@@ -1,0 +1,791 @@
+/* pgcrew — server connections toward PostgreSQL: connect, StartupMessage,
+ * authentication (cleartext, md5, SCRAM-SHA-256 incl. pass-through), the
+ * relay of results to the linked client, and internal queries whose results
+ * the pooler swallows until ReadyForQuery. */
+#include "server.h"
+#include "auth/md5.h"
+#include "auth/scram.h"
+#include "cancel.h"
+#include "client.h"
+#include "config.h"
+#include "config/userlist.h"
+#include "pool.h"
+#include "proto/build.h"
+#include "proto/error.h"
+#include "worker.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/un.h>
+
+static const char *const state_names[] = {
+	[SERVER_LOGIN] = "login", [SERVER_IDLE] = "idle", [SERVER_ACTIVE] = "active",
+	[SERVER_TESTED] = "tested", [SERVER_BEING_CANCELED] = "being_canceled",
+	[SERVER_JUSTFREE] = "justfree",
+};
+_Static_assert(ARRAY_SIZE(state_names) == SERVER_STATE_COUNT, "server state names");
+
+const char *server_state_name(enum server_state st)
+{
+	return st < SERVER_STATE_COUNT ? state_names[st] : "?";
+}
+
+void log_server(const struct server *sv, enum log_level lvl, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	log_msg(lvl, "S-%llu: %s/%s@%s:%d %s", (unsigned long long)sv->id,
+		sv->pool->db->name, sv->pool->user->name, sv->addr, sv->port, msg);
+}
+
+/* ---- state bookkeeping ---- */
+
+static int *state_counter(struct pool *p, enum server_state st)
+{
+	switch (st) {
+	case SERVER_LOGIN: return &p->n_login;
+	case SERVER_IDLE: return &p->n_idle;
+	case SERVER_ACTIVE: return &p->n_active;
+	case SERVER_TESTED: return &p->n_tested;
+	case SERVER_BEING_CANCELED: return &p->n_canceled;
+	default: return NULL;
+	}
+}
+
+static struct list *state_list(struct pool *p, enum server_state st)
+{
+	switch (st) {
+	case SERVER_LOGIN: return &p->login_servers;
+	case SERVER_IDLE: return &p->idle_servers;
+	case SERVER_ACTIVE: return &p->active_servers;
+	case SERVER_TESTED: return &p->tested_servers;
+	case SERVER_BEING_CANCELED: return &p->canceled_servers;
+	case SERVER_JUSTFREE: return &W->justfree_servers;
+	default: return NULL;
+	}
+}
+
+void server_set_state(struct server *sv, enum server_state st)
+{
+	struct pool *p = sv->pool;
+	int *cnt = state_counter(p, sv->state);
+
+	if (sv->state == SERVER_JUSTFREE)
+		fatal("server %llu: transition out of justfree", (unsigned long long)sv->id);
+	log_noise("S-%llu: %s -> %s", (unsigned long long)sv->id,
+		  server_state_name(sv->state), server_state_name(st));
+	if (cnt)
+		(*cnt)--;
+	list_del(&sv->node);
+	sv->state = st;
+	if ((cnt = state_counter(p, st)) != NULL)
+		(*cnt)++;
+	/* Idle list is LIFO: the most recently used server is the warmest. */
+	if (st == SERVER_IDLE)
+		list_prepend(&p->idle_servers, &sv->node);
+	else
+		list_append(state_list(p, st), &sv->node);
+}
+
+/* ---- closing ---- */
+
+void server_close(struct server *sv, const char *reason)
+{
+	struct pool *p = sv->pool;
+	char age[32];
+
+	if (sv->state == SERVER_JUSTFREE)
+		return;
+	util_format_age(util_monotonic() - sv->connect_time, age, sizeof(age));
+	if (W->cfg->log_disconnections)
+		log_server(sv, LG_LOG, "closing because: %s (age=%s)", reason, age);
+	if (sv->link) {
+		struct client *c = sv->link;
+		sv->link = NULL;
+		c->link = NULL;
+		stream_forget_peer(&c->s, &sv->s);
+		client_close_sqlstate(c, "08P01", "server conn crashed?");
+	}
+	if (sv->state == SERVER_ACTIVE || sv->state == SERVER_IDLE || sv->state == SERVER_TESTED)
+		(void)stream_write_raw(&sv->s, "X\0\0\0\4", 5);   /* polite Terminate */
+	stream_close(&sv->s);
+	p->db->n_servers--;
+	p->user->n_servers--;
+	server_set_state(sv, SERVER_JUSTFREE);
+	free(sv->scram);
+	sv->scram = NULL;
+	worker_schedule_reap();
+	worker_check_shutdown();
+}
+
+void server_free(struct server *sv)
+{
+	cancel_server_gone(sv);
+	list_del(&sv->node);
+	list_del(&sv->all_node);
+	varcache_clear(&sv->vars);
+	free(sv);
+}
+
+/* ---- launching ---- */
+
+static int build_addr(const char *host, int port, struct sockaddr_storage *ss, socklen_t *len)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (!host || host[0] == '/' || host[0] == 0) {
+		struct sockaddr_un *un = (struct sockaddr_un *)ss;
+		const char *dir = host && host[0] ? host : "/tmp";
+		un->sun_family = AF_UNIX;
+		int n = snprintf(un->sun_path, sizeof(un->sun_path), "%s/.s.PGSQL.%d", dir, port);
+		if (n < 0 || (size_t)n >= sizeof(un->sun_path))
+			return -1;
+		*len = sizeof(*un);
+		return 0;
+	}
+	struct sockaddr_in *in = (struct sockaddr_in *)ss;
+	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+	if (strcmp(host, "localhost") == 0)
+		host = "127.0.0.1";
+	if (inet_pton(AF_INET, host, &in->sin_addr) == 1) {
+		in->sin_family = AF_INET;
+		in->sin_port = htons((uint16_t)port);
+		*len = sizeof(*in);
+		return 0;
+	}
+	if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
+		in6->sin6_family = AF_INET6;
+		in6->sin6_port = htons((uint16_t)port);
+		*len = sizeof(*in6);
+		return 0;
+	}
+	/* TODO(dns): host names other than localhost need the c-ares resolver. */
+	return -2;
+}
+
+static enum stream_action server_on_pkt(struct stream *s, const struct pkt_hdr *h,
+					const uint8_t *data, size_t avail);
+static void server_on_event(struct stream *s, enum stream_event ev);
+
+bool server_launch(struct pool *p)
+{
+	struct database *db = p->db;
+	struct server *sv = xcalloc(1, sizeof(*sv));
+	int idx = 0;
+
+	sv->id = worker_next_id();
+	sv->pool = p;
+	sv->connect_time = sv->last_used = util_monotonic();
+	varcache_init(&sv->vars);
+	list_init(&sv->node);
+	list_append(&W->all_servers, &sv->all_node);
+	sv->state = SERVER_JUSTFREE;   /* not counted until set below */
+	list_append(&W->justfree_servers, &sv->node);
+	sv->state = SERVER_LOGIN;
+	list_del(&sv->node);
+	list_append(&p->login_servers, &sv->node);
+	p->n_login++;
+	db->n_servers++;
+	p->user->n_servers++;
+	sv->welcome_src = !p->welcome_ready;
+
+	if (db->n_hosts > 1 && db->load_balance)
+		idx = db->host_rr++ % db->n_hosts;
+	sv->host_idx = idx;
+	const char *host = db->hosts[idx];
+	struct sockaddr_storage ss;
+	socklen_t sslen;
+	stream_init(&sv->s, -1, sv, server_on_pkt, server_on_event);
+	sv->s.max_pkt = W->cfg->max_packet_size > 0 ? (uint32_t)W->cfg->max_packet_size : 0x7fffffff;
+	snprintf(sv->addr, sizeof(sv->addr), "%s", host ? host : "unix");
+	sv->port = db->port;
+	int rc = build_addr(host, db->port, &ss, &sslen);
+	if (rc == -2) {
+		log_server(sv, LG_ERROR, "cannot resolve host name '%s': DNS lookups are not supported yet", host);
+		p->login_failed_at = util_monotonic();
+		server_close(sv, "DNS lookup failed");
+		return false;
+	}
+	if (rc < 0 || stream_connect(&sv->s, (struct sockaddr *)&ss, sslen) < 0) {
+		log_msg_errno(LG_WARNING, "S-%llu: %s/%s connect failed", (unsigned long long)sv->id,
+			      db->name, p->user->name);
+		p->login_failed_at = util_monotonic();
+		server_close(sv, "connect failed");
+		return false;
+	}
+	return true;
+}
+
+static void send_startup(struct server *sv)
+{
+	struct pool *p = sv->pool;
+	const char *kv[2 * VAR_MAX + 8];
+	int n = 0;
+
+	kv[n++] = "user";
+	kv[n++] = p->user->name;
+	kv[n++] = "database";
+	kv[n++] = p->db->dbname;
+	for (int i = 0; i < varcache_count(); i++) {
+		const char *v = varcache_get(&p->db->startup_vars, i);
+		if (v) {
+			kv[n++] = varcache_name(i);
+			kv[n++] = v;
+		}
+	}
+	kv[n] = NULL;
+	struct pktbuf pb;
+	pktbuf_init(&pb, 256);
+	pkt_write_startup(&pb, kv);
+	if (!stream_write(&sv->s, &pb)) {
+		pktbuf_free(&pb);
+		server_close(sv, "could not send startup packet");
+		return;
+	}
+	pktbuf_free(&pb);
+}
+
+static void on_connected(struct server *sv)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	if (getsockname(sv->s.fd, (struct sockaddr *)&ss, &len) == 0)
+		util_format_addr((struct sockaddr *)&ss, sv->laddr, sizeof(sv->laddr), &sv->lport);
+	if (ss.ss_family != AF_UNIX)
+		util_tune_tcp(sv->s.fd, W->cfg);
+	if (W->cfg->log_connections)
+		log_server(sv, LG_LOG, "new connection to server (from %s:%d)", sv->laddr, sv->lport);
+	stream_start_reading(&sv->s);
+	send_startup(sv);
+}
+
+/* ---- authentication toward the server ---- */
+
+/* The credential for this pool's server login. */
+static const char *server_password(const struct server *sv)
+{
+	const struct database *db = sv->pool->db;
+	if (db->forced_user && db->forced_password)
+		return db->forced_password;
+	return sv->pool->user->secret;
+}
+
+static void login_failed(struct server *sv, const char *sqlstate, const char *msg)
+{
+	struct pool *p = sv->pool;
+	log_server(sv, LG_WARNING, "server login failed: %s", msg);
+	snprintf(p->login_error, sizeof(p->login_error), "%s", msg);
+	snprintf(p->login_error_code, sizeof(p->login_error_code), "%s", sqlstate && *sqlstate ? sqlstate : "08P01");
+	p->login_failed_at = util_monotonic();
+	server_close(sv, "login failed");
+	/* Clients waiting only for this login learn why at once. */
+	if (p->n_login == 0) {
+		struct list *it, *tmp;
+		list_for_each_safe(it, tmp, &p->waiting_clients) {
+			struct client *c = container_of(it, struct client, node);
+			client_server_login_failed(c, p->login_error_code, p->login_error);
+		}
+	}
+}
+
+static bool send_pb(struct server *sv, struct pktbuf *pb)
+{
+	bool ok = stream_write(&sv->s, pb);
+	pktbuf_free(pb);
+	if (!ok)
+		server_close(sv, "send failed");
+	return ok;
+}
+
+static bool auth_md5(struct server *sv, const uint8_t *salt)
+{
+	const char *pw = server_password(sv);
+	char hash[36], resp[36];
+	struct pktbuf pb;
+
+	switch (userlist_secret_kind(pw)) {
+	case USERLIST_PLAIN:
+		md5_password_hash(sv->pool->user->name, pw, hash);
+		break;
+	case USERLIST_MD5:
+		strlcpy_(hash, pw, sizeof(hash));
+		break;
+	default:
+		login_failed(sv, "28000", "cannot do md5 authentication: the password is a SCRAM secret");
+		return false;
+	}
+	md5_salted(hash, salt, resp);
+	pktbuf_init(&pb, 64);
+	pkt_write_password(&pb, resp);
+	return send_pb(sv, &pb);
+}
+
+static bool auth_cleartext(struct server *sv)
+{
+	const char *pw = server_password(sv);
+	struct pktbuf pb;
+	if (userlist_secret_kind(pw) != USERLIST_PLAIN) {
+		login_failed(sv, "28000", "cannot do cleartext authentication: the password is not plaintext");
+		return false;
+	}
+	pktbuf_init(&pb, 64);
+	pkt_write_password(&pb, pw);
+	return send_pb(sv, &pb);
+}
+
+static bool sasl_mech_offered(struct pkt_reader *r, const char *mech)
+{
+	bool found = false;
+	for (int i = 0; i < 16 && !r->failed; i++) {
+		const char *m = pkt_get_string(r);
+		if (!*m)
+			break;
+		if (strcmp(m, mech) == 0)
+			found = true;
+	}
+	return found;
+}
+
+static bool auth_sasl_start(struct server *sv, struct pkt_reader *r)
+{
+	char out[512];
+	size_t n = 0;
+	struct pktbuf pb;
+
+	if (!sasl_mech_offered(r, "SCRAM-SHA-256")) {
+		login_failed(sv, "28000", "server offered no supported SASL mechanism");
+		return false;
+	}
+	free(sv->scram);
+	sv->scram = xcalloc(1, sizeof(*sv->scram));
+	if (scram_client_first(sv->scram, out, sizeof(out), &n) < 0) {
+		login_failed(sv, "28000", "SCRAM: could not build client-first-message");
+		return false;
+	}
+	pktbuf_init(&pb, 128);
+	pkt_write_sasl_initial(&pb, "SCRAM-SHA-256", out, n);
+	return send_pb(sv, &pb);
+}
+
+static bool auth_sasl_continue(struct server *sv, const uint8_t *msg, size_t len)
+{
+	const char *pw = server_password(sv);
+	const struct puser *u = sv->pool->user;
+	const struct scram_secret *keys = NULL;
+	const char *err = NULL;
+	char out[1024];
+	size_t n = 0;
+	struct pktbuf pb;
+
+	if (!sv->scram) {
+		login_failed(sv, "08P01", "SCRAM: unexpected SASLContinue");
+		return false;
+	}
+	switch (userlist_secret_kind(pw)) {
+	case USERLIST_PLAIN:
+		break;
+	case USERLIST_SCRAM:
+		if (!(sv->pool->db->forced_user && sv->pool->db->forced_password) && u->has_scram_keys) {
+			keys = &u->scram_keys;
+			pw = NULL;
+			break;
+		}
+		login_failed(sv, "28000", "cannot do SCRAM authentication: password is SCRAM secret but client authentication did not provide SCRAM keys");
+		return false;
+	default:
+		login_failed(sv, "28000", "cannot do SCRAM authentication: the password is an md5 hash");
+		return false;
+	}
+	if (scram_client_final(sv->scram, (const char *)msg, len, pw, keys, out, sizeof(out), &n, &err) < 0) {
+		login_failed(sv, "28000", err ? err : "SCRAM: bad server-first-message");
+		return false;
+	}
+	pktbuf_init(&pb, n + 16);
+	pkt_write_sasl_response(&pb, out, n);
+	return send_pb(sv, &pb);
+}
+
+static bool auth_sasl_final(struct server *sv, const uint8_t *msg, size_t len)
+{
+	const char *err = NULL;
+	if (!sv->scram || scram_client_verify(sv->scram, (const char *)msg, len, &err) < 0) {
+		login_failed(sv, "28000", err ? err : "SCRAM: server signature mismatch");
+		return false;
+	}
+	free(sv->scram);
+	sv->scram = NULL;
+	return true;
+}
+
+static void handle_auth(struct server *sv, const uint8_t *body, size_t len)
+{
+	struct pkt_reader r;
+	pkt_reader_init(&r, body, len);
+	uint32_t code = pkt_get_u32(&r);
+
+	switch (code) {
+	case 0:
+		break;
+	case 3:
+		auth_cleartext(sv);
+		break;
+	case 5: {
+		const uint8_t *salt = pkt_get_bytes(&r, 4);
+		if (!salt || r.failed)
+			login_failed(sv, "08P01", "bad md5 authentication request");
+		else
+			auth_md5(sv, salt);
+		break;
+	}
+	case 10:
+		auth_sasl_start(sv, &r);
+		break;
+	case 11:
+		auth_sasl_continue(sv, body + 4, len - 4);
+		break;
+	case 12:
+		auth_sasl_final(sv, body + 4, len - 4);
+		break;
+	default:
+		login_failed(sv, "08P01", "unsupported authentication method requested by server");
+	}
+}
+
+/* ---- ParameterStatus ---- */
+
+static void remember_welcome_other(struct pool *p, const char *k, const char *v)
+{
+	for (int i = 0; i < p->n_welcome_other; i++) {
+		if (strcmp(p->welcome_other[2 * i], k) == 0) {
+			free(p->welcome_other[2 * i + 1]);
+			p->welcome_other[2 * i + 1] = xstrdup(v);
+			return;
+		}
+	}
+	p->welcome_other = realloc(p->welcome_other, sizeof(char *) * (size_t)(2 * p->n_welcome_other + 2));
+	if (!p->welcome_other)
+		fatal("out of memory");
+	p->welcome_other[2 * p->n_welcome_other] = xstrdup(k);
+	p->welcome_other[2 * p->n_welcome_other + 1] = xstrdup(v);
+	p->n_welcome_other++;
+}
+
+static void handle_param(struct server *sv, const uint8_t *body, size_t len)
+{
+	struct pkt_reader r;
+	pkt_reader_init(&r, body, len);
+	const char *k = pkt_get_string(&r);
+	const char *v = pkt_get_string(&r);
+	if (r.failed)
+		return;
+	bool tracked = varcache_set(&sv->vars, k, v);
+	if (sv->state == SERVER_LOGIN && sv->welcome_src && !tracked)
+		remember_welcome_other(sv->pool, k, v);
+	if (sv->link && tracked)
+		varcache_set(&sv->link->vars, k, v);
+}
+
+/* ---- login phase ---- */
+
+static void login_complete(struct server *sv)
+{
+	struct pool *p = sv->pool;
+
+	p->login_failed_at = 0;
+	p->login_error[0] = 0;
+	if (!p->welcome_ready) {
+		p->welcome_ready = true;
+		varcache_copy(&p->welcome_vars, &sv->vars);
+		struct list *it, *tmp;
+		list_for_each_safe(it, tmp, &p->waiting_clients) {
+			struct client *c = container_of(it, struct client, node);
+			if (c->state == CLIENT_WAITING_LOGIN)
+				client_pool_ready(c);
+		}
+	}
+	sv->welcome_src = false;
+	if (p->db->connect_query) {
+		server_set_state(sv, SERVER_TESTED);
+		server_run_internal(sv, SI_CONNECT_QUERY, p->db->connect_query);
+		return;
+	}
+	pool_server_ready(sv);
+}
+
+static enum stream_action login_pkt(struct server *sv, const struct pkt_hdr *h,
+				    const uint8_t *data, size_t avail)
+{
+	if (avail < h->len)
+		return SA_NEED_FULL;
+	const uint8_t *body = data + 5;
+	size_t blen = h->len - 5;
+
+	switch (h->type) {
+	case 'R':
+		handle_auth(sv, body, blen);
+		break;
+	case 'S':
+		handle_param(sv, body, blen);
+		break;
+	case 'K': {
+		struct pkt_reader r;
+		pkt_reader_init(&r, body, blen);
+		sv->be_pid = pkt_get_u32(&r);
+		sv->be_key = pkt_get_u32(&r);
+		break;
+	}
+	case 'E': {
+		struct pg_error e;
+		if (!pkt_parse_error(body, blen, &e))
+			login_failed(sv, "08P01", "malformed ErrorResponse from server");
+		else {
+			char msg[512];
+			snprintf(msg, sizeof(msg), "%s", e.message);
+			login_failed(sv, e.sqlstate, msg);
+		}
+		return SA_STOP;
+	}
+	case 'N':
+	case 'v':
+		break;
+	case 'Z':
+		login_complete(sv);
+		break;
+	default:
+		login_failed(sv, "08P01", "unexpected message from server during login");
+		return SA_STOP;
+	}
+	return sv->s.closed ? SA_STOP : SA_CONSUMED;
+}
+
+/* ---- internal queries ---- */
+
+bool server_run_internal(struct server *sv, enum server_internal why, const char *sql)
+{
+	struct pktbuf pb;
+	/* PgBouncer's spelling for "send an empty query". */
+	if (strcmp(sql, "<empty>") == 0)
+		sql = "";
+	pktbuf_init(&pb, strlen(sql) + 8);
+	pkt_write_query(&pb, sql);
+	sv->internal = why;
+	if (sv->state == SERVER_IDLE)
+		server_set_state(sv, SERVER_TESTED);
+	server_debug(sv, "internal query: %s", sql);
+	return send_pb(sv, &pb);
+}
+
+static void internal_done(struct server *sv, char status)
+{
+	enum server_internal why = sv->internal;
+	sv->expect_rfq = 0;
+	sv->internal = SI_NONE;
+	sv->ready_status = status;
+
+	if (status != 'I' && why != SI_SETVARS) {
+		server_close(sv, "internal query left a transaction open");
+		return;
+	}
+	switch (why) {
+	case SI_SETVARS:
+		if (sv->link)
+			client_server_linked(sv->link);
+		break;
+	case SI_DRAIN:
+		if (W->cfg->server_reset_query[0] && pool_mode_of(sv->pool) == POOL_SESSION)
+			server_run_internal(sv, SI_RESET, W->cfg->server_reset_query);
+		else
+			pool_server_ready(sv);
+		break;
+	default:
+		pool_server_ready(sv);
+	}
+}
+
+static enum stream_action internal_pkt(struct server *sv, const struct pkt_hdr *h,
+				       const uint8_t *data, size_t avail)
+{
+	if (h->type != 'Z' && h->type != 'E' && h->type != 'S')
+		return SA_SKIP;
+	if (avail < h->len)
+		return SA_NEED_FULL;
+	const uint8_t *body = data + 5;
+	size_t blen = h->len - 5;
+	if (h->type == 'S') {
+		handle_param(sv, body, blen);
+	} else if (h->type == 'E') {
+		struct pg_error e;
+		if (pkt_parse_error(body, blen, &e) && sv->internal != SI_DRAIN)
+			log_server(sv, LG_WARNING, "pooler query failed: %s", e.message);
+	} else {
+		if (h->len < 6)
+			return SA_STOP;
+		internal_done(sv, (char)body[0]);
+	}
+	return sv->s.closed ? SA_STOP : SA_CONSUMED;
+}
+
+/* ---- relay ---- */
+
+static void ready_for_query(struct server *sv, char status)
+{
+	struct client *c = sv->link;
+	struct pool *p = sv->pool;
+	usec_t now = util_monotonic();
+
+	sv->ready_status = status;
+	if (sv->expect_rfq > 0)
+		sv->expect_rfq--;
+	if (!c)
+		return;
+	if (c->query_running && sv->expect_rfq == 0) {
+		p->stats.query_time += (uint64_t)(now - c->query_start);
+		c->query_running = false;
+	}
+	bool was_xact = c->in_xact;
+	c->in_xact = status != 'I';
+	if (!c->in_xact && c->xact_start_set) {
+		p->stats.xact_count++;
+		p->stats.xact_time += (uint64_t)(now - c->xact_start);
+		c->xact_start_set = false;
+	}
+	(void)was_xact;
+	c->last_activity = now;
+	int mode = pool_mode_of(p);
+	if (mode == POOL_STATEMENT && status != 'I') {
+		client_close(c, true, "transaction blocks not allowed in statement pooling mode");
+		return;
+	}
+	/* Pipelined requests still owe ReadyForQuery: keep the link. */
+	if (mode != POOL_SESSION && status == 'I' && sv->expect_rfq == 0)
+		server_release(sv);
+}
+
+static enum stream_action active_pkt(struct server *sv, const struct pkt_hdr *h,
+				     const uint8_t *data, size_t avail)
+{
+	switch (h->type) {
+	case 'Z':
+		if (avail < h->len)
+			return SA_NEED_FULL;
+		if (h->len != 6) {
+			server_close(sv, "bad ReadyForQuery");
+			return SA_STOP;
+		}
+		ready_for_query(sv, (char)data[5]);
+		return sv->s.closed ? SA_STOP : SA_FORWARD;
+	case 'S':
+		if (avail < h->len)
+			return SA_NEED_FULL;
+		handle_param(sv, data + 5, h->len - 5);
+		return SA_FORWARD;
+	default:
+		return SA_FORWARD;
+	}
+}
+
+static enum stream_action server_on_pkt(struct stream *s, const struct pkt_hdr *h,
+					const uint8_t *data, size_t avail)
+{
+	struct server *sv = s->owner;
+
+	if (sv->state == SERVER_LOGIN)
+		return login_pkt(sv, h, data, avail);
+	if (sv->internal != SI_NONE)
+		return internal_pkt(sv, h, data, avail);
+	if (sv->link)
+		return active_pkt(sv, h, data, avail);
+	/* Idle: only asynchronous messages are acceptable. */
+	if (h->type == 'N' || h->type == 'S' || h->type == 'A')
+		return SA_SKIP;
+	server_close(sv, "idle server got unexpected data");
+	return SA_STOP;
+}
+
+static void server_on_event(struct stream *s, enum stream_event ev)
+{
+	struct server *sv = s->owner;
+
+	switch (ev) {
+	case SE_CONNECTED:
+		on_connected(sv);
+		break;
+	case SE_CONNECT_FAILED:
+		log_msg_errno(LG_WARNING, "S-%llu: %s/%s@%s:%d connect failed", (unsigned long long)sv->id,
+			      sv->pool->db->name, sv->pool->user->name, sv->addr, sv->port);
+		sv->pool->login_failed_at = util_monotonic();
+		server_close(sv, "connect failed");
+		break;
+	case SE_EOF:
+		if (sv->state == SERVER_LOGIN)
+			sv->pool->login_failed_at = util_monotonic();
+		server_close(sv, sv->state == SERVER_IDLE ? "server closed connection" : "server conn crashed?");
+		break;
+	case SE_ERROR:
+		server_close(sv, s->errmsg ? s->errmsg : "server connection error");
+		break;
+	default:
+		break;
+	}
+}
+
+/* ---- release ---- */
+
+void server_release(struct server *sv)
+{
+	struct client *c = sv->link;
+	if (c) {
+		c->link = NULL;
+		c->s.peer = NULL;
+	}
+	sv->link = NULL;
+	sv->s.peer = NULL;
+	if (sv->cancels_pending > 0) {
+		server_set_state(sv, SERVER_BEING_CANCELED);
+		return;
+	}
+	if (W->cfg->server_reset_query_always && W->cfg->server_reset_query[0]) {
+		server_run_internal(sv, SI_RESET, W->cfg->server_reset_query);
+		return;
+	}
+	pool_server_ready(sv);
+}
+
+void server_client_gone(struct server *sv)
+{
+	struct client *c = sv->link;
+	bool busy = c && c->query_running;
+
+	if (c) {
+		stream_forget_peer(&sv->s, &c->s);
+		c->link = NULL;
+		c->s.peer = NULL;
+	}
+	sv->link = NULL;
+	sv->s.peer = NULL;
+	if (busy) {
+		/* Do not leave the query running: cancel it, then drop the server. */
+		cancel_send(sv);
+		server_close(sv, "client disconnect while server was not ready");
+		return;
+	}
+	if (sv->ready_status != 'I' && sv->ready_status != 0) {
+		server_close(sv, "client disconnect while server was not ready");
+		return;
+	}
+	if (sv->cancels_pending > 0) {
+		server_set_state(sv, SERVER_BEING_CANCELED);
+		return;
+	}
+	if (W->cfg->server_reset_query[0] &&
+	    (pool_mode_of(sv->pool) == POOL_SESSION || W->cfg->server_reset_query_always)) {
+		server_run_internal(sv, SI_RESET, W->cfg->server_reset_query);
+		return;
+	}
+	pool_server_ready(sv);
+}

@@ -1,0 +1,624 @@
+/* pgcrew — transport: per-connection socket, borrowed I/O buffer, message
+ * routing. Forwarded bytes go from the source's buffer straight to the
+ * destination socket; a short write stops reading on the source until the
+ * destination drains (back-pressure instead of unbounded buffering). */
+#include "stream.h"
+#include "log.h"
+#include "tls.h"
+#include "util.h"
+
+#include <errno.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+struct event_base *stream_base;
+
+static struct {
+	struct iobuf *free_list;
+	uint32_t size;
+	size_t n_free, n_used;
+} cache;
+
+static const char *const event_names[] = {
+	[SE_CONNECTED] = "connected", [SE_CONNECT_FAILED] = "connect-failed",
+	[SE_EOF] = "eof", [SE_ERROR] = "error", [SE_FLUSHED] = "flushed",
+	[SE_TLS_READY] = "tls-ready",
+};
+_Static_assert(ARRAY_SIZE(event_names) == SE_COUNT, "stream event names");
+
+const char *stream_event_name(enum stream_event ev)
+{
+	return ev < SE_COUNT ? event_names[ev] : "?";
+}
+
+/* ---- buffer cache ---- */
+
+void stream_cache_init(uint32_t bufsize)
+{
+	cache.size = bufsize < 16384 ? 16384 : bufsize;
+}
+
+void stream_cache_free(void)
+{
+	while (cache.free_list) {
+		struct iobuf *b = cache.free_list;
+		cache.free_list = b->next_free;
+		free(b);
+	}
+	cache.n_free = 0;
+}
+
+uint32_t stream_bufsize(void) { return cache.size; }
+size_t stream_cache_used(void) { return cache.n_used; }
+size_t stream_cache_free_count(void) { return cache.n_free; }
+
+static struct iobuf *buf_get(void)
+{
+	struct iobuf *b = cache.free_list;
+	if (b) {
+		cache.free_list = b->next_free;
+		cache.n_free--;
+	} else {
+		b = xmalloc(sizeof(*b) + cache.size);
+	}
+	b->done = b->parse = b->recv = 0;
+	b->next_free = NULL;
+	cache.n_used++;
+	return b;
+}
+
+static void buf_put(struct iobuf *b)
+{
+	cache.n_used--;
+	/* Keep a bounded reserve; beyond it give memory back. */
+	if (cache.n_free >= 256) {
+		free(b);
+		return;
+	}
+	b->next_free = cache.free_list;
+	cache.free_list = b;
+	cache.n_free++;
+}
+
+static void release_if_empty(struct stream *s)
+{
+	struct iobuf *b = s->buf;
+	if (b && b->done == b->recv) {
+		s->buf = NULL;
+		buf_put(b);
+	}
+}
+
+/* ---- plain and TLS transports ---- */
+
+static ssize_t plain_recv(struct stream *s, void *buf, size_t len)
+{
+	return recv(s->fd, buf, len, 0);
+}
+
+static ssize_t plain_send(struct stream *s, const void *buf, size_t len)
+{
+	return send(s->fd, buf, len, MSG_NOSIGNAL);
+}
+
+static const struct stream_ops plain_ops = { plain_recv, plain_send };
+
+static ssize_t tls_ops_recv(struct stream *s, void *buf, size_t len)
+{
+	enum tls_status st;
+	ssize_t n = tls_recv(s->tls, buf, len, &st);
+	if (n > 0 || (n == 0 && st == TLS_EOF))
+		return n;
+	s->want_write_for_read = st == TLS_WANT_WRITE;
+	errno = (st == TLS_WANT_READ || st == TLS_WANT_WRITE) ? EAGAIN : EIO;
+	if (st == TLS_FAIL)
+		s->errmsg = tls_conn_error(s->tls);
+	return -1;
+}
+
+static ssize_t tls_ops_send(struct stream *s, const void *buf, size_t len)
+{
+	enum tls_status st;
+	ssize_t n = tls_send(s->tls, buf, len, &st);
+	if (n > 0)
+		return n;
+	errno = (st == TLS_WANT_READ || st == TLS_WANT_WRITE) ? EAGAIN : EPIPE;
+	if (st == TLS_FAIL)
+		s->errmsg = tls_conn_error(s->tls);
+	return -1;
+}
+
+static const struct stream_ops tls_ops = { tls_ops_recv, tls_ops_send };
+
+void stream_set_tls(struct stream *s, struct tls_conn *tls)
+{
+	s->tls = tls;
+	s->ops = tls ? &tls_ops : &plain_ops;
+}
+
+/* ---- event plumbing ---- */
+
+static void fire(struct stream *s, enum stream_event ev);
+
+/* One handshake step; re-arms the event the handshake waits for. */
+static void handshake_step(struct stream *s)
+{
+	switch (tls_handshake(s->tls)) {
+	case TLS_OK:
+		s->handshaking = false;
+		event_del(&s->ev_write);
+		fire(s, SE_TLS_READY);
+		return;
+	case TLS_WANT_READ:
+		stream_start_reading(s);
+		return;
+	case TLS_WANT_WRITE:
+		event_add(&s->ev_write, NULL);
+		return;
+	default:
+		s->errmsg = tls_conn_error(s->tls);
+		fire(s, SE_ERROR);
+	}
+}
+
+void stream_start_tls(struct stream *s, struct tls_conn *tls)
+{
+	stream_set_tls(s, tls);
+	s->handshaking = true;
+	handshake_step(s);
+}
+
+static void on_read(evutil_socket_t fd, short what, void *arg);
+static void on_write(evutil_socket_t fd, short what, void *arg);
+
+static void fire(struct stream *s, enum stream_event ev)
+{
+	if (!s->closed)
+		s->on_event(s, ev);
+}
+
+void stream_init(struct stream *s, int fd, void *owner, stream_pkt_fn on_pkt, stream_event_fn on_event)
+{
+	memset(s, 0, sizeof(*s));
+	s->fd = fd;
+	s->owner = owner;
+	s->on_pkt = on_pkt;
+	s->on_event = on_event;
+	s->ops = &plain_ops;
+	s->max_pkt = 0x7fffffff;
+	if (fd >= 0) {
+		event_assign(&s->ev_read, stream_base, fd, EV_READ | EV_PERSIST, on_read, s);
+		event_assign(&s->ev_write, stream_base, fd, EV_WRITE, on_write, s);
+	}
+}
+
+int stream_connect(struct stream *s, const struct sockaddr *sa, socklen_t salen)
+{
+	int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	if (connect(fd, sa, salen) < 0 && errno != EINPROGRESS) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	s->fd = fd;
+	s->connecting = true;
+	event_assign(&s->ev_read, stream_base, fd, EV_READ | EV_PERSIST, on_read, s);
+	event_assign(&s->ev_write, stream_base, fd, EV_WRITE, on_write, s);
+	event_add(&s->ev_write, NULL);
+	return 0;
+}
+
+void stream_start_reading(struct stream *s)
+{
+	if (s->reading || s->closed || s->fd < 0)
+		return;
+	s->reading = true;
+	event_add(&s->ev_read, NULL);
+}
+
+void stream_stop_reading(struct stream *s)
+{
+	if (!s->reading)
+		return;
+	s->reading = false;
+	event_del(&s->ev_read);
+}
+
+/* ---- output ---- */
+
+/* Try to write the out queue; true when it is empty afterwards. */
+static bool flush_out(struct stream *s)
+{
+	while (s->out_sent < s->out.len) {
+		ssize_t n = s->ops->send(s, s->out.buf + s->out_sent, s->out.len - s->out_sent);
+		if (n > 0) {
+			s->out_sent += (uint32_t)n;
+			s->bytes_out += (uint64_t)n;
+			continue;
+		}
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+			event_add(&s->ev_write, NULL);
+			return false;
+		}
+		if (!s->errmsg)
+			s->errmsg = "send failed";
+		return false;
+	}
+	pktbuf_free(&s->out);
+	s->out_sent = 0;
+	return true;
+}
+
+bool stream_write_raw(struct stream *s, const void *data, size_t len)
+{
+	if (s->closed)
+		return false;
+	if (s->out.len == 0 && !s->connecting) {
+		/* Fast path: nothing queued, send from the caller's memory. */
+		ssize_t n = s->ops->send(s, data, len);
+		if (n > 0) {
+			s->bytes_out += (uint64_t)n;
+			data = (const uint8_t *)data + n;
+			len -= (size_t)n;
+		} else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+			s->errmsg = "send failed";
+			return false;
+		}
+		if (len == 0)
+			return true;
+	}
+	if (s->out.cap == 0)
+		pktbuf_init(&s->out, len < 512 ? 512 : len);
+	pktbuf_put_bytes(&s->out, data, len);
+	if (pktbuf_failed(&s->out))
+		return false;
+	if (!s->connecting)
+		event_add(&s->ev_write, NULL);
+	return true;
+}
+
+bool stream_write(struct stream *s, const struct pktbuf *pb)
+{
+	if (pktbuf_failed(pb))
+		return false;
+	return stream_write_raw(s, pb->buf, pb->len);
+}
+
+bool stream_has_pending_out(const struct stream *s)
+{
+	return s->out.len > s->out_sent || s->blocked_src != NULL;
+}
+
+bool stream_has_pending_forward(const struct stream *s)
+{
+	return s->buf && s->buf->done < s->buf->parse;
+}
+
+void stream_consume(struct stream *s, uint32_t n)
+{
+	struct iobuf *b = s->buf;
+	if (!b || b->done != b->parse || b->recv - b->parse < n)
+		fatal("stream_consume: bad state");
+	b->parse += n;
+	b->done = b->parse;
+}
+
+size_t stream_unprocessed(const struct stream *s)
+{
+	return s->buf ? s->buf->recv - s->buf->parse : 0;
+}
+
+/*
+ * Send src's queued bytes to their destination. True when nothing is queued
+ * any more; false when the destination is full (src then waits for it) or
+ * broken (the destination's owner has been told).
+ */
+static bool flush_forward(struct stream *src)
+{
+	struct iobuf *b = src->buf;
+	struct stream *dst = src->send_dst;
+
+	if (!b || b->done == b->parse)
+		return true;
+	if (!dst || dst->closed) {
+		b->done = b->parse;    /* the receiver is gone; drop */
+		return true;
+	}
+	if (dst->out.len > dst->out_sent && !flush_out(dst))
+		goto blocked;
+	while (b->done < b->parse) {
+		ssize_t n = dst->ops->send(dst, b->data + b->done, b->parse - b->done);
+		if (n > 0) {
+			b->done += (uint32_t)n;
+			dst->bytes_out += (uint64_t)n;
+			continue;
+		}
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+			goto blocked;
+		if (!dst->errmsg)
+			dst->errmsg = "send failed";
+		b->done = b->parse;
+		fire(dst, SE_ERROR);
+		return false;
+	}
+	return true;
+blocked:
+	if (dst->errmsg && !(dst->out.len > dst->out_sent)) {
+		b->done = b->parse;
+		fire(dst, SE_ERROR);
+		return false;
+	}
+	dst->blocked_src = src;
+	src->wait_peer = true;
+	stream_stop_reading(src);
+	event_add(&dst->ev_write, NULL);
+	return false;
+}
+
+/* ---- input ---- */
+
+static void compact(struct iobuf *b)
+{
+	if (b->done == 0)
+		return;
+	memmove(b->data, b->data + b->done, b->recv - b->done);
+	b->parse -= b->done;
+	b->recv -= b->done;
+	b->done = 0;
+}
+
+/* Route bytes of a message already decided on. False: stop processing. */
+static bool route_remaining(struct stream *s)
+{
+	struct iobuf *b = s->buf;
+	uint32_t avail = b->recv - b->parse;
+	uint32_t n = avail < s->pkt_remain ? avail : s->pkt_remain;
+
+	if (n == 0)
+		return false;
+	if (s->pkt_action == SA_FORWARD && s->fwd_dst && !s->fwd_dst->closed) {
+		if (s->send_dst != s->fwd_dst && b->done != b->parse && !flush_forward(s))
+			return false;
+		s->send_dst = s->fwd_dst;
+		b->parse += n;
+	} else {
+		if (b->done != b->parse && !flush_forward(s))
+			return false;
+		b->parse += n;
+		b->done = b->parse;
+	}
+	s->pkt_remain -= n;
+	return true;
+}
+
+/* Handle the next message header. False: stop processing. */
+static bool route_new(struct stream *s)
+{
+	struct iobuf *b = s->buf;
+	struct pkt_hdr h;
+	const char *why = NULL;
+	uint32_t avail = b->recv - b->parse;
+	uint32_t max = s->startup ? PKT_STARTUP_MAX : s->max_pkt;
+
+	enum pkt_status st = pkt_parse_header(b->data + b->parse, avail, s->startup, max, &h, &why);
+	if (st == PKT_NEED_MORE)
+		return false;
+	if (st == PKT_BAD) {
+		s->errmsg = why ? why : "bad packet header";
+		fire(s, SE_ERROR);
+		return false;
+	}
+	/* The destination is the peer at decision time: the owner may unlink
+	 * (release the server) inside the callback. */
+	struct stream *dst = s->peer;
+	enum stream_action act = s->on_pkt(s, &h, b->data + b->parse, avail);
+	if (s->closed || act == SA_STOP)
+		return false;
+	switch (act) {
+	case SA_FORWARD:
+	case SA_SKIP:
+	case SA_CONSUMED:
+		s->pkt_remain = h.len;
+		s->pkt_action = act == SA_FORWARD ? SA_FORWARD : SA_SKIP;
+		s->fwd_dst = act == SA_FORWARD ? (s->peer ? s->peer : dst) : NULL;
+		return true;
+	case SA_NEED_FULL:
+		if (h.len > cache.size || avail >= h.len) {
+			s->errmsg = "message too large for the I/O buffer";
+			fire(s, SE_ERROR);
+			return false;
+		}
+		if (b->parse + h.len > cache.size) {
+			if (b->done != b->parse && !flush_forward(s))
+				return false;
+			compact(b);
+		}
+		return false;
+	case SA_PAUSE:
+		/* Keep reading so a disconnect is noticed while paused; a full
+		 * buffer stops reading in on_read. */
+		s->paused = true;
+		return false;
+	default:
+		return false;
+	}
+}
+
+static void process(struct stream *s)
+{
+	while (s->buf && !s->closed && !s->paused && !s->wait_peer) {
+		bool more = s->pkt_remain ? route_remaining(s) : route_new(s);
+		if (!more)
+			break;
+	}
+	if (s->closed || !s->buf)
+		return;
+	if (s->buf->done != s->buf->parse && !s->wait_peer)
+		flush_forward(s);
+	if (s->closed || !s->buf)
+		return;
+	if (s->buf->done == s->buf->recv)
+		release_if_empty(s);
+}
+
+static void on_read(evutil_socket_t fd, short what, void *arg)
+{
+	struct stream *s = arg;
+
+	if (s->handshaking) {
+		handshake_step(s);
+		return;
+	}
+	if (!s->buf)
+		s->buf = buf_get();
+	struct iobuf *b = s->buf;
+	if (cache.size - b->recv < 1024)
+		compact(b);
+	if (b->recv == cache.size || (s->paused && b->recv > cache.size / 2)) {
+		/* Full of bytes we cannot route yet: wait for the peer. */
+		stream_stop_reading(s);
+		return;
+	}
+	ssize_t n = s->ops->recv(s, b->data + b->recv, cache.size - b->recv);
+	if (n < 0) {
+		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+			if (s->want_write_for_read)
+				event_add(&s->ev_write, NULL);
+			release_if_empty(s);
+			return;
+		}
+		if (!s->errmsg)
+			s->errmsg = "recv failed";
+		fire(s, SE_ERROR);
+		return;
+	}
+	if (n == 0) {
+		release_if_empty(s);
+		fire(s, SE_EOF);
+		return;
+	}
+	b->recv += (uint32_t)n;
+	s->bytes_in += (uint64_t)n;
+	process(s);
+	/* TLS may hold decrypted bytes the socket will not signal again. */
+	if (s->tls && !s->closed && s->reading && !s->paused && !s->wait_peer &&
+	    tls_pending(s->tls) > 0)
+		event_active(&s->ev_read, EV_READ, 0);
+}
+
+void stream_resume(struct stream *s)
+{
+	if (s->closed)
+		return;
+	s->paused = false;
+	if (!s->wait_peer) {
+		stream_start_reading(s);
+		process(s);
+	}
+}
+
+static void connect_done(struct stream *s)
+{
+	int err = 0;
+	socklen_t len = sizeof(err);
+	s->connecting = false;
+	if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+		err = errno;
+	if (err) {
+		errno = err;
+		s->errmsg = "connect failed";
+		fire(s, SE_CONNECT_FAILED);
+		return;
+	}
+	fire(s, SE_CONNECTED);
+}
+
+static void on_write(evutil_socket_t fd, short what, void *arg)
+{
+	struct stream *s = arg;
+
+	if (s->connecting) {
+		connect_done(s);
+		return;
+	}
+	if (s->handshaking) {
+		handshake_step(s);
+		return;
+	}
+	if (s->want_write_for_read) {
+		s->want_write_for_read = false;
+		on_read(fd, EV_READ, s);
+		if (s->closed)
+			return;
+	}
+	if (s->out.len > s->out_sent && !flush_out(s)) {
+		if (s->errmsg && s->out.len > s->out_sent && errno != EAGAIN)
+			fire(s, SE_ERROR);
+		return;
+	}
+	struct stream *src = s->blocked_src;
+	if (src) {
+		s->blocked_src = NULL;
+		if (!flush_forward(src))
+			return;
+		src->wait_peer = false;
+		if (!src->paused) {
+			stream_start_reading(src);
+			process(src);
+		}
+		if (s->closed || s->blocked_src)
+			return;
+	}
+	fire(s, SE_FLUSHED);
+}
+
+void stream_forget_peer(struct stream *s, struct stream *gone)
+{
+	if (s->send_dst == gone) {
+		if (s->buf)
+			s->buf->done = s->buf->parse;
+		s->send_dst = NULL;
+	}
+	if (s->fwd_dst == gone)
+		s->fwd_dst = NULL;
+	if (s->peer == gone)
+		s->peer = NULL;
+	if (gone->blocked_src == s) {
+		gone->blocked_src = NULL;
+		s->wait_peer = false;
+		if (!s->closed && !s->paused)
+			stream_start_reading(s);
+	}
+}
+
+void stream_close(struct stream *s)
+{
+	if (s->closed)
+		return;
+	s->closed = true;
+	if (s->fd >= 0) {
+		event_del(&s->ev_read);
+		event_del(&s->ev_write);
+	}
+	if (s->blocked_src)
+		stream_forget_peer(s->blocked_src, s);
+	if (s->tls) {
+		tls_conn_free(s->tls);
+		s->tls = NULL;
+	}
+	if (s->fd >= 0)
+		close(s->fd);
+	s->fd = -1;
+	if (s->buf) {
+		buf_put(s->buf);
+		s->buf = NULL;
+	}
+	pktbuf_free(&s->out);
+	s->out_sent = 0;
+	s->peer = NULL;
+	s->send_dst = NULL;
+	s->fwd_dst = NULL;
+}

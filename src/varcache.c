@@ -1,0 +1,138 @@
+/* pgcrew — parameter tracking. Names are interned in one table so a cache is
+ * an array indexed by parameter, compared without string lookups. */
+#include "varcache.h"
+#include "proto/build.h"
+#include "util.h"
+
+#include <stdio.h>
+#include <strings.h>
+
+static const char *const builtin[] = {
+	"client_encoding", "DateStyle", "TimeZone", "standard_conforming_strings",
+	"application_name",
+};
+
+static char *names[VAR_MAX];
+static int n_names;
+
+void varcache_set_tracked(const char *extra_params)
+{
+	for (int i = (int)ARRAY_SIZE(builtin); i < n_names; i++)
+		free(names[i]);
+	n_names = 0;
+	for (size_t i = 0; i < ARRAY_SIZE(builtin); i++)
+		names[n_names++] = (char *)builtin[i];
+	if (!extra_params)
+		return;
+	char *copy = xstrdup(extra_params), *save = NULL;
+	for (char *t = strtok_r(copy, ", \t", &save); t && n_names < VAR_MAX;
+	     t = strtok_r(NULL, ", \t", &save)) {
+		if (varcache_lookup(t) < 0)
+			names[n_names++] = xstrdup(t);
+	}
+	free(copy);
+}
+
+int varcache_count(void) { return n_names; }
+const char *varcache_name(int i) { return names[i]; }
+
+int varcache_lookup(const char *name)
+{
+	for (int i = 0; i < n_names; i++)
+		if (strcasecmp(names[i], name) == 0)
+			return i;
+	return -1;
+}
+
+void varcache_init(struct varcache *vc)
+{
+	memset(vc, 0, sizeof(*vc));
+}
+
+void varcache_clear(struct varcache *vc)
+{
+	for (int i = 0; i < VAR_MAX; i++) {
+		free(vc->val[i]);
+		vc->val[i] = NULL;
+	}
+}
+
+static void set_index(struct varcache *vc, int i, const char *value)
+{
+	if (vc->val[i] && value && strcmp(vc->val[i], value) == 0)
+		return;
+	free(vc->val[i]);
+	vc->val[i] = value ? xstrdup(value) : NULL;
+}
+
+void varcache_copy(struct varcache *dst, const struct varcache *src)
+{
+	for (int i = 0; i < VAR_MAX; i++)
+		set_index(dst, i, src->val[i]);
+}
+
+bool varcache_set(struct varcache *vc, const char *name, const char *value)
+{
+	int i = varcache_lookup(name);
+	if (i < 0)
+		return false;
+	if (strlen(value) >= VAR_VALUE_MAX)
+		return false;
+	set_index(vc, i, value);
+	return true;
+}
+
+const char *varcache_get(const struct varcache *vc, int i)
+{
+	return i >= 0 && i < VAR_MAX ? vc->val[i] : NULL;
+}
+
+/* Quote as a SQL literal: ' doubled; backslashes are literal with
+ * standard_conforming_strings, which every supported server has on. */
+static size_t put_literal(char *dst, size_t room, const char *v)
+{
+	size_t n = 0;
+	if (room < 3)
+		return room;
+	dst[n++] = '\'';
+	for (; *v && n + 3 < room; v++) {
+		if (*v == '\'')
+			dst[n++] = '\'';
+		dst[n++] = *v;
+	}
+	dst[n++] = '\'';
+	return n;
+}
+
+bool varcache_diff_query(const struct varcache *want, const struct varcache *have,
+			 char *buf, size_t len)
+{
+	size_t n = 0;
+	bool any = false;
+	buf[0] = 0;
+	for (int i = 0; i < n_names; i++) {
+		const char *w = want->val[i], *h = have->val[i];
+		if (!w || (h && strcmp(w, h) == 0))
+			continue;
+		int k = snprintf(buf + n, len - n, "SET %s=", names[i]);
+		if (k < 0 || (size_t)k >= len - n)
+			return any;
+		n += (size_t)k;
+		n += put_literal(buf + n, len - n, w);
+		if (n + 2 >= len)
+			return any;
+		buf[n++] = ';';
+		buf[n] = 0;
+		any = true;
+	}
+	return any;
+}
+
+void varcache_write_status(struct pktbuf *pb, const struct varcache *base, const struct varcache *over)
+{
+	for (int i = 0; i < n_names; i++) {
+		const char *v = over && over->val[i] ? over->val[i] : base->val[i];
+		if (v)
+			pkt_write_parameter_status(pb, names[i], v);
+	}
+}

@@ -1,0 +1,303 @@
+/* pgcrew — a worker process: one libevent loop serving clients accepted on
+ * its slot's listeners. Orders come from the supervisor over the IPC
+ * channel; when that channel closes the supervisor is gone and the worker
+ * shuts down rather than run unsupervised. */
+#include "worker.h"
+#include "admin.h"
+#include "auth/crypto.h"
+#include "cancel.h"
+#include "client.h"
+#include "config.h"
+#include "janitor.h"
+#include "log.h"
+#include "pool.h"
+#include "server.h"
+#include "stats.h"
+#include "tls.h"
+#include "varcache.h"
+
+#include <event2/event.h>
+#include <signal.h>
+#include <stdio.h>
+#include <unistd.h>
+
+struct worker *W;
+static struct worker the_worker;
+
+uint64_t worker_next_id(void)
+{
+	/* Worker id in the high bits: ids stay unique across the instance. */
+	return ((uint64_t)W->id << 48) | ++W->next_id;
+}
+
+static void reap(evutil_socket_t fd, short what, void *arg)
+{
+	struct list *it;
+	while ((it = list_first(&W->justfree_clients)) != NULL)
+		client_free(container_of(it, struct client, node));
+	while ((it = list_first(&W->justfree_servers)) != NULL)
+		server_free(container_of(it, struct server, node));
+}
+
+void worker_schedule_reap(void)
+{
+	if (W->reaper)
+		event_active(W->reaper, EV_TIMEOUT, 0);
+}
+
+/* ---- TLS contexts ---- */
+
+static void tls_settings_client(const struct config *cfg, struct tls_settings *ts)
+{
+	*ts = (struct tls_settings){
+		.sslmode = cfg->client_tls_sslmode, .key_file = cfg->client_tls_key_file,
+		.cert_file = cfg->client_tls_cert_file, .ca_file = cfg->client_tls_ca_file,
+		.protocols = cfg->client_tls_protocols, .ciphers = cfg->client_tls_ciphers,
+		.tls13_ciphers = cfg->client_tls13_ciphers, .ecdhcurve = cfg->client_tls_ecdhcurve,
+		.dheparams = cfg->client_tls_dheparams,
+	};
+}
+
+/* Build the client-facing context; on error keep the old one (reload). */
+static int setup_tls(const struct config *cfg)
+{
+	char err[512] = "";
+	struct tls_settings ts;
+
+	if (cfg->client_tls_sslmode == SSLMODE_DISABLE) {
+		tls_ctx_free(W->client_tls);
+		W->client_tls = NULL;
+		return 0;
+	}
+	tls_settings_client(cfg, &ts);
+	struct tls_ctx *ctx = tls_ctx_new_server(&ts, err, sizeof(err));
+	if (!ctx) {
+		log_error("TLS setup failed: %s", err);
+		return -1;
+	}
+	tls_ctx_free(W->client_tls);
+	W->client_tls = ctx;
+	return 0;
+}
+
+/* ---- shutdown ---- */
+
+static bool servers_busy(void)
+{
+	struct list *it;
+	list_for_each(it, &W->pools) {
+		struct pool *p = container_of(it, struct pool, node);
+		if (p->n_active || p->n_tested || p->n_canceled)
+			return true;
+	}
+	return false;
+}
+
+static void close_everything(void)
+{
+	struct list *it, *tmp;
+	list_for_each_safe(it, tmp, &W->all_clients) {
+		struct client *c = container_of(it, struct client, all_node);
+		if (c->state != CLIENT_JUSTFREE)
+			client_close(c, true, "pooler is shutting down");
+	}
+	list_for_each_safe(it, tmp, &W->all_servers) {
+		struct server *sv = container_of(it, struct server, all_node);
+		if (sv->state != SERVER_JUSTFREE)
+			server_close(sv, "pooler is shutting down");
+	}
+}
+
+static void finish(void)
+{
+	static bool done;
+	if (done)
+		return;
+	done = true;
+	close_everything();
+	event_base_loopexit(W->base, NULL);
+}
+
+void worker_check_shutdown(void)
+{
+	if (!W->shutting_down)
+		return;
+	switch (W->shutdown_mode) {
+	case SHUTDOWN_IMMEDIATE:
+		finish();
+		break;
+	case SHUTDOWN_WAIT_SERVERS:
+		if (!servers_busy())
+			finish();
+		break;
+	case SHUTDOWN_WAIT_CLIENTS:
+		if (W->n_clients == 0)
+			finish();
+		break;
+	}
+}
+
+static void start_shutdown(enum shutdown_mode mode)
+{
+	if (W->shutting_down && mode >= W->shutdown_mode && mode != SHUTDOWN_IMMEDIATE)
+		return;
+	W->shutting_down = true;
+	W->shutdown_mode = mode;
+	listener_pause(W->listener, true);
+	worker_check_shutdown();
+}
+
+/* ---- reload ---- */
+
+void worker_apply_config(struct config *cfg)
+{
+	struct config *old = W->cfg;
+	W->cfg = cfg;
+	log_verbose = cfg->verbose > log_verbose ? cfg->verbose : log_verbose;
+	(void)setup_tls(cfg);
+	pool_apply_config(cfg);
+	config_free(old);
+}
+
+static void do_reload(void)
+{
+	struct config *cfg = NULL;
+	struct config_error err;
+	int32_t status = 0;
+
+	if (config_load(W->cfg->path, &cfg, &err) < 0) {
+		log_error("config reload failed: %s", err.msg);
+		status = -1;
+	} else if (config_check_reload(W->cfg, cfg, &err) < 0) {
+		log_error("config reload failed: %s", err.msg);
+		config_free(cfg);
+		status = -1;
+	} else {
+		worker_apply_config(cfg);
+	}
+	if (ipc_send(W->sup, IPC_RELOAD_DONE, 0, &status, sizeof(status), -1) < 0)
+		log_warning("could not acknowledge reload");
+}
+
+/* ---- IPC ---- */
+
+static void on_ipc(struct ipc_chan *ch, const struct ipc_hdr *hdr, const void *payload, int fd, void *arg)
+{
+	int32_t v = 0;
+	if (fd >= 0)
+		close(fd);
+	switch (hdr->type) {
+	case IPC_RELOAD:
+		do_reload();
+		break;
+	case IPC_SHUTDOWN:
+		if (hdr->len != sizeof(v))
+			fatal("ipc: bad SHUTDOWN payload");
+		memcpy(&v, payload, sizeof(v));
+		start_shutdown((enum shutdown_mode)v);
+		break;
+	case IPC_PAUSE:
+		W->paused = true;
+		break;
+	case IPC_RESUME:
+		W->paused = false;
+		{
+			struct list *it;
+			list_for_each(it, &W->pools)
+				pool_launch_needed(container_of(it, struct pool, node));
+		}
+		break;
+	case IPC_LOG_REOPEN:
+		log_reopen();
+		break;
+	default:
+		fatal("ipc: unexpected message %s in worker", ipc_type_name(hdr->type));
+	}
+}
+
+static void on_ipc_eof(struct ipc_chan *ch, void *arg)
+{
+	log_warning("supervisor is gone, worker %d shutting down", W->id);
+	start_shutdown(SHUTDOWN_IMMEDIATE);
+}
+
+static void on_accept(int fd, bool is_unix, void *arg)
+{
+	client_accept(fd, is_unix);
+}
+
+static void reset_signals(void)
+{
+	/* Orders arrive over IPC; a terminal's Ctrl-C reaches the whole process
+	 * group and must not kill workers behind the supervisor's back. */
+	static const int ignored[] = { SIGHUP, SIGINT, SIGTERM, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE };
+	for (size_t i = 0; i < ARRAY_SIZE(ignored); i++)
+		signal(ignored[i], SIG_IGN);
+	signal(SIGCHLD, SIG_DFL);
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+static void worker_cleanup(void)
+{
+	reap(-1, 0, NULL);
+	janitor_stop();
+	stats_stop();
+	cancel_free_all();
+	pool_free_all();
+	admin_free();
+	listener_free(W->listener);
+	ipc_chan_free(W->sup);
+	event_free(W->reaper);
+	tls_ctx_free(W->client_tls);
+	stream_cache_free();
+	varcache_set_tracked(NULL);
+	event_base_free(W->base);
+	config_free(W->cfg);
+	crypto_shutdown();
+}
+
+void worker_main(int id, struct config *cfg, int ipc_fd, const struct listen_set *ls)
+{
+	W = &the_worker;
+	W->id = id;
+	W->cfg = cfg;
+	W->lset = ls;
+	list_init(&W->databases);
+	list_init(&W->users);
+	list_init(&W->pools);
+	list_init(&W->login_clients);
+	list_init(&W->cancel_clients);
+	list_init(&W->justfree_clients);
+	list_init(&W->justfree_servers);
+	list_init(&W->all_clients);
+	list_init(&W->all_servers);
+	reset_signals();
+	log_set_worker(id);
+	if (crypto_init() < 0)
+		fatal("worker %d: crypto initialisation failed", id);
+	if (!crypto_random(W->secret, sizeof(W->secret)))
+		fatal("worker %d: no randomness", id);
+	W->base = event_base_new();
+	if (!W->base)
+		fatal("worker %d: event_base_new failed", id);
+	stream_base = W->base;
+	stream_cache_init((uint32_t)cfg->pkt_buf);
+	varcache_set_tracked(cfg->track_extra_parameters);
+	if (setup_tls(cfg) < 0)
+		exit(1);
+	pool_apply_config(cfg);
+	W->reaper = event_new(W->base, -1, 0, reap, NULL);
+	W->sup = ipc_chan_new(W->base, ipc_fd, id, on_ipc, on_ipc_eof, NULL);
+	W->listener = listener_start(W->base, ls, id, on_accept, NULL);
+	janitor_start();
+	stats_start();
+	if (ipc_send(W->sup, IPC_WORKER_READY, 0, NULL, 0, -1) < 0)
+		fatal("worker %d: cannot talk to the supervisor", id);
+	log_debug("worker %d started, pid %d", id, (int)getpid());
+	event_base_dispatch(W->base);
+	log_debug("worker %d exiting", id);
+	worker_cleanup();
+	exit(0);
+}

@@ -1,0 +1,162 @@
+"""pytest wiring for the integration suite: picks the pooler binary, starts the
+session's PostgreSQL servers, and hands tests a factory of Pooler processes.
+
+PGCREW_BIN selects the binary (default: _build/sanitize/pgcrew). When it is
+PgBouncer, tests marked pgcrew_only are skipped and pgcrew-only settings are
+never written; nothing is skipped when testing pgcrew."""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import pg_cluster  # noqa: E402
+import pooler as pooler_mod  # noqa: E402
+import util  # noqa: E402
+
+DEFAULT_BIN = os.path.join(util.REPO_ROOT, "_build", "sanitize", "pgcrew")
+
+
+def pytest_configure(config):
+    binary = os.environ.get("PGCREW_BIN", DEFAULT_BIN)
+    if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
+        raise pytest.UsageError(f"pooler binary {binary} not found: build it "
+                                "(scripts/test.sh) or set PGCREW_BIN")
+    config.pooler_binary = os.path.abspath(binary)
+    config.pooler_kind = pooler_mod.binary_kind(binary)
+
+
+def pytest_report_header(config):
+    return f"pooler: {config.pooler_binary} ({config.pooler_kind})"
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.pooler_kind != "pgbouncer":
+        return
+    skip = pytest.mark.skip(reason="pgcrew-only behaviour (validating against PgBouncer)")
+    for item in items:
+        if "pgcrew_only" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def pooler_kind(pytestconfig):
+    return pytestconfig.pooler_kind
+
+
+@pytest.fixture(scope="session")
+def session_dir(request):
+    path = tempfile.mkdtemp(prefix="pgcrew-it-")
+    os.chmod(path, 0o755)
+    yield path
+    if request.session.testsfailed == 0:
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        print(f"\nintegration scratch kept for inspection: {path}")
+
+
+def _cluster(name, bindir, session_dir):
+    base = os.path.join(session_dir, name)
+    os.makedirs(base)
+    cluster = pg_cluster.PgCluster(name, bindir, base)
+    try:
+        cluster.init()
+    except Exception:
+        cluster.stop("immediate")
+        raise
+    return cluster
+
+
+@pytest.fixture(scope="session")
+def pg15(session_dir):
+    cluster = _cluster("pg15", pg_cluster.PG15_BINDIR, session_dir)
+    yield cluster
+    cluster.stop("immediate")
+
+
+@pytest.fixture(scope="session")
+def pg18(session_dir):
+    bindir = pg_cluster.unpack_pg18(os.path.join(session_dir, "pg18-install"))
+    cluster = _cluster("pg18", bindir, session_dir)
+    yield cluster
+    cluster.stop("immediate")
+
+
+@pytest.fixture(params=["pg15", "pg18"])
+def pg(request):
+    """Each PostgreSQL version in turn."""
+    return request.getfixturevalue(request.param)
+
+
+def default_userlist():
+    return {user: pg_cluster.password(user) for user in pg_cluster.USERS}
+
+
+@pytest.fixture
+def make_pooler(request, pytestconfig, session_dir):
+    """Factory: make_pooler(pg, settings={...}, databases=..., users=...,
+    userlist=..., start=True). Databases default to testdb and otherdb of pg;
+    the userlist to every test user with its plaintext password. Every pooler
+    is stopped (and checked for sanitizer reports) at teardown."""
+    made = []
+    clusters = []
+    counter = [0]
+
+    def factory(pg, settings=None, databases=None, users=None, userlist=None,
+                hba=None, start=True):
+        counter[0] += 1
+        name = f"{request.node.name}-{counter[0]}".replace("/", "_")[:120]
+        workdir = tempfile.mkdtemp(prefix=name + "-", dir=session_dir)
+        os.chmod(workdir, 0o755)
+        if databases is None:
+            databases = {db: pg.dsn(db) for db in pg_cluster.DATABASES}
+        p = pooler_mod.Pooler(pytestconfig.pooler_binary, pytestconfig.pooler_kind,
+                              workdir, settings, databases, users,
+                              default_userlist() if userlist is None else userlist, hba)
+        made.append(p)
+        clusters.append(pg)
+        if start:
+            p.start()
+        return p
+
+    yield factory
+    errors = []
+    for p in made:
+        try:
+            p.stop()
+        except AssertionError as exc:
+            errors.append(str(exc))
+    # Backends of a stopped pooler exit asynchronously: wait them out so the
+    # next test counts only its own server connections.
+    for cluster in {id(c): c for c in clusters}.values():
+        try:
+            util.wait_until(lambda: cluster.server_connections() == 0, 10,
+                            what=f"{cluster.name} backends of stopped poolers to exit")
+        except AssertionError as exc:
+            errors.append(str(exc))
+    if errors:
+        pytest.fail("\n\n".join(errors), pytrace=False)
+
+
+def _pgbench_init(cluster):
+    if getattr(cluster, "pgbench_ready", False):
+        return
+    subprocess.run([pg_cluster.pgbench_binary(), "-i", "-s", "1", "-q",
+                    "-h", cluster.host, "-p", str(cluster.port),
+                    "-U", pg_cluster.SUPERUSER, "testdb"],
+                   check=True, capture_output=True, timeout=120)
+    with cluster.connect("testdb") as conn:
+        conn.execute("GRANT ALL ON ALL TABLES IN SCHEMA public TO PUBLIC")
+    cluster.pgbench_ready = True
+
+
+@pytest.fixture
+def pgbench_pg15(pg15):
+    """pg15 with pgbench tables in testdb, writable by every test user."""
+    _pgbench_init(pg15)
+    return pg15

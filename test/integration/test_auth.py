@@ -1,0 +1,104 @@
+"""Client authentication through the pooler (trust, plain, md5, scram-sha-256)
+against each server-side method (trust, password, md5, scram), and the
+errors a client sees for a wrong password, an unknown user or database."""
+
+import psycopg
+import pytest
+
+from pg_cluster import USERS, password
+
+CLIENT_AUTH_TYPES = ["trust", "plain", "md5", "scram-sha-256"]
+# The server's pg_hba method for each user is in pg_cluster.USERS.
+SERVER_USERS = ["trust_user", "plain_user", "md5_user", "scram_user"]
+# PgBouncer's refusal texts: the SCRAM exchange fails with its own message.
+AUTH_FAILED = {
+    "plain": "password authentication failed",
+    "md5": "password authentication failed",
+    "scram-sha-256": "SASL authentication failed",
+}
+
+
+@pytest.mark.parametrize("auth_type", CLIENT_AUTH_TYPES)
+def test_login_matrix(pg, make_pooler, auth_type):
+    """Every client auth_type logs in every user, whose server login uses
+    trust, password, md5 or scram-sha-256 with the userlist password."""
+    p = make_pooler(pg, settings={"auth_type": auth_type})
+    for user in SERVER_USERS:
+        with p.connect(user=user, password=password(user)) as conn:
+            row = conn.execute("SELECT current_user, current_database(), 40 + 2").fetchone()
+            assert row == (user, "testdb", 42), (user, row)
+
+
+@pytest.mark.parametrize("auth_type", ["plain", "md5", "scram-sha-256"])
+def test_wrong_password_is_refused(pg15, make_pooler, auth_type):
+    p = make_pooler(pg15, settings={"auth_type": auth_type})
+    with pytest.raises(psycopg.OperationalError) as err:
+        p.connect(user="scram_user", password="not-the-password")
+    assert AUTH_FAILED[auth_type] in str(err.value)
+    # The right password still works afterwards.
+    with p.connect(user="scram_user", password=password("scram_user")) as conn:
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+@pytest.mark.parametrize("auth_type", ["plain", "md5", "scram-sha-256"])
+def test_unknown_user_is_refused(pg15, make_pooler, auth_type):
+    p = make_pooler(pg15, settings={"auth_type": auth_type})
+    with pytest.raises(psycopg.OperationalError) as err:
+        p.connect(user="nobody_here", password="whatever")
+    assert AUTH_FAILED[auth_type] in str(err.value)
+
+
+def test_trust_requires_user_in_auth_file(pg15, make_pooler):
+    p = make_pooler(pg15, settings={"auth_type": "trust"},
+                    userlist={"trust_user": password("trust_user")})
+    with p.connect() as conn:
+        assert conn.execute("SELECT current_user").fetchone() == ("trust_user",)
+    with pytest.raises(psycopg.OperationalError) as err:
+        p.connect(user="scram_user")
+    assert "scram_user" in str(err.value) or "authentication failed" in str(err.value)
+
+
+def test_unknown_database(pg15, make_pooler):
+    p = make_pooler(pg15)
+    with pytest.raises(psycopg.OperationalError) as err:
+        p.connect(dbname="nosuchdb")
+    assert "no such database: nosuchdb" in str(err.value)
+
+
+def test_md5_hash_in_userlist(pg, make_pooler):
+    """An md5 hash in userlist.txt: md5 client auth and md5 server login
+    both work from the hash alone."""
+    import hashlib
+    user = "md5_user"
+    digest = "md5" + hashlib.md5((password(user) + user).encode()).hexdigest()
+    p = make_pooler(pg, settings={"auth_type": "md5"}, userlist={user: digest})
+    with p.connect(user=user, password=password(user)) as conn:
+        assert conn.execute("SELECT current_user").fetchone() == (user,)
+    with pytest.raises(psycopg.OperationalError) as err:
+        p.connect(user=user, password="wrong")
+    assert "password authentication failed" in str(err.value)
+
+
+def test_scram_passthrough(pg, make_pooler):
+    """userlist holds the SCRAM verifier copied from pg_authid and the server
+    requires scram: the pooler logs in without ever knowing the plaintext."""
+    user = "scram_user"
+    verifier = pg.scram_verifier(user)
+    assert verifier.startswith("SCRAM-SHA-256$")
+    p = make_pooler(pg, settings={"auth_type": "scram-sha-256"}, userlist={user: verifier})
+    for _ in range(2):  # second login reuses cached keys / a pooled server
+        with p.connect(user=user, password=password(user)) as conn:
+            assert conn.execute("SELECT current_user").fetchone() == (user,)
+    with pytest.raises(psycopg.OperationalError) as err:
+        p.connect(user=user, password="wrong")
+    assert AUTH_FAILED["scram-sha-256"] in str(err.value)
+
+
+def test_users_have_expected_server_methods(pg):
+    """Guards the matrix: the server really demands each method."""
+    assert set(SERVER_USERS) == set(USERS)
+    with pg.connect() as conn:
+        rows = dict(conn.execute("SELECT rolname, left(rolpassword, 6) FROM pg_authid"
+                                 " WHERE rolname = ANY(%s)", (SERVER_USERS,)).fetchall())
+    assert rows["md5_user"].startswith("md5")
+    assert rows["scram_user"].startswith("SCRAM-")

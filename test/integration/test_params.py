@@ -1,0 +1,70 @@
+"""Parameter tracking in transaction mode: clients sharing one server each
+keep their own application_name, TimeZone and DateStyle across server
+switches, whether set at startup or with SET."""
+
+import psycopg
+
+
+def settings_of(conn):
+    return conn.execute("SELECT current_setting('application_name'),"
+                        " current_setting('TimeZone'), current_setting('DateStyle')").fetchone()
+
+
+def test_clients_keep_their_own_parameters(pg, make_pooler):
+    p = make_pooler(pg, settings={"pool_mode": "transaction", "default_pool_size": 1,
+                                  "workers": 1})
+    a = p.connect(application_name="client_a")
+    b = p.connect(application_name="client_b")
+    a.execute("SET TimeZone = 'Asia/Tokyo'")
+    a.execute("SET DateStyle = 'SQL, DMY'")
+    b.execute("SET TimeZone = 'America/New_York'")
+    b.execute("SET DateStyle = 'German, DMY'")
+    expect_a = ("client_a", "Asia/Tokyo", "SQL, DMY")
+    expect_b = ("client_b", "America/New_York", "German, DMY")
+    pids = set()
+    for _ in range(4):
+        assert settings_of(a) == expect_a
+        assert settings_of(b) == expect_b
+        assert a.execute("SHOW timezone").fetchone() == ("Asia/Tokyo",)
+        assert b.execute("SHOW timezone").fetchone() == ("America/New_York",)
+        for conn in (a, b):
+            pids.add(conn.execute("SELECT pg_backend_pid()").fetchone()[0])
+    assert len(pids) == 1, "the clients did not share the single server"
+    # The client-side view (ParameterStatus relayed by the pooler) agrees.
+    assert a.info.parameter_status("TimeZone") == "Asia/Tokyo"
+    assert b.info.parameter_status("TimeZone") == "America/New_York"
+    assert b.info.parameter_status("application_name") == "client_b"
+
+
+def test_new_server_gets_client_parameters(pg15, make_pooler):
+    """After the server is replaced (server_lifetime), the client's settings
+    are applied to the new server."""
+    p = make_pooler(pg15, settings={"pool_mode": "transaction", "default_pool_size": 1,
+                                    "server_lifetime": 1, "workers": 1})
+    a = p.connect(application_name="survivor")
+    a.execute("SET TimeZone = 'Europe/Paris'")
+    first = a.execute("SELECT pg_backend_pid()").fetchone()[0]
+    p.wait_for_log(r"closing because: server lifetime over", timeout=5)
+    second = a.execute("SELECT pg_backend_pid()").fetchone()[0]
+    assert first != second
+    assert a.execute("SHOW timezone").fetchone() == ("Europe/Paris",)
+    assert a.execute("SHOW application_name").fetchone() == ("survivor",)
+
+
+def test_startup_parameters_are_tracked(pg15, make_pooler):
+    """Parameters sent in the startup packet (libpq options via env) follow
+    the client too."""
+    p = make_pooler(pg15, settings={"pool_mode": "transaction", "default_pool_size": 1,
+                                    "workers": 1})
+    a = psycopg.connect(autocommit=True, **p.conninfo(application_name="start_a",
+                                                      client_encoding="LATIN1"))
+    b = psycopg.connect(autocommit=True, **p.conninfo(application_name="start_b"))
+    try:
+        for _ in range(3):
+            assert a.execute("SHOW client_encoding").fetchone() == ("LATIN1",)
+            assert b.execute("SHOW client_encoding").fetchone() == ("UTF8",)
+            assert a.execute("SHOW application_name").fetchone() == ("start_a",)
+            assert b.execute("SHOW application_name").fetchone() == ("start_b",)
+    finally:
+        a.close()
+        b.close()

@@ -1,0 +1,97 @@
+"""Pool modes: session keeps session state, transaction releases the server
+after each transaction, statement refuses transaction blocks."""
+
+import threading
+
+import psycopg
+import pytest
+
+
+def test_session_mode_keeps_session_state(pg, make_pooler):
+    p = make_pooler(pg, settings={"pool_mode": "session", "default_pool_size": 1})
+    with p.connect() as conn:
+        conn.execute("SET application_name = 'kept'")
+        conn.execute("CREATE TEMP TABLE t_session (x int)")
+        conn.execute("INSERT INTO t_session VALUES (7)")
+        pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+        for _ in range(3):
+            assert conn.execute("SELECT x FROM t_session").fetchone() == (7,)
+            assert conn.execute("SHOW application_name").fetchone() == ("kept",)
+            assert conn.execute("SELECT pg_backend_pid()").fetchone()[0] == pid
+
+
+def test_session_mode_holds_server_while_connected(pg15, make_pooler):
+    """With pool_size=1 a second session client cannot run until the first
+    disconnects (it times out in the queue instead)."""
+    p = make_pooler(pg15, settings={"pool_mode": "session", "default_pool_size": 1,
+                                    "query_wait_timeout": 2})
+    first = p.connect()
+    first.execute("SELECT 1")
+    second = p.connect()
+    with pytest.raises(psycopg.OperationalError):
+        second.execute("SELECT 1")
+    first.close()
+    with p.connect() as third:
+        assert third.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_transaction_mode_shares_one_server(pg, make_pooler):
+    p = make_pooler(pg, settings={"pool_mode": "transaction", "default_pool_size": 1,
+                                  "workers": 1})
+    a = p.connect()
+    b = p.connect()
+    pids = set()
+    for _ in range(3):
+        for conn in (a, b):
+            with conn.transaction():
+                pids.add(conn.execute("SELECT pg_backend_pid()").fetchone()[0])
+    assert len(pids) == 1, pids
+    assert pg.server_connections("testdb", "trust_user") == 1
+
+
+def test_transaction_mode_transaction_pins_server(pg15, make_pooler):
+    """Inside an open transaction the client keeps its server: a second
+    client's query waits until the commit and then runs on that backend."""
+    p = make_pooler(pg15, settings={"pool_mode": "transaction", "default_pool_size": 1,
+                                    "workers": 1})
+    a = p.connect(autocommit=False)
+    b = p.connect()
+    a.execute("CREATE TEMP TABLE t_tx (x int) ON COMMIT DROP")
+    a.execute("INSERT INTO t_tx VALUES (1)")
+    pid_a = a.execute("SELECT pg_backend_pid()").fetchone()[0]
+    result = {}
+    waiter = threading.Thread(target=lambda: result.update(
+        pid=b.execute("SELECT pg_backend_pid()").fetchone()[0]))
+    waiter.start()
+    waiter.join(0.7)
+    assert waiter.is_alive(), "second client ran while the first held the only server"
+    assert a.execute("SELECT count(*) FROM t_tx").fetchone() == (1,)
+    a.commit()
+    waiter.join(10)
+    assert not waiter.is_alive()
+    assert result["pid"] == pid_a
+
+
+def test_transaction_mode_many_clients_bounded_servers(pg15, make_pooler):
+    """Interleaved transactions of several clients never use more servers
+    than the pool allows, whatever the number of worker processes."""
+    p = make_pooler(pg15, settings={"pool_mode": "transaction", "default_pool_size": 1})
+    clients = [p.connect() for _ in range(4)]
+    for _ in range(3):
+        for conn in clients:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+            assert pg15.server_connections("testdb", "trust_user") <= 1
+
+
+def test_statement_mode_refuses_transaction_block(pg, make_pooler):
+    p = make_pooler(pg, settings={"pool_mode": "statement"})
+    with p.connect() as conn:
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+    conn = p.connect(autocommit=False)
+    with pytest.raises(psycopg.Error) as err:
+        conn.execute("SELECT 1")
+        conn.execute("SELECT 2")
+        conn.commit()
+    assert "transaction blocks not allowed in statement pooling mode" in str(err.value)
+    with p.connect() as again:
+        assert again.execute("SELECT 2").fetchone() == (2,)

@@ -1,0 +1,119 @@
+"""Configuration reload on SIGHUP: added databases appear, removed ones
+disappear, and a broken file leaves the running configuration in place."""
+
+import time
+
+import psycopg
+import pytest
+
+from pg_cluster import password
+
+
+def connect_eventually(p, dbname, timeout=5.0):
+    """Connect once the reload has been applied (bounded retry)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return p.connect(dbname=dbname)
+        except psycopg.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def refused_eventually(p, dbname, timeout=5.0):
+    """Return the error once connecting to dbname fails (bounded retry)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            conn = p.connect(dbname=dbname)
+        except psycopg.OperationalError as exc:
+            return exc
+        conn.close()
+        p.connections.remove(conn)
+        assert time.monotonic() < deadline, f"{dbname} still reachable after reload"
+        time.sleep(0.1)
+
+
+def test_reload_adds_and_removes_database(pg, make_pooler):
+    p = make_pooler(pg, databases={"testdb": pg.dsn("testdb")})
+    with pytest.raises(psycopg.OperationalError) as err:
+        p.connect(dbname="added")
+    assert "no such database: added" in str(err.value)
+
+    p.databases["added"] = pg.dsn("otherdb")
+    p.write_config()
+    mark = p.reload()
+    p.wait_for_log(r"(?i)sighup", since=mark)
+    with connect_eventually(p, "added") as conn:
+        assert conn.execute("SELECT current_database()").fetchone() == ("otherdb",)
+
+    del p.databases["added"]
+    p.write_config()
+    p.reload()
+    err = refused_eventually(p, "added")
+    assert "no such database: added" in str(err)
+    with p.connect() as conn:
+        assert conn.execute("SELECT current_database()").fetchone() == ("testdb",)
+
+
+def test_reload_changes_a_setting(pg15, make_pooler):
+    p = make_pooler(pg15, settings={"max_client_conn": 100})
+    p.settings["max_client_conn"] = 1
+    p.write_config()
+    p.reload()
+    held = connect_eventually(p, "testdb")
+    deadline = time.monotonic() + 5
+    while True:  # the new limit applies once the reload is processed
+        try:
+            extra = p.connect()
+        except psycopg.OperationalError as exc:
+            assert "no more connections allowed (max_client_conn)" in str(exc)
+            break
+        extra.close()
+        p.connections.remove(extra)
+        assert time.monotonic() < deadline, "max_client_conn = 1 not applied by reload"
+        time.sleep(0.1)
+    held.close()
+
+
+def broken_reload(p):
+    """Rewrite the ini with an invalid pool_mode as its first setting and
+    SIGHUP; returns the valid text to restore afterwards."""
+    good_ini = open(p.ini_path).read()
+    broken = good_ini.replace("[pgbouncer]", "[pgbouncer]\npool_mode = not_a_mode\n", 1)
+    p.write_config(raw_ini=broken)
+    mark = p.reload()
+    # The log says why the new file was not taken (PgBouncer's wording).
+    p.wait_for_log(r'invalid value "not_a_mode" for parameter pool_mode', since=mark)
+    return good_ini
+
+
+def test_broken_config_on_reload_is_logged(pg15, make_pooler):
+    p = make_pooler(pg15)
+    good_ini = broken_reload(p)
+    p.assert_alive()
+    # A password is passed because PgBouncer 1.18 falls back to auth_type md5.
+    with p.connect(password=password("trust_user")) as conn:
+        assert conn.execute("SELECT current_database()").fetchone() == ("testdb",)
+    p.write_config(raw_ini=good_ini)
+
+
+@pytest.mark.pgcrew_only
+def test_broken_config_on_reload_keeps_old_config(pg15, make_pooler):
+    """PgBouncer 1.18 half-applies a broken file (settings before the error
+    are reset to defaults, e.g. auth_type falls back to md5); pgcrew keeps
+    the whole running configuration."""
+    p = make_pooler(pg15, settings={"auth_type": "trust", "pool_mode": "transaction",
+                                    "default_pool_size": 1, "workers": 1})
+    good_ini = broken_reload(p)
+    p.assert_alive()
+    a = p.connect()  # trust: no password needed, so auth_type is unchanged
+    b = p.connect()
+    # Still transaction pooling with one server: both clients share it.
+    pids = {c.execute("SELECT pg_backend_pid()").fetchone()[0] for c in (a, b)}
+    assert len(pids) == 1
+    with pytest.raises(psycopg.OperationalError) as err:
+        p.connect(dbname="nosuchdb")
+    assert "no such database: nosuchdb" in str(err.value)
+    p.write_config(raw_ini=good_ini)

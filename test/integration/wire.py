@@ -1,0 +1,114 @@
+"""Raw PostgreSQL wire-protocol helpers for tests that must send bytes no
+driver would: hand-built startup packets, bad lengths, truncated messages.
+Every read is bounded by a socket timeout."""
+
+import socket
+import struct
+import time
+
+import util
+
+PROTOCOL_3_0 = 196608
+
+
+def startup_packet(user, database, **params):
+    body = struct.pack("!I", PROTOCOL_3_0)
+    fields = {"user": user, "database": database}
+    fields.update(params)
+    for key, value in fields.items():
+        body += key.encode() + b"\0" + value.encode() + b"\0"
+    body += b"\0"
+    return struct.pack("!I", len(body) + 4) + body
+
+
+def message(kind, payload=b""):
+    return kind + struct.pack("!I", len(payload) + 4) + payload
+
+
+def query_message(sql):
+    return message(b"Q", sql.encode() + b"\0")
+
+
+class RawConn:
+    """A plain TCP connection to host:port with bounded reads."""
+
+    def __init__(self, port, host=util.HOST, timeout=5.0):
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.buf = b""
+
+    def send(self, data):
+        self.sock.sendall(data)
+
+    def close(self):
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _fill(self, deadline):
+        self.sock.settimeout(max(0.01, deadline - time.monotonic()))
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            raise EOFError("connection closed by peer")
+        self.buf += chunk
+
+    def read_message(self, timeout=5.0):
+        """Return (type byte, payload) of the next backend message."""
+        deadline = time.monotonic() + timeout
+        while len(self.buf) < 5:
+            self._fill(deadline)
+        kind = self.buf[:1]
+        length = struct.unpack("!I", self.buf[1:5])[0]
+        while len(self.buf) < 1 + length:
+            self._fill(deadline)
+        payload = self.buf[5:1 + length]
+        self.buf = self.buf[1 + length:]
+        return kind, payload
+
+    def read_until(self, kind, timeout=5.0):
+        """Read messages until one of type `kind`; returns all read, in order."""
+        deadline = time.monotonic() + timeout
+        seen = []
+        while True:
+            msg = self.read_message(max(0.01, deadline - time.monotonic()))
+            seen.append(msg)
+            if msg[0] == kind:
+                return seen
+
+    def wait_closed(self, timeout=5.0):
+        """Read and discard until the peer closes; returns the bytes received.
+        Raises AssertionError if the peer keeps the connection open."""
+        deadline = time.monotonic() + timeout
+        received = self.buf
+        while time.monotonic() < deadline:
+            self.sock.settimeout(max(0.01, deadline - time.monotonic()))
+            try:
+                chunk = self.sock.recv(65536)
+            except socket.timeout:
+                break
+            except ConnectionResetError:
+                return received
+            if not chunk:
+                return received
+            received += chunk
+        raise AssertionError(f"peer did not close within {timeout}s; got {received[:200]!r}")
+
+    def login_trust(self, user, database, timeout=5.0):
+        """Startup without a password; returns once ReadyForQuery arrives."""
+        self.send(startup_packet(user, database))
+        msgs = self.read_until(b"Z", timeout)
+        errors = [p for k, p in msgs if k == b"E"]
+        assert not errors, f"login failed: {errors}"
+        return msgs
+
+
+def error_fields(payload):
+    """Decode an ErrorResponse payload into {field code: text}."""
+    fields = {}
+    for part in payload.split(b"\0"):
+        if part:
+            fields[chr(part[0])] = part[1:].decode(errors="replace")
+    return fields
