@@ -85,6 +85,7 @@ struct stream {
 	bool closed;
 	bool want_write_for_read;  /* TLS read needs the socket writable */
 	bool handshaking;          /* TLS handshake in progress */
+	bool in_process;           /* inside process(): resume must not recurse */
 	uint32_t max_pkt;          /* max_packet_size for typed packets */
 	uint64_t bytes_in, bytes_out;
 	const char *errmsg;        /* static reason for SE_ERROR */

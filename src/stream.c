@@ -423,7 +423,7 @@ static bool route_new(struct stream *s)
 	case SA_CONSUMED:
 		s->pkt_remain = h.len;
 		s->pkt_action = act == SA_FORWARD ? SA_FORWARD : SA_SKIP;
-		s->fwd_dst = act == SA_FORWARD ? (s->peer ? s->peer : dst) : NULL;
+		s->fwd_dst = act == SA_FORWARD ? (dst ? dst : s->peer) : NULL;
 		return true;
 	case SA_NEED_FULL:
 		if (h.len > cache.size || avail >= h.len) {
@@ -449,11 +449,17 @@ static bool route_new(struct stream *s)
 
 static void process(struct stream *s)
 {
+	/* An owner callback may resume this very stream (login finished while
+	 * handling a message); the running loop picks the change up instead. */
+	if (s->in_process)
+		return;
+	s->in_process = true;
 	while (s->buf && !s->closed && !s->paused && !s->wait_peer) {
 		bool more = s->pkt_remain ? route_remaining(s) : route_new(s);
 		if (!more)
 			break;
 	}
+	s->in_process = false;
 	if (s->closed || !s->buf)
 		return;
 	if (s->buf->done != s->buf->parse && !s->wait_peer)

@@ -147,7 +147,8 @@ int scram_client_final(struct scram_client *st, const char *server_first, size_t
 		       const char *password, const struct scram_secret *secret, char *out,
 		       size_t outlen, size_t *outn, const char **errmsg) MUSTCHECK;
 /* server-final: "v=<sig>" must match (0); "e=<error>" or a wrong signature
- * or anything malformed gives -1 with errmsg. */
+ * or anything malformed gives -1 with errmsg. For "e=" errmsg points into
+ * st->server_error, so it lives as long as st. */
 int scram_client_verify(struct scram_client *st, const char *server_final, size_t len,
 			const char **errmsg) MUSTCHECK;
 

@@ -288,6 +288,10 @@ static bool b64_group(const char *src, size_t pad, uint8_t *dst)
 			return false;
 		v = (v << 6) | (uint32_t)d;
 	}
+	/* Bits beyond the data must be zero: exactly one encoding per value,
+	 * so a changed character always means changed bytes. */
+	if ((pad == 1 && (v & 0xff) != 0) || (pad == 2 && (v & 0xffff) != 0))
+		return false;
 	dst[0] = (uint8_t)(v >> 16);
 	if (pad < 2)
 		dst[1] = (uint8_t)(v >> 8);

@@ -172,7 +172,7 @@ static void test_b64_bad(void **state)
 {
 	static const char *const bad[] = {
 		"Zg=", "Z===", "====", "Zg=a", "=g==", "Zm9v!A==", "Zg==Zg==", "Zm 9", "Zm9\n",
-		"Zm9v\0AAA",
+		"Zm9v\0AAA", "Zh==", "Zm9=",     /* unused bits set */
 	};
 	uint8_t dec[16];
 	char out[8];

@@ -92,6 +92,19 @@ static void test_check_client(void **state)
 				      "wfPLwcE6nTWhTAmQ7tl2KeoiWGPlZqQxSrmfPwDl2dU=", "user", salt, SALTED));
 }
 
+/* A SCRAM verifier is never used as if it were a plaintext password. */
+static void test_check_client_verifier_not_plaintext(void **state)
+{
+	const char *v = "SCRAM-SHA-256$4096:W22ZaJ0SNY7soEsUEjb6gQ==$"
+			"WG5d8oPm3OtcPnkdi4Uo7BkeZkBFzpcXkuLmtbsT4qY=:wfPLwcE6nTWhTAmQ7tl2KeoiWGPlZqQxSrmfPwDl2dU=";
+	char hash[36], resp[36];
+
+	(void)state;
+	md5_password_hash("user", v, hash);
+	md5_salted(hash, salt, resp);
+	assert_false(md5_check_client(v, "user", salt, resp));
+}
+
 /* A plaintext password that merely starts like a verifier is still plaintext. */
 static void test_check_client_scram_lookalike(void **state)
 {
@@ -111,6 +124,7 @@ int main(void)
 		cmocka_unit_test(test_salted),
 		cmocka_unit_test(test_is_secret),
 		cmocka_unit_test(test_check_client),
+		cmocka_unit_test(test_check_client_verifier_not_plaintext),
 		cmocka_unit_test(test_check_client_scram_lookalike),
 	};
 
