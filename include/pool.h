@@ -13,6 +13,8 @@ struct db_def;
 struct database *pool_find_db(const char *name);
 /* Find, or create from the "*" template. NULL if neither. */
 struct database *pool_get_db(const char *name);
+/* The console's pseudo-database (never launches servers). */
+struct database *pool_admin_db(void);
 struct puser *pool_find_user(const char *name);
 /* A user not in auth_file (forced user, auth_type=any): created on demand. */
 struct puser *pool_get_user(const char *name);

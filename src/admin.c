@@ -49,17 +49,8 @@ static bool in_list(const char *list, const char *name)
 
 static struct database *get_admin_db(void)
 {
-	if (!admin_db) {
-		admin_db = pool_find_db("pgbouncer");
-		if (!admin_db) {
-			struct db_def d = { .name = "pgbouncer", .pool_size = -1, .min_pool_size = -1,
-					    .reserve_pool_size = -1, .max_db_connections = -1,
-					    .max_db_client_connections = -1, .pool_mode = POOL_STATEMENT,
-					    .server_lifetime = -1 };
-			(void)d;
-			admin_db = pool_get_db("pgbouncer");
-		}
-	}
+	if (!admin_db)
+		admin_db = pool_admin_db();
 	return admin_db;
 }
 

@@ -232,6 +232,8 @@ void client_accept(int fd, bool is_unix)
 	W->n_clients++;
 	stream_init(&c->s, fd, c, client_on_pkt, client_on_event);
 	c->s.startup = true;
+	if (W->cfg->max_packet_size > 0)
+		c->s.max_pkt = (uint32_t)W->cfg->max_packet_size;
 	if (getpeername(fd, (struct sockaddr *)&ss, &len) == 0)
 		util_format_addr((struct sockaddr *)&ss, c->addr, sizeof(c->addr), &c->port);
 	len = sizeof(ss);

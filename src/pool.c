@@ -109,6 +109,24 @@ struct database *pool_get_db(const char *name)
 	return db;
 }
 
+struct database *pool_admin_db(void)
+{
+	struct database *db = pool_find_db("pgbouncer");
+	if (db && db->admin)
+		return db;
+	if (!db)
+		db = db_new("pgbouncer");
+	db->admin = true;
+	db->dead = false;
+	db->pool_size = 0;
+	db->pool_mode = POOL_STATEMENT;
+	db->server_lifetime = -1;
+	db->n_hosts = 1;
+	db->hosts = xcalloc(1, sizeof(char *));
+	strlcpy_(db->dbname, "pgbouncer", sizeof(db->dbname));
+	return db;
+}
+
 /* ---- users ---- */
 
 static void user_apply(struct puser *u)

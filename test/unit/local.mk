@@ -8,4 +8,5 @@ include test/unit/proto.mk
 include test/unit/auth.mk
 include test/unit/core.mk
 include test/unit/tls.mk
+include test/unit/dns.mk
 endif

@@ -1,0 +1,1 @@
+# dns module (being written)

@@ -1,0 +1,1 @@
+# dns unit tests (being written)
