@@ -35,6 +35,7 @@ enum stream_event {
 	SE_ERROR,          /* read/write error or a framing violation (see s->errmsg) */
 	SE_FLUSHED,        /* everything queued for this socket has been written */
 	SE_TLS_READY,      /* TLS handshake completed */
+	SE_TLS_HELLO,      /* first byte is a TLS record (direct TLS); nothing consumed */
 	SE_COUNT
 };
 
@@ -86,6 +87,7 @@ struct stream {
 	bool want_write_for_read;  /* TLS read needs the socket writable */
 	bool handshaking;          /* TLS handshake in progress */
 	bool in_process;           /* inside process(): resume must not recurse */
+	bool sniff_tls;            /* peek at the first byte for a direct-TLS ClientHello */
 	uint32_t max_pkt;          /* max_packet_size for typed packets */
 	uint64_t bytes_in, bytes_out;
 	const char *errmsg;        /* static reason for SE_ERROR */

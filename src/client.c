@@ -186,33 +186,20 @@ static enum stream_action client_on_pkt(struct stream *s, const struct pkt_hdr *
 					const uint8_t *data, size_t avail);
 static void client_on_event(struct stream *s, enum stream_event ev);
 
-static void start_reading(struct client *c)
+/* A direct-TLS client (PostgreSQL 17 sslnegotiation=direct) opens with a
+ * ClientHello instead of a startup packet. */
+static void start_direct_tls(struct client *c)
 {
-	uint8_t b;
-	/* A direct-TLS client (PostgreSQL 17 sslnegotiation=direct) opens with
-	 * a ClientHello instead of a startup packet. */
-	ssize_t n = recv(c->s.fd, &b, 1, MSG_PEEK);
-	if (n == 1 && b == 0x16) {
-		if (!W->client_tls) {
-			client_close(c, false, "direct TLS connection but TLS is not configured");
-			return;
-		}
-		struct tls_conn *t = tls_conn_accept(W->client_tls, c->s.fd, true);
-		if (!t) {
-			client_close(c, false, "TLS setup failed");
-			return;
-		}
-		stream_start_tls(&c->s, t);
+	if (!W->client_tls || c->is_unix) {
+		client_close(c, false, "direct TLS connection but TLS is not configured");
 		return;
 	}
-	stream_start_reading(&c->s);
-}
-
-static void on_first_byte(evutil_socket_t fd, short what, void *arg)
-{
-	struct client *c = arg;
-	if (c->state == CLIENT_LOGIN && !c->s.closed)
-		start_reading(c);
+	struct tls_conn *t = tls_conn_accept(W->client_tls, c->s.fd, true);
+	if (!t) {
+		client_close(c, false, "TLS setup failed");
+		return;
+	}
+	stream_start_tls(&c->s, t);
 }
 
 void client_accept(int fd, bool is_unix)
@@ -241,17 +228,14 @@ void client_accept(int fd, bool is_unix)
 		util_format_addr((struct sockaddr *)&ss, c->laddr, sizeof(c->laddr), &c->lport);
 	if (!is_unix)
 		util_tune_tcp(fd, W->cfg);
-	if (W->cfg->max_client_conn > 0 && W->n_clients > W->cfg->max_client_conn) {
-		client_close(c, true, "no more connections allowed (max_client_conn)");
-		return;
-	}
-	if (W->shutting_down) {
-		client_close(c, true, "pooler is shutting down");
-		return;
-	}
-	/* Wait for the first byte before deciding plain or direct TLS. */
-	if (event_base_once(W->base, fd, EV_READ, on_first_byte, c, NULL) < 0)
-		client_close(c, false, "cannot wait for data");
+	/* Refused clients still get through SSL negotiation so that the
+	 * reason reaches them as an ErrorResponse, as with PgBouncer. */
+	if (W->cfg->max_client_conn > 0 && W->n_clients > W->cfg->max_client_conn)
+		c->close_reason = "no more connections allowed (max_client_conn)";
+	else if (W->shutting_down)
+		c->close_reason = "pooler is shutting down";
+	c->s.sniff_tls = true;
+	stream_start_reading(&c->s);
 }
 
 /* ---- welcome ---- */
@@ -483,7 +467,8 @@ static void handle_sasl_final(struct client *c, const uint8_t *body, size_t len)
 
 	int rc = scram_server_final(c->scram, (const char *)body, len, out, sizeof(out), &n, &err);
 	if (rc == -2 || (rc == 0 && c->scram->mock)) {
-		auth_failed(c);
+		/* PgBouncer's wording for any failed SCRAM exchange. */
+		client_close_sqlstate(c, "28P01", "SASL authentication failed");
 		return;
 	}
 	if (rc < 0) {
@@ -728,6 +713,10 @@ static enum stream_action startup_pkt(struct client *c, const struct pkt_hdr *h,
 		cancel_handle_request(c, m.cancel_pid, m.cancel_key);
 		return SA_STOP;
 	case STARTUP_V3:
+		if (c->close_reason) {
+			client_close(c, true, c->close_reason);
+			return SA_STOP;
+		}
 		if (W->cfg->client_tls_sslmode >= SSLMODE_REQUIRE && !c->s.tls && !c->is_unix) {
 			client_close_sqlstate(c, "28000", "SSL required");
 			return SA_STOP;
@@ -825,6 +814,9 @@ static void client_on_event(struct stream *s, enum stream_event ev)
 	case SE_TLS_READY:
 		c->s.startup = true;
 		stream_start_reading(&c->s);
+		break;
+	case SE_TLS_HELLO:
+		start_direct_tls(c);
 		break;
 	default:
 		break;

@@ -22,7 +22,7 @@ static struct {
 static const char *const event_names[] = {
 	[SE_CONNECTED] = "connected", [SE_CONNECT_FAILED] = "connect-failed",
 	[SE_EOF] = "eof", [SE_ERROR] = "error", [SE_FLUSHED] = "flushed",
-	[SE_TLS_READY] = "tls-ready",
+	[SE_TLS_READY] = "tls-ready", [SE_TLS_HELLO] = "tls-hello",
 };
 _Static_assert(ARRAY_SIZE(event_names) == SE_COUNT, "stream event names");
 
@@ -477,6 +477,18 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
 	if (s->handshaking) {
 		handshake_step(s);
 		return;
+	}
+	if (s->sniff_tls) {
+		uint8_t first;
+		ssize_t k = recv(s->fd, &first, 1, MSG_PEEK);
+		if (k == 1) {
+			s->sniff_tls = false;
+			if (first == 0x16) {
+				stream_stop_reading(s);
+				fire(s, SE_TLS_HELLO);
+				return;
+			}
+		}
 	}
 	if (!s->buf)
 		s->buf = buf_get();

@@ -256,15 +256,16 @@ static void add_signal(int signo)
 
 static int worker_count(const struct config *cfg)
 {
-	int want = cfg->workers > 0 ? cfg->workers : (int)sysconf(_SC_NPROCESSORS_ONLN);
-	if (want < 1)
-		want = 1;
 	/* Instance-wide limits (pool_size, max_*_connections) need the slot
-	 * ledger of the multi-worker design; until it exists one worker keeps
-	 * PgBouncer's semantics exact. */
-	if (want > 1)
-		log_info("workers=%d requested; running 1 worker until instance-wide limits across workers are implemented", want);
-	return 1;
+	 * ledger of the multi-worker design. Until it exists, "auto" means one
+	 * worker (PgBouncer's semantics exactly) and an explicit N is honoured
+	 * with limits applying per worker. */
+	if (cfg->workers <= 0)
+		return 1;
+	if (cfg->workers > 1)
+		log_warning("workers=%d: pool and connection limits currently apply per worker, not instance-wide",
+			    cfg->workers);
+	return cfg->workers;
 }
 
 int supervisor_run(const struct run_options *opt, struct config *cfg)

@@ -65,7 +65,9 @@ static int on_setting(struct config *cfg, const char *file, int line, const char
 		return -1;
 	}
 	if (setting_parse(cfg, s, value, msg, sizeof(msg)) < 0) {
-		config_error_set(err, "%s:%d: bad value '%s' for key '%s': %s", file, line, value, key, msg);
+		/* PgBouncer's wording: operators and tests grep for it. */
+		config_error_set(err, "invalid value \"%s\" for parameter %s in configuration (%s:%d): %s",
+				 value, key, file, line, msg);
 		return -1;
 	}
 	return 0;

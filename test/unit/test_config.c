@@ -501,12 +501,12 @@ static const struct {
 } load_errors[] = {
 	{ "[pgbouncer]\nauth_file = users.txt\nbogus = 1\n", ":3: unknown key 'bogus' in [pgbouncer]" },
 	{ "[pgcrew]\nauth_file = users.txt\n\nlisten_ports = 1\n", ":4: unknown key 'listen_ports' in [pgcrew]" },
-	{ "[pgbouncer]\nlisten_port = abc\n", ":2: bad value 'abc' for key 'listen_port': must be an integer" },
-	{ "[pgbouncer]\nlisten_port = 70000\n", ":2: bad value '70000' for key 'listen_port'" },
-	{ "[pgbouncer]\ndefault_pool_size = -1\n", ":2: bad value '-1' for key 'default_pool_size'" },
-	{ "[pgbouncer]\nmax_pools = 0\n", ":2: bad value '0' for key 'max_pools'" },
-	{ "[pgbouncer]\nserver_lifetime = soon\n", ":2: bad value 'soon' for key 'server_lifetime'" },
-	{ "[pgbouncer]\npool_mode = txn\n", ":2: bad value 'txn' for key 'pool_mode'" },
+	{ "[pgbouncer]\nlisten_port = abc\n", "!invalid value \"abc\" for parameter listen_port in configuration (" },
+	{ "[pgbouncer]\nlisten_port = 70000\n", "!invalid value \"70000\" for parameter listen_port in configuration (" },
+	{ "[pgbouncer]\ndefault_pool_size = -1\n", "!invalid value \"-1\" for parameter default_pool_size in configuration (" },
+	{ "[pgbouncer]\nmax_pools = 0\n", "!invalid value \"0\" for parameter max_pools in configuration (" },
+	{ "[pgbouncer]\nserver_lifetime = soon\n", "!invalid value \"soon\" for parameter server_lifetime in configuration (" },
+	{ "[pgbouncer]\npool_mode = txn\n", "!invalid value \"txn\" for parameter pool_mode in configuration (" },
 	{ "[pgbouncer]\nauth_file = users.txt\n[database]\n", ":3: unknown section [database]" },
 	{ "[databases]\npgbouncer = host=x\n", ":2: database name 'pgbouncer' is reserved" },
 	{ "[databases]\nx = host=a bogus=1\n", ":2: database 'x': unknown parameter 'bogus'" },
@@ -543,6 +543,19 @@ static void test_load_errors(void **state)
 		if (!strstr(err.msg, want))
 			fail_msg("case %zu: '%s' lacks '%s'", i, err.msg, want);
 	}
+}
+
+/* The bad-value message has PgBouncer's wording and names file and line. */
+static void test_bad_value_wording(void **state)
+{
+	struct config_error err = { "" };
+	char want[600];
+	(void)state;
+	struct config *cfg = load_text("[pgbouncer]\n\npool_mode = txn\n", &err);
+	assert_null(cfg);
+	snprintf(want, sizeof(want), "invalid value \"txn\" for parameter pool_mode in configuration (%s:3)", ini_path);
+	if (!strstr(err.msg, want))
+		fail_msg("'%s' lacks '%s'", err.msg, want);
 }
 
 static void test_auth_type_without_file(void **state)
@@ -682,6 +695,7 @@ int main(void)
 		cmocka_unit_test(test_value_messages),
 		cmocka_unit_test(test_full_file),
 		cmocka_unit_test(test_load_errors),
+		cmocka_unit_test(test_bad_value_wording),
 		cmocka_unit_test(test_auth_type_without_file),
 		cmocka_unit_test(test_sample_config),
 		cmocka_unit_test(test_config_set),
