@@ -150,6 +150,7 @@ struct client {
 	bool stats_only;                  /* console user from stats_users only */
 	bool counted_db, counted_user;    /* holds a client slot of db/user */
 	const char *close_reason;
+	uint64_t counted_in, counted_out;  /* stream bytes already added to pool stats */
 };
 
 struct server {

@@ -143,12 +143,25 @@ static void release_counts(struct client *c)
 	}
 }
 
+void client_account_bytes(struct client *c)
+{
+	if (!c->pool)
+		return;
+	c->pool->stats.bytes_in += c->s.bytes_in - c->counted_in;
+	c->pool->stats.bytes_out += c->s.bytes_out - c->counted_out;
+	c->counted_in = c->s.bytes_in;
+	c->counted_out = c->s.bytes_out;
+}
+
 void client_close_sqlstate(struct client *c, const char *sqlstate, const char *reason)
 {
 	char age[32];
 
 	if (c->state == CLIENT_JUSTFREE)
 		return;
+	client_account_bytes(c);
+	if (sqlstate && W->cfg->log_pooler_errors)
+		log_client(c, LG_WARNING, "pooler error: %s", reason);
 	util_format_age(util_monotonic() - c->connect_time, age, sizeof(age));
 	if (W->cfg->log_disconnections && c->state != CLIENT_CANCEL)
 		log_client(c, LG_LOG, "closing because: %s (age=%s)", reason, age);

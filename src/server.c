@@ -193,8 +193,10 @@ bool server_launch(struct pool *p)
 	p->user->n_servers++;
 	sv->welcome_src = !p->welcome_ready;
 
-	if (db->n_hosts > 1 && db->load_balance)
-		idx = db->host_rr++ % db->n_hosts;
+	/* round-robin: each launch takes the next host; disable: stay on one
+	 * host and move on only when it fails (see connect_failed()). */
+	if (db->n_hosts > 1)
+		idx = (db->load_balance ? db->host_rr++ : db->host_rr) % db->n_hosts;
 	sv->host_idx = idx;
 	const char *host = db->hosts[idx];
 	struct sockaddr_storage ss;
@@ -656,6 +658,7 @@ static void ready_for_query(struct server *sv, char status)
 	}
 	(void)was_xact;
 	c->last_activity = now;
+	client_account_bytes(c);
 	int mode = pool_mode_of(p);
 	if (mode == POOL_STATEMENT && status != 'I') {
 		client_close(c, true, "transaction blocks not allowed in statement pooling mode");
@@ -716,6 +719,8 @@ static void server_on_event(struct stream *s, enum stream_event ev)
 		on_connected(sv);
 		break;
 	case SE_CONNECT_FAILED:
+		if (!sv->pool->db->load_balance)
+			sv->pool->db->host_rr = sv->host_idx + 1;
 		log_msg_errno(LG_WARNING, "S-%llu: %s/%s@%s:%d connect failed", (unsigned long long)sv->id,
 			      sv->pool->db->name, sv->pool->user->name, sv->addr, sv->port);
 		sv->pool->login_failed_at = util_monotonic();
