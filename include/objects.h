@@ -175,7 +175,8 @@ struct server {
 	bool welcome_src;                 /* first login of its pool: capture parameters */
 	int cancels_pending;              /* CancelRequests in flight for it */
 	void *cancel_reqs;                /* struct cancel_req chain (cancel.c) */
-	bool host_tried_all;
+	struct dns_req *dns;              /* pending host name lookup */
+	bool dns_pending;                 /* resolving; no socket yet */
 	int host_idx;
 };
 

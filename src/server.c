@@ -9,6 +9,7 @@
 #include "client.h"
 #include "config.h"
 #include "config/userlist.h"
+#include "dns.h"
 #include "pool.h"
 #include "proto/build.h"
 #include "proto/error.h"
@@ -101,6 +102,10 @@ void server_close(struct server *sv, const char *reason)
 
 	if (sv->state == SERVER_JUSTFREE)
 		return;
+	if (sv->dns) {
+		dns_cancel(sv->dns);
+		sv->dns = NULL;
+	}
 	util_format_age(util_monotonic() - sv->connect_time, age, sizeof(age));
 	if (W->cfg->log_disconnections)
 		log_server(sv, LG_LOG, "closing because: %s (age=%s)", reason, age);
@@ -149,8 +154,6 @@ static int build_addr(const char *host, int port, struct sockaddr_storage *ss, s
 	}
 	struct sockaddr_in *in = (struct sockaddr_in *)ss;
 	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
-	if (strcmp(host, "localhost") == 0)
-		host = "127.0.0.1";
 	if (inet_pton(AF_INET, host, &in->sin_addr) == 1) {
 		in->sin_family = AF_INET;
 		in->sin_port = htons((uint16_t)port);
@@ -163,13 +166,39 @@ static int build_addr(const char *host, int port, struct sockaddr_storage *ss, s
 		*len = sizeof(*in6);
 		return 0;
 	}
-	/* TODO(dns): host names other than localhost need the c-ares resolver. */
-	return -2;
+	return -2;   /* a host name: resolve it asynchronously */
 }
 
 static enum stream_action server_on_pkt(struct stream *s, const struct pkt_hdr *h,
 					const uint8_t *data, size_t avail);
 static void server_on_event(struct stream *s, enum stream_event ev);
+
+static socklen_t addr_len(const struct sockaddr_storage *ss)
+{
+	return ss->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+}
+
+/* c-ares answered (or the cache did, synchronously from dns_resolve). */
+static void on_resolved(void *arg, enum dns_status st, const struct sockaddr_storage *addrs,
+			int n_addrs, const char *errmsg __attribute__((unused)))
+{
+	struct server *sv = arg;
+	sv->dns = NULL;
+	sv->dns_pending = false;
+	if (st == DNS_CANCELLED)
+		return;
+	if (st != DNS_OK || n_addrs < 1) {
+		sv->pool->login_failed_at = util_monotonic();
+		server_close(sv, "DNS lookup failed");
+		return;
+	}
+	if (stream_connect(&sv->s, (const struct sockaddr *)&addrs[0], addr_len(&addrs[0])) < 0) {
+		log_msg_errno(LG_WARNING, "S-%llu: %s/%s connect failed", (unsigned long long)sv->id,
+			      sv->pool->db->name, sv->pool->user->name);
+		sv->pool->login_failed_at = util_monotonic();
+		server_close(sv, "connect failed");
+	}
+}
 
 bool server_launch(struct pool *p)
 {
@@ -207,10 +236,9 @@ bool server_launch(struct pool *p)
 	sv->port = db->port;
 	int rc = build_addr(host, db->port, &ss, &sslen);
 	if (rc == -2) {
-		log_server(sv, LG_ERROR, "cannot resolve host name '%s': DNS lookups are not supported yet", host);
-		p->login_failed_at = util_monotonic();
-		server_close(sv, "DNS lookup failed");
-		return false;
+		sv->dns_pending = true;
+		sv->dns = dns_resolve(host, db->port, on_resolved, sv);
+		return sv->state != SERVER_JUSTFREE;
 	}
 	if (rc < 0 || stream_connect(&sv->s, (struct sockaddr *)&ss, sslen) < 0) {
 		log_msg_errno(LG_WARNING, "S-%llu: %s/%s connect failed", (unsigned long long)sv->id,

@@ -8,6 +8,7 @@
 #include "cancel.h"
 #include "client.h"
 #include "config.h"
+#include "dns.h"
 #include "janitor.h"
 #include "log.h"
 #include "pool.h"
@@ -43,6 +44,13 @@ void worker_schedule_reap(void)
 {
 	if (W->reaper)
 		event_active(W->reaper, EV_TIMEOUT, 0);
+}
+
+static void dns_settings_of(const struct config *cfg, struct dns_settings *ds)
+{
+	*ds = (struct dns_settings){ .max_ttl_usec = cfg->dns_max_ttl,
+				     .nxdomain_ttl_usec = cfg->dns_nxdomain_ttl,
+				     .resolv_conf = cfg->resolv_conf };
 }
 
 /* ---- TLS contexts ---- */
@@ -155,6 +163,9 @@ void worker_apply_config(struct config *cfg)
 	W->cfg = cfg;
 	log_verbose = cfg->verbose > log_verbose ? cfg->verbose : log_verbose;
 	(void)setup_tls(cfg);
+	struct dns_settings ds;
+	dns_settings_of(cfg, &ds);
+	dns_apply_settings(&ds);
 	pool_apply_config(cfg);
 	config_free(old);
 }
@@ -242,6 +253,8 @@ static void reset_signals(void)
 static void worker_cleanup(void)
 {
 	reap(-1, 0, NULL);
+	dns_shutdown();
+	reap(-1, 0, NULL);
 	janitor_stop();
 	stats_stop();
 	cancel_free_all();
@@ -287,6 +300,10 @@ void worker_main(int id, struct config *cfg, int ipc_fd, const struct listen_set
 	varcache_set_tracked(cfg->track_extra_parameters);
 	if (setup_tls(cfg) < 0)
 		exit(1);
+	struct dns_settings ds;
+	dns_settings_of(cfg, &ds);
+	if (dns_init(W->base, &ds) < 0)
+		fatal("worker %d: DNS resolver initialisation failed", id);
 	pool_apply_config(cfg);
 	W->reaper = event_new(W->base, -1, 0, reap, NULL);
 	W->sup = ipc_chan_new(W->base, ipc_fd, id, on_ipc, on_ipc_eof, NULL);
