@@ -590,6 +590,15 @@ static bool apply_params(struct client *c, const struct startup_msg *m)
 	return true;
 }
 
+/* application_name_add_host: "<name> - <addr>:<port>", as PgBouncer. */
+static void add_host_to_appname(struct client *c)
+{
+	char buf[VAR_VALUE_MAX];
+	const char *cur = varcache_get(&c->vars, varcache_lookup("application_name"));
+	snprintf(buf, sizeof(buf), "%s - %s:%d", cur ? cur : "", c->addr, c->port);
+	(void)varcache_set(&c->vars, "application_name", buf);
+}
+
 static void negotiate_version(struct client *c, const struct startup_msg *m)
 {
 	if ((m->version & 0xffff) == 0 && m->n_unsupported == 0)
@@ -638,6 +647,8 @@ static void handle_startup(struct client *c, const struct startup_msg *m)
 	}
 	if (!apply_params(c, m))
 		return;
+	if (W->cfg->application_name_add_host)
+		add_host_to_appname(c);
 	c->db = pool_get_db(c->db_name);
 	if (!c->db) {
 		snprintf(msg, sizeof(msg), "no such database: %s", c->db_name);

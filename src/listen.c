@@ -12,6 +12,7 @@
 #include <grp.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -26,8 +27,9 @@ struct listener {
 	bool paused;
 };
 
-static int bind_tcp(const struct addrinfo *ai, int port, int backlog)
+static int bind_tcp(const struct addrinfo *ai, const struct config *cfg)
 {
+	int backlog = cfg->listen_backlog;
 	int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -1;
@@ -42,7 +44,10 @@ static int bind_tcp(const struct addrinfo *ai, int port, int backlog)
 		errno = e;
 		return -1;
 	}
-	(void)port;
+	if (cfg->tcp_defer_accept) {
+		int secs = 45;   /* PgBouncer's value: accept only once data arrived */
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &secs, sizeof(secs));
+	}
 	return fd;
 }
 
@@ -66,7 +71,7 @@ static int open_addr(struct listen_set *ls, const char *host, const struct confi
 				freeaddrinfo(res);
 				return -1;
 			}
-			int fd = bind_tcp(ai, cfg->listen_port, cfg->listen_backlog);
+			int fd = bind_tcp(ai, cfg);
 			if (fd < 0) {
 				char a[64];
 				util_format_addr(ai->ai_addr, a, sizeof(a), NULL);

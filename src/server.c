@@ -86,8 +86,9 @@ void server_set_state(struct server *sv, enum server_state st)
 	sv->state = st;
 	if ((cnt = state_counter(p, st)) != NULL)
 		(*cnt)++;
-	/* Idle list is LIFO: the most recently used server is the warmest. */
-	if (st == SERVER_IDLE)
+	/* Idle list is LIFO (the most recently used server is the warmest)
+	 * unless server_round_robin asks to spread load evenly. */
+	if (st == SERVER_IDLE && !W->cfg->server_round_robin)
 		list_prepend(&p->idle_servers, &sv->node);
 	else
 		list_append(state_list(p, st), &sv->node);

@@ -91,6 +91,11 @@ void util_tune_tcp(int fd, const struct config *cfg)
 		if (cfg->tcp_keepcnt > 0)
 			(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cfg->tcp_keepcnt, sizeof(int));
 	}
+	if (cfg->tcp_socket_buffer > 0) {
+		int sz = (int)cfg->tcp_socket_buffer;
+		(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+		(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
+	}
 	if (cfg->tcp_user_timeout > 0) {
 		unsigned int ms = (unsigned int)cfg->tcp_user_timeout;
 		(void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof(ms));

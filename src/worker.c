@@ -176,6 +176,7 @@ static void do_reload(void)
 	struct config_error err;
 	int32_t status = 0;
 
+	log_reopen();   /* SIGHUP also serves logrotate */
 	if (config_load(W->cfg->path, &cfg, &err) < 0) {
 		log_error("config reload failed: %s", err.msg);
 		status = -1;
