@@ -737,6 +737,8 @@ static enum stream_action startup_pkt(struct client *c, const struct pkt_hdr *h,
 		cancel_handle_request(c, m.cancel_pid, m.cancel_key);
 		return SA_STOP;
 	case STARTUP_V3:
+		strlcpy_(c->user_name, m.user, sizeof(c->user_name));
+		strlcpy_(c->db_name, m.database, sizeof(c->db_name));
 		if (c->close_reason) {
 			client_close(c, true, c->close_reason);
 			return SA_STOP;
