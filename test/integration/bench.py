@@ -21,7 +21,7 @@ def run_pgbench(pooler, clients, seconds, user="trust_user", **kw):
     """Run pgbench to completion; returns (returncode, output, summary)."""
     proc = subprocess.run(pgbench_command(pooler, clients, seconds, user, **kw),
                           env=pgbench_env(user), capture_output=True, text=True,
-                          timeout=seconds + 60)
+                          timeout=seconds + 30)
     output = proc.stdout + proc.stderr
     return proc.returncode, output, parse_summary(output)
 

@@ -6,6 +6,7 @@ PgBouncer, tests marked pgcrew_only are skipped and pgcrew-only settings are
 never written; nothing is skipped when testing pgcrew."""
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -110,7 +111,9 @@ def make_pooler(request, pytestconfig, session_dir):
     def factory(pg, settings=None, databases=None, users=None, userlist=None,
                 hba=None, start=True):
         counter[0] += 1
-        name = f"{request.node.name}-{counter[0]}".replace("/", "_")[:120]
+        # Only safe characters: the path goes into ASAN_OPTIONS, where spaces
+        # and colons separate options.
+        name = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{request.node.name}-{counter[0]}")[:120]
         workdir = tempfile.mkdtemp(prefix=name + "-", dir=session_dir)
         os.chmod(workdir, 0o755)
         if databases is None:

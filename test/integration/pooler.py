@@ -66,6 +66,9 @@ class Pooler:
             "admin_users": "trust_user",
             "pool_mode": "session",
             "server_login_retry": 1,
+            # PgBouncer's default (120 s) would let a broken pooler stall a
+            # test for minutes; tests that need it set their own value.
+            "query_wait_timeout": 20,
         }
         self.settings.update(settings or {})
         self.databases = dict(databases or {})
@@ -108,6 +111,7 @@ class Pooler:
     # -- process -------------------------------------------------------------
 
     def _env(self, base):
+        assert re.fullmatch(r"[A-Za-z0-9_./-]+", self.workdir), self.workdir
         env = dict(base if base is not None else os.environ)
         env["ASAN_OPTIONS"] = ("detect_leaks=1:abort_on_error=0:"
                                f"log_path={self.workdir}/asan")
@@ -175,6 +179,8 @@ class Pooler:
         rc = self.proc.returncode
         if rc is not None and rc < 0 and rc != -signal.SIGINT:
             problems.append(f"pooler ended by signal {-rc}")
+        elif rc is not None and rc > 0 and not problems:
+            problems.append(f"pooler exited with status {rc}")
         problems += self.sanitizer_problems()
         if problems:
             raise AssertionError("\n".join(problems) + "\n" + self.diagnostics())

@@ -33,7 +33,7 @@ def run_concurrently(pooler, jobs, queries=3, sleep=0.3):
     return threads, errors
 
 
-def sample_max(threads, count_fn, timeout=60):
+def sample_max(threads, count_fn, timeout=30):
     """Sample count_fn() until every thread ends; return the maximum seen."""
     deadline = time.monotonic() + timeout
     peak = 0

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+import util
 import wire
 
 
@@ -111,10 +112,18 @@ def test_half_open_connections_do_not_block_others(pooler):
     assert_serving(pooler)
 
 
-def test_client_disconnects_mid_query(pooler, pg15):
-    """A client vanishing during a long query does not leak the server."""
-    with wire.RawConn(pooler.port) as raw:
+def test_client_disconnects_mid_query(pg15, make_pooler):
+    """A client vanishing during a long query does not leak the only server:
+    the next client gets served (the server is released or replaced)."""
+    p = make_pooler(pg15, settings={"pool_mode": "transaction", "default_pool_size": 1,
+                                    "query_wait_timeout": 10})
+    with wire.RawConn(p.port) as raw:
         raw.login_trust("trust_user", "testdb")
         raw.send(wire.query_message("SELECT pg_sleep(1)"))
         time.sleep(0.2)
-    assert_serving(pooler)
+    started = time.monotonic()
+    assert_serving(p)
+    assert time.monotonic() - started < 5
+    # A server closed mid-query lingers in PostgreSQL until its query ends.
+    util.wait_until(lambda: pg15.server_connections("testdb", "trust_user") <= 1, 5,
+                    what="at most one server backend")

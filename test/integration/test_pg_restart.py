@@ -34,7 +34,7 @@ def test_postgres_restart_under_load(pgbench_pg15, make_pooler):
         thread.join(15)
         assert not thread.is_alive(), "in-flight query never failed after the restart"
         assert isinstance(outcome["result"], psycopg.Error), outcome
-        out, _ = load.communicate(timeout=60)
+        out, _ = load.communicate(timeout=40)
     finally:
         if load.poll() is None:
             load.kill()

