@@ -74,8 +74,11 @@ struct stream {
 	struct stream *send_dst;   /* destination of the queued [done, parse) bytes */
 	struct stream *fwd_dst;    /* destination of the message being forwarded */
 	struct stream *blocked_src;/* a stream whose forward waits for us to be writable */
+	struct stream *hold_src;   /* a stream with a message in flight to us: our own
+	                              writes wait behind it (see out_mark) */
 	struct pktbuf out;         /* pooler-generated messages for this socket */
 	uint32_t out_sent;         /* bytes of out already written */
+	uint32_t out_mark;         /* out bytes queued before hold_src's message; the rest follow it */
 	uint32_t pkt_remain;       /* bytes of the current message still to route */
 	uint8_t pkt_action;        /* SA_FORWARD or SA_SKIP for pkt_remain */
 	bool startup;              /* parse startup-phase packets (no type byte) */

@@ -11,6 +11,9 @@ struct pktbuf;
 
 #define VAR_MAX 16          /* built-in ones plus track_extra_parameters */
 #define VAR_VALUE_MAX 128
+#define VAR_NAME_MAX 63     /* PostgreSQL's NAMEDATALEN - 1; longer extras are ignored */
+/* Room for varcache_diff_query() setting every parameter to a value of quotes. */
+#define VARCACHE_SQL_MAX (VAR_MAX * (sizeof("SET =''; ") + VAR_NAME_MAX + 2 * VAR_VALUE_MAX) + 1)
 
 struct varcache {
 	char *val[VAR_MAX];     /* NULL = not set; owned (strdup) */
@@ -30,8 +33,9 @@ void varcache_copy(struct varcache *dst, const struct varcache *src);
 bool varcache_set(struct varcache *vc, const char *name, const char *value);
 const char *varcache_get(const struct varcache *vc, int i);
 
-/* Build "SET a='x';SET b='y'" for what `want` has and `have` differs in;
- * returns false when nothing differs. */
+/* Build "SET a='x';SET b='y';" for what `want` has and `have` differs in;
+ * returns false when nothing differs or the text does not fit in len
+ * (buf is then empty). VARCACHE_SQL_MAX always fits. */
 bool varcache_diff_query(const struct varcache *want, const struct varcache *have,
 			 char *buf, size_t len);
 /* Append ParameterStatus messages: base with over's values taking precedence. */

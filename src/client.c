@@ -19,6 +19,7 @@
 #include "worker.h"
 
 #include <errno.h>
+#include <openssl/crypto.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <strings.h>
@@ -390,6 +391,13 @@ void client_start_auth(struct client *c)
 	}
 }
 
+/* Compare secrets in time independent of where they differ. */
+static bool secret_equal(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	return la == lb && CRYPTO_memcmp(a, b, la) == 0;
+}
+
 static bool check_plain_password(struct client *c, const char *pw)
 {
 	const char *secret = user_secret(c);
@@ -400,16 +408,16 @@ static bool check_plain_password(struct client *c, const char *pw)
 		return false;
 	switch (userlist_secret_kind(secret)) {
 	case USERLIST_PLAIN:
-		return strcmp(secret, pw) == 0;
+		return secret_equal(secret, pw);
 	case USERLIST_MD5:
 		md5_password_hash(c->user_name, pw, hash);
-		return strcmp(hash, secret) == 0;
+		return secret_equal(hash, secret);
 	case USERLIST_SCRAM:
 		if (!scram_parse_verifier(secret, &have) ||
 		    !scram_secret_from_password(pw, have.salt, have.salt_len, have.iterations, &derived))
 			return false;
-		return memcmp(have.stored_key, derived.stored_key, SCRAM_KEY_LEN) == 0 &&
-		       memcmp(have.server_key, derived.server_key, SCRAM_KEY_LEN) == 0;
+		return CRYPTO_memcmp(have.stored_key, derived.stored_key, SCRAM_KEY_LEN) == 0 &&
+		       CRYPTO_memcmp(have.server_key, derived.server_key, SCRAM_KEY_LEN) == 0;
 	default:
 		return false;
 	}
@@ -789,6 +797,10 @@ static enum stream_action active_pkt(struct client *c, const struct pkt_hdr *h)
 	if (c->state == CLIENT_WAITING || c->state == CLIENT_WAITING_LOGIN)
 		return SA_PAUSE;
 	if (!c->link) {
+		/* The previous server's last bytes are still on their way to
+		 * us: a new server's replies must not overtake them. */
+		if (stream_has_pending_out(&c->s))
+			return SA_PAUSE;
 		if (!pool_request_server(c))
 			return c->state == CLIENT_JUSTFREE ? SA_STOP : SA_PAUSE;
 	}
@@ -843,6 +855,11 @@ static void client_on_event(struct stream *s, enum stream_event ev)
 		break;
 	case SE_TLS_HELLO:
 		start_direct_tls(c);
+		break;
+	case SE_FLUSHED:
+		/* Paused in active_pkt until our output drained. */
+		if (c->state == CLIENT_ACTIVE && !c->link && c->s.paused)
+			stream_resume(&c->s);
 		break;
 	default:
 		break;

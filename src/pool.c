@@ -317,7 +317,7 @@ static bool check_needed(const struct server *sv)
 /* Link c and sv; true when the client may proceed at once (no SET needed). */
 static bool link_pair(struct client *c, struct server *sv)
 {
-	char sql[2048];
+	char sql[VARCACHE_SQL_MAX];
 	usec_t now = util_monotonic();
 
 	c->link = sv;

@@ -229,11 +229,11 @@ void stream_stop_reading(struct stream *s)
 
 /* ---- output ---- */
 
-/* Try to write the out queue; true when it is empty afterwards. */
-static bool flush_out(struct stream *s)
+/* Write the out queue up to `limit`; true when that much is written. */
+static bool flush_out_upto(struct stream *s, uint32_t limit)
 {
-	while (s->out_sent < s->out.len) {
-		ssize_t n = s->ops->send(s, s->out.buf + s->out_sent, s->out.len - s->out_sent);
+	while (s->out_sent < limit) {
+		ssize_t n = s->ops->send(s, s->out.buf + s->out_sent, limit - s->out_sent);
 		if (n > 0) {
 			s->out_sent += (uint32_t)n;
 			s->bytes_out += (uint64_t)n;
@@ -247,16 +247,57 @@ static bool flush_out(struct stream *s)
 			s->errmsg = "send failed";
 		return false;
 	}
-	pktbuf_free(&s->out);
-	s->out_sent = 0;
+	if (s->out_sent == s->out.len) {
+		pktbuf_free(&s->out);
+		s->out_sent = 0;
+		if (s->out_mark)
+			s->out_mark = 0;
+	}
 	return true;
+}
+
+static bool flush_out(struct stream *s)
+{
+	return flush_out_upto(s, (uint32_t)s->out.len);
+}
+
+/* How much of dst's out queue goes before src's forwarded bytes: pooler
+ * messages written while src had a message in flight wait behind it, so
+ * they never land inside a forwarded message. */
+static uint32_t out_before(const struct stream *dst, const struct stream *src)
+{
+	return dst->hold_src == src ? dst->out_mark : (uint32_t)dst->out.len;
+}
+
+/* src starts queueing message bytes for dst. */
+static inline void hold_for(struct stream *dst, struct stream *src)
+{
+	if (dst->hold_src == src)
+		return;
+	dst->hold_src = src;
+	dst->out_mark = (uint32_t)dst->out.len;
+}
+
+/* src's message to dst is complete and sent: release what waited behind it. */
+static void release_hold(struct stream *dst)
+{
+	dst->hold_src = NULL;
+	dst->out_mark = 0;
+	if (dst->closed)
+		return;
+	if (dst->out.len > dst->out_sent && !flush_out(dst))
+		event_add(&dst->ev_write, NULL);
+	else if (dst->paused)
+		/* Its owner may wait for a clean socket (SE_FLUSHED) to go on;
+		 * tell it from the loop, not from inside another stream. */
+		event_active(&dst->ev_write, EV_WRITE, 0);
 }
 
 bool stream_write_raw(struct stream *s, const void *data, size_t len)
 {
 	if (s->closed)
 		return false;
-	if (s->out.len == 0 && !s->connecting) {
+	if (s->out.len == 0 && !s->connecting && !s->hold_src) {
 		/* Fast path: nothing queued, send from the caller's memory. */
 		ssize_t n = s->ops->send(s, data, len);
 		if (n > 0) {
@@ -289,7 +330,7 @@ bool stream_write(struct stream *s, const struct pktbuf *pb)
 
 bool stream_has_pending_out(const struct stream *s)
 {
-	return s->out.len > s->out_sent || s->blocked_src != NULL;
+	return s->out.len > s->out_sent || s->blocked_src != NULL || s->hold_src != NULL;
 }
 
 bool stream_has_pending_forward(const struct stream *s)
@@ -327,7 +368,8 @@ static bool flush_forward(struct stream *src)
 		b->done = b->parse;    /* the receiver is gone; drop */
 		return true;
 	}
-	if (dst->out.len > dst->out_sent && !flush_out(dst))
+	uint32_t first = out_before(dst, src);
+	if (dst->out_sent < first && !flush_out_upto(dst, first))
 		goto blocked;
 	while (b->done < b->parse) {
 		ssize_t n = dst->ops->send(dst, b->data + b->done, b->parse - b->done);
@@ -344,9 +386,11 @@ static bool flush_forward(struct stream *src)
 		fire(dst, SE_ERROR);
 		return false;
 	}
+	if (dst->hold_src == src && !(src->pkt_remain && src->fwd_dst == dst))
+		release_hold(dst);
 	return true;
 blocked:
-	if (dst->errmsg && !(dst->out.len > dst->out_sent)) {
+	if (dst->errmsg) {
 		b->done = b->parse;
 		fire(dst, SE_ERROR);
 		return false;
@@ -383,6 +427,7 @@ static bool route_remaining(struct stream *s)
 		if (s->send_dst != s->fwd_dst && b->done != b->parse && !flush_forward(s))
 			return false;
 		s->send_dst = s->fwd_dst;
+		hold_for(s->fwd_dst, s);
 		b->parse += n;
 	} else {
 		if (b->done != b->parse && !flush_forward(s))
@@ -490,6 +535,11 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
 			}
 		}
 	}
+	if (s->buf && s->buf->parse < s->buf->recv && !s->paused && !s->wait_peer) {
+		process(s);
+		if (s->closed || s->wait_peer)
+			return;
+	}
 	if (!s->buf)
 		s->buf = buf_get();
 	struct iobuf *b = s->buf;
@@ -572,16 +622,12 @@ static void on_write(evutil_socket_t fd, short what, void *arg)
 		if (s->closed)
 			return;
 	}
-	if (s->out.len > s->out_sent && !flush_out(s)) {
-		if (s->errmsg && s->out.len > s->out_sent && errno != EAGAIN)
-			fire(s, SE_ERROR);
-		return;
-	}
 	struct stream *src = s->blocked_src;
 	if (src) {
-		s->blocked_src = NULL;
+		/* Pooler bytes queued before the forward, the forward, then the rest. */
 		if (!flush_forward(src))
 			return;
+		s->blocked_src = NULL;
 		src->wait_peer = false;
 		if (!src->paused) {
 			stream_start_reading(src);
@@ -590,6 +636,15 @@ static void on_write(evutil_socket_t fd, short what, void *arg)
 		if (s->closed || s->blocked_src)
 			return;
 	}
+	/* With a message still in flight to us, only what precedes it. */
+	uint32_t lim = s->hold_src ? s->out_mark : (uint32_t)s->out.len;
+	if (s->out_sent < lim && !flush_out_upto(s, lim)) {
+		if (s->errmsg && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+			fire(s, SE_ERROR);
+		return;
+	}
+	if (s->out.len > s->out_sent)
+		return;
 	fire(s, SE_FLUSHED);
 }
 
@@ -604,12 +659,57 @@ void stream_forget_peer(struct stream *s, struct stream *gone)
 		s->fwd_dst = NULL;
 	if (s->peer == gone)
 		s->peer = NULL;
+	if (gone->hold_src == s)
+		release_hold(gone);
 	if (gone->blocked_src == s) {
 		gone->blocked_src = NULL;
 		s->wait_peer = false;
-		if (!s->closed && !s->paused)
+		if (!s->closed && !s->paused) {
 			stream_start_reading(s);
+			/* Messages that arrived behind the blocked forward are routed
+			 * from the loop, once the owner has settled its new peer. */
+			if (s->reading && stream_unprocessed(s) > 0)
+				event_active(&s->ev_read, EV_READ, 0);
+		}
 	}
+}
+
+/* s closes with forwarded bytes still queued (a 'Q' and an 'X' in one
+ * read): they go on to the destination through its out queue, in order. */
+static void hand_over_forward(struct stream *s)
+{
+	struct iobuf *b = s->buf;
+	struct stream *dst = s->send_dst;
+
+	/* send_dst and fwd_dst are only trusted while bytes or a message are
+	 * in flight: a destination that closes first clears them (hold_src). */
+	if (!b || b->done == b->parse || !dst || dst->closed) {
+		struct stream *mid = s->pkt_remain && s->pkt_action == SA_FORWARD ? s->fwd_dst : NULL;
+		if (mid && mid->hold_src == s)
+			release_hold(mid);
+		return;
+	}
+	uint32_t n = b->parse - b->done;
+	uint32_t at = out_before(dst, s);
+	uint32_t tail = (uint32_t)dst->out.len - at;
+	if (dst->out.cap == 0)
+		pktbuf_init(&dst->out, n < 512 ? 512 : n);
+	pktbuf_put_bytes(&dst->out, b->data + b->done, n);
+	if (pktbuf_failed(&dst->out))
+		return;
+	if (tail) {
+		memmove(dst->out.buf + at + n, dst->out.buf + at, tail);
+		memcpy(dst->out.buf + at, b->data + b->done, n);
+	}
+	b->done = b->parse;
+	if (dst->blocked_src == s)
+		dst->blocked_src = NULL;
+	if (dst->hold_src == s) {
+		dst->hold_src = NULL;
+		dst->out_mark = 0;
+	}
+	if (!dst->connecting)
+		event_add(&dst->ev_write, NULL);
 }
 
 void stream_close(struct stream *s)
@@ -623,6 +723,8 @@ void stream_close(struct stream *s)
 	}
 	if (s->blocked_src)
 		stream_forget_peer(s->blocked_src, s);
+	if (s->hold_src)
+		stream_forget_peer(s->hold_src, s);
 	if (s->tls) {
 		tls_conn_free(s->tls);
 		s->tls = NULL;
@@ -630,6 +732,7 @@ void stream_close(struct stream *s)
 	if (s->fd >= 0)
 		close(s->fd);
 	s->fd = -1;
+	hand_over_forward(s);
 	if (s->buf) {
 		buf_put(s->buf);
 		s->buf = NULL;

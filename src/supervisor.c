@@ -188,7 +188,7 @@ static void do_reload(void)
 
 	log_info("got SIGHUP, re-reading config");
 	log_reopen();
-	if (config_load(sup.cfg->path, &cfg, &err) < 0) {
+	if (config_load(sup.cfg->conffile, &cfg, &err) < 0) {
 		log_error("config reload failed, keeping the old configuration: %s", err.msg);
 		return;
 	}

@@ -27,7 +27,7 @@ void varcache_set_tracked(const char *extra_params)
 	char *copy = xstrdup(extra_params), *save = NULL;
 	for (char *t = strtok_r(copy, ", \t", &save); t && n_names < VAR_MAX;
 	     t = strtok_r(NULL, ", \t", &save)) {
-		if (varcache_lookup(t) < 0)
+		if (strlen(t) <= VAR_NAME_MAX && varcache_lookup(t) < 0)
 			names[n_names++] = xstrdup(t);
 	}
 	free(copy);
@@ -87,45 +87,47 @@ const char *varcache_get(const struct varcache *vc, int i)
 	return i >= 0 && i < VAR_MAX ? vc->val[i] : NULL;
 }
 
-/* Quote as a SQL literal: ' doubled; backslashes are literal with
- * standard_conforming_strings, which every supported server has on. */
-static size_t put_literal(char *dst, size_t room, const char *v)
+/* Append `SET name='value';` (quotes doubled; backslashes are literal with
+ * standard_conforming_strings, which every supported server has on).
+ * False, with nothing appended, when it does not fit with its NUL. */
+static bool put_set(char *buf, size_t len, size_t *n, const char *name, const char *v)
 {
-	size_t n = 0;
-	if (room < 3)
-		return room;
-	dst[n++] = '\'';
-	for (; *v && n + 3 < room; v++) {
+	size_t need = strlen("SET =''; ") + strlen(name);
+	for (const char *p = v; *p; p++)
+		need += *p == '\'' ? 2 : 1;
+	if (need > len - *n)
+		return false;
+	char *d = buf + *n;
+	d += sprintf(d, "SET %s='", name);
+	for (; *v; v++) {
 		if (*v == '\'')
-			dst[n++] = '\'';
-		dst[n++] = *v;
+			*d++ = '\'';
+		*d++ = *v;
 	}
-	dst[n++] = '\'';
-	return n;
+	*d++ = '\'';
+	*d++ = ';';
+	*d = 0;
+	*n = (size_t)(d - buf);
+	return true;
 }
 
 bool varcache_diff_query(const struct varcache *want, const struct varcache *have,
 			 char *buf, size_t len)
 {
 	size_t n = 0;
-	bool any = false;
+	if (len == 0)
+		return false;
 	buf[0] = 0;
 	for (int i = 0; i < n_names; i++) {
 		const char *w = want->val[i], *h = have->val[i];
 		if (!w || (h && strcmp(w, h) == 0))
 			continue;
-		int k = snprintf(buf + n, len - n, "SET %s=", names[i]);
-		if (k < 0 || (size_t)k >= len - n)
-			return any;
-		n += (size_t)k;
-		n += put_literal(buf + n, len - n, w);
-		if (n + 2 >= len)
-			return any;
-		buf[n++] = ';';
-		buf[n] = 0;
-		any = true;
+		if (!put_set(buf, len, &n, names[i], w)) {
+			buf[0] = 0;
+			return false;
+		}
 	}
-	return any;
+	return n > 0;
 }
 
 void varcache_write_status(struct pktbuf *pb, const struct varcache *base, const struct varcache *over)

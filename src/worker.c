@@ -177,7 +177,7 @@ static void do_reload(void)
 	int32_t status = 0;
 
 	log_reopen();   /* SIGHUP also serves logrotate */
-	if (config_load(W->cfg->path, &cfg, &err) < 0) {
+	if (config_load(W->cfg->conffile, &cfg, &err) < 0) {
 		log_error("config reload failed: %s", err.msg);
 		status = -1;
 	} else if (config_check_reload(W->cfg, cfg, &err) < 0) {

@@ -89,7 +89,10 @@ def test_server_lifetime(pg15, make_pooler):
 def test_client_login_timeout(pg15, make_pooler, stall):
     """A client that connects and sends nothing, or starts SCRAM and never
     answers the challenge, is dropped after client_login_timeout."""
+    # tcp_defer_accept would keep a silent client in the kernel (not yet
+    # accepted, so not yet timed) for several SYN-ACK retransmits.
     p = make_pooler(pg15, settings={"client_login_timeout": 1,
+                                    "tcp_defer_accept": 0,
                                     "auth_type": "scram-sha-256"})
     with wire.RawConn(p.port) as raw:
         if stall == "mid-auth":

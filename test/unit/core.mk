@@ -1,7 +1,4 @@
 # unit tests: core relay modules (stream transport, varcache, ipc).
-# Known bugs in src/ are demonstrated by tests compiled only with
-# -DPGCREW_KNOWN_BUGS (see the FIXME comments in each file); they are not
-# part of `make check` until fixed.
 check_PROGRAMS += test/unit/test_stream
 TESTS += test/unit/test_stream
 test_unit_test_stream_SOURCES = test/unit/test_stream.c

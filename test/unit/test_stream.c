@@ -978,7 +978,6 @@ static void test_write_drains_on_writability(void **state)
 	bytes_free(&want);
 }
 
-#ifdef PGCREW_KNOWN_BUGS
 /* Splits a byte string into typed messages; false if it is not a clean
  * sequence of complete messages. */
 static bool parse_messages(const struct bytes *b, uint8_t *types, size_t max, size_t *n)
@@ -1000,7 +999,7 @@ static bool parse_messages(const struct bytes *b, uint8_t *types, size_t max, si
 }
 
 /*
- * FIXME (stream.c bug, not registered): a pooler write to a socket that a
+ * Regression (stream.c, fixed): a pooler write to a socket that a
  * blocked forward is sending to lands in the middle of the forwarded
  * message. stream_write_raw() sends at once (or queues in s->out, which
  * on_write flushes before resuming s->blocked_src), ignoring the forwarded
@@ -1041,7 +1040,6 @@ static void test_write_while_forward_blocked(void **state)
 	bytes_free(&p.out);
 	bytes_free(&in);
 }
-#endif
 
 /* ---- idle buffers ---- */
 
@@ -1164,9 +1162,8 @@ static void test_close_blocked_peer(void **state)
 	bytes_free(&later);
 }
 
-#ifdef PGCREW_KNOWN_BUGS
 /*
- * FIXME (stream.c bug, not registered): when a forward is blocked on a
+ * Regression (stream.c, fixed): when a forward is blocked on a
  * destination change (a SKIP after queued FORWARD bytes) the later messages
  * stay unprocessed in the buffer. stream_forget_peer() re-arms reading but
  * does not process them, so with a quiet socket they are never offered.
@@ -1206,7 +1203,6 @@ static void test_forget_peer_processes_buffered(void **state)
 	bytes_free(&in);
 	bytes_free(&want_c);
 }
-#endif
 
 static void test_peer_socket_broken(void **state)
 {
@@ -1236,9 +1232,8 @@ static void test_peer_socket_broken(void **state)
 	bytes_free(&more);
 }
 
-#ifdef PGCREW_KNOWN_BUGS
 /*
- * FIXME (stream.c bug, not registered): bytes an owner marked SA_FORWARD are
+ * Regression (stream.c, fixed): bytes an owner marked SA_FORWARD are
  * only queued ([done, parse)); when a later message of the same read makes
  * the owner close the stream (client 'Q' then 'X' in one packet), or has a
  * bad header, stream_close() gives the buffer back and the queued message
@@ -1265,7 +1260,6 @@ static void test_close_after_queued_forward(void **state)
 	bytes_free(&in);
 	bytes_free(&want);
 }
-#endif
 
 static void test_sniff_tls_hello(void **state)
 {
@@ -1352,12 +1346,9 @@ int main(void)
 		T(test_sniff_tls_hello),
 		T(test_sniff_tls_plain_startup),
 		T(test_event_names),
-#ifdef PGCREW_KNOWN_BUGS
-		/* FIXME: known stream.c bugs, see the comments at each test. */
 		T(test_write_while_forward_blocked),
 		T(test_forget_peer_processes_buffered),
 		T(test_close_after_queued_forward),
-#endif
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

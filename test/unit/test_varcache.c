@@ -282,9 +282,8 @@ static void test_diff_query_long_values(void **state)
 	varcache_clear(&want);
 }
 
-#ifdef PGCREW_KNOWN_BUGS
 /*
- * FIXME (varcache.c bug, not registered): when the SET text does not fit,
+ * Regression (varcache.c, fixed): when the SET text does not fit,
  * varcache_diff_query() returns what it has written so far, which can end
  * in a truncated statement ("...;SE", "...;SET applicati", or a value cut
  * short and closed with a quote), still returning true; when put_literal()
@@ -319,7 +318,6 @@ static void test_diff_query_truncation(void **state)
 	}
 	varcache_clear(&want);
 }
-#endif
 
 /* ---- ParameterStatus replay ---- */
 
@@ -417,10 +415,7 @@ int main(void)
 		T(test_diff_query_table),
 		T(test_diff_query_long_values),
 		T(test_write_status),
-#ifdef PGCREW_KNOWN_BUGS
-		/* FIXME: known varcache.c bug, see the comment at the test. */
 		T(test_diff_query_truncation),
-#endif
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
