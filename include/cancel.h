@@ -13,6 +13,8 @@ struct client *cancel_find(uint32_t pid, uint32_t key);
 /* A CancelRequest arrived on connection c (state CLIENT_CANCEL): forward it
  * if its target is running a query, then close c. */
 void cancel_handle_request(struct client *c, uint32_t pid, uint32_t key);
+/* Cancel the query of this worker's client with that key, if it runs one. */
+void cancel_local(uint32_t pid, uint32_t key);
 /* Send a CancelRequest for sv's backend on a new connection. */
 bool cancel_send(struct server *sv);
 /* The server is being freed: in-flight requests forget it. */

@@ -10,12 +10,23 @@ struct event_base;
 
 enum ipc_type {
 	IPC_WORKER_READY,      /* worker -> sup: loop running, listeners open */
-	IPC_RELOAD,            /* sup -> worker: re-read the validated config */
-	IPC_RELOAD_DONE,       /* worker -> sup: applied (payload: int32 status) */
+	IPC_RELOAD,            /* sup -> worker: load and check the config, keep it staged */
+	IPC_RELOAD_DONE,       /* worker -> sup: staged (payload: int32 status, 0 = ok) */
 	IPC_SHUTDOWN,          /* sup -> worker: payload int32 enum shutdown_mode */
 	IPC_PAUSE,             /* sup -> worker: SIGUSR1 */
 	IPC_RESUME,            /* sup -> worker: SIGUSR2 */
 	IPC_LOG_REOPEN,        /* sup -> worker: reopen the logfile */
+	IPC_RELOAD_COMMIT,     /* sup -> worker: every worker staged it: apply */
+	IPC_RELOAD_ABORT,      /* sup -> worker: some worker failed: drop the staged one */
+	IPC_SLOT_REQ,          /* worker -> sup: struct slot_req; reqid echoed in the answer */
+	IPC_SLOT_GRANT,        /* sup -> worker: struct slot_req, now or when one frees */
+	IPC_SLOT_DENY,         /* sup -> worker: struct slot_req (did not ask to wait) */
+	IPC_SLOT_RELEASE,      /* worker -> sup: struct slot_req (names only) */
+	IPC_POOL_WANT,         /* sup -> worker: struct slot_req + int32 n: give up to n idle servers */
+	IPC_CANCEL_FWD,        /* worker -> sup -> owner worker: uint32 pid, key */
+	IPC_WELCOME_PUT,       /* worker -> sup: a pool's server parameters (see pool.c) */
+	IPC_WELCOME_GET,       /* worker -> sup: names; answered by IPC_WELCOME */
+	IPC_WELCOME,           /* sup -> worker: names + parameters (none: unknown) */
 	IPC_TYPE_COUNT
 };
 

@@ -68,8 +68,9 @@ struct database {
 	bool mark;                        /* reload mark-and-sweep */
 	bool paused, disabled;
 	bool admin;                       /* the "pgbouncer" console */
-	int n_servers;                    /* for max_db_connections */
-	int n_clients;                    /* for max_db_client_connections */
+	int n_servers;                    /* this worker's, for max_db_connections */
+	int n_clients;                    /* this worker's, for max_db_client_connections */
+	int shm_idx;                      /* instance-wide client count (shm.h), -1 = none */
 	usec_t last_used;                 /* autodb_idle_timeout */
 };
 
@@ -82,7 +83,8 @@ struct puser {                            /* a user known to this worker */
 	int pool_mode;                    /* -1 = not set */
 	int pool_size, reserve_pool_size, max_user_connections, max_user_client_connections;
 	usec_t query_timeout, idle_transaction_timeout, client_idle_timeout;
-	int n_servers, n_clients;
+	int n_servers, n_clients;         /* this worker's */
+	int shm_idx;                      /* instance-wide client count (shm.h), -1 = none */
 	bool mark;
 };
 
@@ -106,6 +108,7 @@ struct pool {
 	int n_active_clients, n_waiting_clients;
 	int n_idle, n_active, n_tested, n_login, n_canceled;
 	bool welcome_ready;               /* server parameters known */
+	uint8_t welcome_asked;            /* several workers: 1 asked the supervisor, 2 it had none */
 	struct varcache welcome_vars;     /* tracked parameters of the first login */
 	char **welcome_other;             /* other ParameterStatus: name,value,... NULL */
 	int n_welcome_other;
@@ -115,6 +118,10 @@ struct pool {
 	usec_t reserve_since;             /* oldest wait that may use the reserve pool */
 	struct pool_stats stats;
 	bool paused;
+	/* several workers: slots asked of the supervisor's ledger */
+	int n_slot_wait;                  /* requests not answered yet */
+	bool reserve_asked;               /* a reserve request is among them */
+	int give_up;                      /* idle servers other workers' waiters want */
 };
 
 struct client {
@@ -149,6 +156,7 @@ struct client {
 	bool admin;                       /* talking to the console */
 	bool stats_only;                  /* console user from stats_users only */
 	bool counted_db, counted_user;    /* holds a client slot of db/user */
+	bool counted_conn;                /* holds an instance-wide max_client_conn slot */
 	const char *close_reason;
 	uint64_t counted_in, counted_out;  /* stream bytes already added to pool stats */
 };
@@ -178,6 +186,9 @@ struct server {
 	struct dns_req *dns;              /* pending host name lookup */
 	bool dns_pending;                 /* resolving; no socket yet */
 	int host_idx;
+	bool has_slot;                    /* counted in the supervisor's ledger */
+	struct list close_node;           /* worker.closing_servers */
+	const char *close_reason;         /* set with close_node */
 };
 
 #endif

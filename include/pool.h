@@ -9,6 +9,7 @@
 
 struct config;
 struct db_def;
+struct slot_req;
 
 struct database *pool_find_db(const char *name);
 /* Find, or create from the "*" template. NULL if neither. */
@@ -33,6 +34,18 @@ bool pool_request_server(struct client *c);
 void pool_server_ready(struct server *sv);
 /* Launch servers if waiting clients or min_pool_size need them. */
 void pool_launch_needed(struct pool *p);
+
+/* Several workers: answers of the supervisor's slot ledger (ledger.h). */
+void pool_slot_answer(const struct slot_req *r, uint32_t why, bool granted);
+/* Other workers' clients wait for n servers of this pool: give idle ones up. */
+void pool_slot_wanted(const struct slot_req *r, int n);
+void pool_slot_release(struct pool *p);
+
+/* Server parameters for the welcome of a pool's clients: one not tracked
+ * in the varcache; the supervisor's copy for the other workers; its reply. */
+void pool_welcome_param(struct pool *p, const char *k, const char *v);
+void pool_welcome_share(struct pool *p);
+void pool_welcome_answer(const void *payload, size_t len);
 /* Apply a config generation: mark-and-sweep databases and users. */
 void pool_apply_config(const struct config *cfg);
 void pool_free_all(void);

@@ -8,7 +8,10 @@
 #include "log.h"
 
 /* Open one more server connection for the pool. False if it could not even start. */
-bool server_launch(struct pool *pool);
+/* Open a server connection; with_slot: the ledger counted it for us. */
+bool server_launch(struct pool *pool, bool with_slot);
+/* Close after the current loop iteration (see server.c). */
+void server_close_soon(struct server *sv, const char *reason);
 void server_set_state(struct server *sv, enum server_state st);
 const char *server_state_name(enum server_state st);
 void server_close(struct server *sv, const char *reason);

@@ -17,6 +17,7 @@ struct worker {
 	int id;                          /* slot number, 0..workers-1 */
 	struct event_base *base;
 	struct config *cfg;              /* current generation, owned */
+	struct config *staged;           /* reload phase one: checked, not applied */
 	struct ipc_chan *sup;            /* channel to the supervisor */
 	const struct listen_set *lset;
 	struct listener *listener;
@@ -28,8 +29,8 @@ struct worker {
 	struct list justfree_clients;    /* CLIENT_JUSTFREE: freed after this iteration */
 	struct list justfree_servers;
 	struct list all_clients, all_servers;
+	struct list closing_servers;     /* released inside a callback: closed by the reaper */
 	int n_clients;                   /* max_client_conn */
-	uint64_t next_id;
 	bool paused;                     /* PAUSE / SIGUSR1 */
 	bool shutting_down;
 	enum shutdown_mode shutdown_mode;
@@ -46,7 +47,6 @@ extern struct worker *W;
 /* Runs the worker in the current (forked) process; never returns. */
 void worker_main(int id, struct config *cfg, int ipc_fd, const struct listen_set *ls) NORETURN;
 
-uint64_t worker_next_id(void);
 void worker_schedule_reap(void);
 /* Shutdown progress: called when clients or servers go away. */
 void worker_check_shutdown(void);

@@ -11,6 +11,7 @@
 #include "proto/build.h"
 #include "proto/error.h"
 #include "server.h"
+#include "shm.h"
 #include "tls.h"
 #include "worker.h"
 
@@ -353,7 +354,8 @@ static void show_databases(struct client *c)
 			db->reserve_pool_size >= 0 ? db->reserve_pool_size : W->cfg->reserve_pool_size,
 			(int)(life / USEC_PER_SEC), db->pool_mode >= 0 ? pool_mode_name((enum pool_mode)db->pool_mode) : NULL,
 			db->n_hosts > 1 ? (db->load_balance ? "round-robin" : "disable") : NULL,
-			db->max_db_connections, db->n_servers, db->max_db_client_connections, db->n_clients,
+			db->max_db_connections, db->n_servers, db->max_db_client_connections,
+			db->shm_idx >= 0 ? shm_name_total(db->shm_idx) : db->n_clients,
 			db->paused ? 1 : 0, db->disabled ? 1 : 0);
 	}
 	res_end(c, &r, "SHOW");
@@ -370,7 +372,8 @@ static void show_users(struct client *c)
 		const struct puser *u = container_of(it, struct puser, node);
 		res_row(&r, "siisiiii", u->name, u->pool_size, u->reserve_pool_size,
 			u->pool_mode >= 0 ? pool_mode_name((enum pool_mode)u->pool_mode) : NULL,
-			u->max_user_connections, u->n_servers, u->max_user_client_connections, u->n_clients);
+			u->max_user_connections, u->n_servers, u->max_user_client_connections,
+			u->shm_idx >= 0 ? shm_name_total(u->shm_idx) : u->n_clients);
 	}
 	res_end(c, &r, "SHOW");
 }

@@ -7,6 +7,7 @@
 #include "client.h"
 #include "config.h"
 #include "auth/crypto.h"
+#include "ipc.h"
 #include "log.h"
 #include "proto/build.h"
 #include "proto/packet.h"
@@ -76,8 +77,31 @@ struct client *cancel_find(uint32_t pid, uint32_t key)
 	return NULL;
 }
 
+/* A cancel for a client of this worker, however it arrived. */
+void cancel_local(uint32_t pid, uint32_t key)
+{
+	struct client *target = cancel_find(pid, key);
+
+	if (!target)
+		log_debug("cancel request for unknown key: dropped");
+	else if (!target->link || !target->query_running)
+		log_debug("cancel request for a client with no running query: dropped");
+	else
+		cancel_send(target->link);
+}
+
 void cancel_handle_request(struct client *c, uint32_t pid, uint32_t key)
 {
+	int owner = (int)((pid >> 24) & 0x7f);
+
+	if (owner != W->id) {
+		/* The kernel picked this worker; the client lives in another. */
+		uint32_t v[2] = { pid, key };
+		if (ipc_send(W->sup, IPC_CANCEL_FWD, 0, v, sizeof(v), -1) < 0)
+			log_warning("could not forward a cancel request to worker %d", owner);
+		client_close(c, false, "cancel request handled");
+		return;
+	}
 	struct client *target = cancel_find(pid, key);
 
 	if (!target)

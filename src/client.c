@@ -15,6 +15,7 @@
 #include "proto/error.h"
 #include "proto/startup.h"
 #include "server.h"
+#include "shm.h"
 #include "tls.h"
 #include "worker.h"
 
@@ -78,7 +79,8 @@ static int *state_counter(struct client *c, enum client_state st)
 	if (!c->pool)
 		return NULL;
 	switch (st) {
-	case CLIENT_WAITING: return &c->pool->n_waiting_clients;
+	case CLIENT_WAITING:
+	case CLIENT_WAITING_LOGIN: return &c->pool->n_waiting_clients;
 	case CLIENT_ACTIVE: return &c->pool->n_active_clients;
 	default: return NULL;
 	}
@@ -136,11 +138,19 @@ static void release_counts(struct client *c)
 {
 	if (c->counted_db && c->db) {
 		c->db->n_clients--;
+		if (c->db->shm_idx >= 0)
+			shm_name_put(c->db->shm_idx);
 		c->counted_db = false;
 	}
 	if (c->counted_user && c->login_user) {
 		c->login_user->n_clients--;
+		if (c->login_user->shm_idx >= 0)
+			shm_name_put(c->login_user->shm_idx);
 		c->counted_user = false;
+	}
+	if (c->counted_conn) {
+		shm_client_put();
+		c->counted_conn = false;
 	}
 }
 
@@ -222,7 +232,7 @@ void client_accept(int fd, bool is_unix)
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
 
-	c->id = worker_next_id();
+	c->id = shm_next_id();
 	c->connect_time = c->last_activity = util_monotonic();
 	c->is_unix = is_unix;
 	varcache_init(&c->vars);
@@ -244,7 +254,8 @@ void client_accept(int fd, bool is_unix)
 		util_tune_tcp(fd, W->cfg);
 	/* Refused clients still get through SSL negotiation so that the
 	 * reason reaches them as an ErrorResponse, as with PgBouncer. */
-	if (W->cfg->max_client_conn > 0 && W->n_clients > W->cfg->max_client_conn)
+	c->counted_conn = shm_client_take(W->cfg->max_client_conn);
+	if (!c->counted_conn)
 		c->close_reason = "no more connections allowed (max_client_conn)";
 	else if (W->shutting_down)
 		c->close_reason = "pooler is shutting down";
@@ -310,8 +321,7 @@ static void finish_login(struct client *c)
 		client_server_login_failed(c, p->login_error_code, p->login_error);
 		return;
 	}
-	if (p->n_login == 0 && !server_launch(p) && c->state != CLIENT_JUSTFREE)
-		client_close(c, true, "could not connect to server");
+	pool_launch_needed(p);
 }
 
 /* ---- authentication ---- */
@@ -617,25 +627,35 @@ static void negotiate_version(struct client *c, const struct startup_msg *m)
 	send_pb(c, &pb);
 }
 
+/* Count one client against an instance-wide limit; a name the shared table
+ * could not hold is limited per worker. */
+static bool take_client_slot(int shm_idx, int *local, int limit)
+{
+	if (shm_idx >= 0) {
+		if (!shm_name_take(shm_idx, limit))
+			return false;
+	} else if (limit > 0 && *local >= limit) {
+		return false;
+	}
+	(*local)++;
+	return true;
+}
+
 static bool check_client_limits(struct client *c)
 {
 	struct database *db = c->db;
 	struct puser *u = c->login_user;
 
-	if (db->max_db_client_connections > 0 && db->n_clients >= db->max_db_client_connections) {
+	if (!take_client_slot(db->shm_idx, &db->n_clients, db->max_db_client_connections)) {
 		client_close(c, true, "no more connections allowed (max_db_client_connections)");
 		return false;
 	}
-	db->n_clients++;
 	c->counted_db = true;
-	if (u && u->max_user_client_connections > 0 && u->n_clients >= u->max_user_client_connections) {
+	if (u && !take_client_slot(u->shm_idx, &u->n_clients, u->max_user_client_connections)) {
 		client_close(c, true, "no more connections allowed (max_user_client_connections)");
 		return false;
 	}
-	if (u) {
-		u->n_clients++;
-		c->counted_user = true;
-	}
+	c->counted_user = u != NULL;
 	return true;
 }
 
@@ -799,8 +819,12 @@ static enum stream_action active_pkt(struct client *c, const struct pkt_hdr *h)
 	if (!c->link) {
 		/* The previous server's last bytes are still on their way to
 		 * us: a new server's replies must not overtake them. */
-		if (stream_has_pending_out(&c->s))
+		if (stream_has_pending_out(&c->s)) {
+			log_noise("C-%llu: waits for its output to drain (out=%u/%u blocked=%p hold=%p)",
+				  (unsigned long long)c->id, c->s.out_sent, (unsigned)c->s.out.len,
+				  (void *)c->s.blocked_src, (void *)c->s.hold_src);
 			return SA_PAUSE;
+		}
 		if (!pool_request_server(c))
 			return c->state == CLIENT_JUSTFREE ? SA_STOP : SA_PAUSE;
 	}

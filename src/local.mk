@@ -2,18 +2,21 @@
 libpgcrew_a_SOURCES += \
 	src/log.c src/util.c src/ipc.c src/supervisor.c src/worker.c \
 	src/listen.c src/stream.c src/client.c src/server.c src/pool.c \
-	src/varcache.c src/cancel.c src/janitor.c src/stats.c src/admin.c
+	src/varcache.c src/cancel.c src/janitor.c src/stats.c src/admin.c \
+	src/shm.c src/ledger.c
 noinst_HEADERS += \
 	include/admin.h \
 	include/cancel.h \
 	include/client.h \
 	include/ipc.h \
 	include/janitor.h \
+	include/ledger.h \
 	include/listen.h \
 	include/log.h \
 	include/objects.h \
 	include/pool.h \
 	include/server.h \
+	include/shm.h \
 	include/stats.h \
 	include/stream.h \
 	include/supervisor.h \

@@ -8,7 +8,11 @@
 #include "config.h"
 #include "config/userlist.h"
 #include "log.h"
+#include "proto/build.h"
 #include "server.h"
+#include "shm.h"
+#include "ledger.h"
+#include "ipc.h"
 #include "worker.h"
 
 #include <stdio.h>
@@ -67,6 +71,7 @@ static struct database *db_new(const char *name)
 	struct database *db = xcalloc(1, sizeof(*db));
 	strlcpy_(db->name, name, sizeof(db->name));
 	varcache_init(&db->startup_vars);
+	db->shm_idx = shm_name_index(SHM_DB, name);
 	list_append(&W->databases, &db->node);
 	db->last_used = util_monotonic();
 	return db;
@@ -175,6 +180,7 @@ struct puser *pool_get_user(const char *name)
 		return NULL;
 	struct puser *u = xcalloc(1, sizeof(*u));
 	strlcpy_(u->name, name, sizeof(u->name));
+	u->shm_idx = shm_name_index(SHM_USER, name);
 	user_apply(u);
 	list_append(&W->users, &u->node);
 	return u;
@@ -252,47 +258,320 @@ static int pool_total_servers(const struct pool *p)
 	return p->n_idle + p->n_active + p->n_tested + p->n_login + p->n_canceled;
 }
 
-/* May this pool open one more server connection now? */
-static bool can_launch(struct pool *p, bool for_waiter)
+/* ---- server slots ----
+ * With one worker, limits are counted here. With several, pool_size and
+ * max_db/user_connections mean the instance: a worker asks the supervisor's
+ * ledger for a slot before it opens a server (the request id says why), and
+ * gives it back when the server closes. Local counts stay a pre-check. */
+
+enum slot_why { SLOT_FOR_WAITER = 1, SLOT_FOR_RESERVE, SLOT_FOR_MIN };
+
+static bool shared_limits(void)
+{
+	return shm_n_workers() > 1;
+}
+
+static void fill_req(const struct pool *p, struct slot_req *r)
+{
+	memset(r, 0, sizeof(*r));
+	strlcpy_(r->db, p->db->name, sizeof(r->db));
+	strlcpy_(r->user, p->user->name, sizeof(r->user));
+	r->db_limit = p->db->max_db_connections;
+	r->user_limit = p->user->max_user_connections;
+}
+
+static bool ask_slot(struct pool *p, enum slot_why why)
+{
+	struct slot_req r;
+	int size = pool_size_of(p);
+
+	fill_req(p, &r);
+	r.pool_limit = size;
+	if (why == SLOT_FOR_RESERVE)
+		r.pool_limit = size + pool_reserve_of(p);
+	else if (why == SLOT_FOR_MIN && p->db->min_pool_size < size)
+		r.pool_limit = p->db->min_pool_size;
+	r.wait = why == SLOT_FOR_WAITER;
+	if (ipc_send(W->sup, IPC_SLOT_REQ, why, &r, sizeof(r), -1) < 0)
+		return false;
+	p->n_slot_wait++;
+	if (why == SLOT_FOR_RESERVE)
+		p->reserve_asked = true;
+	return true;
+}
+
+void pool_slot_release(struct pool *p)
+{
+	struct slot_req r;
+	fill_req(p, &r);
+	if (ipc_send(W->sup, IPC_SLOT_RELEASE, 0, &r, sizeof(r), -1) < 0)
+		log_warning("could not return a server slot of %s/%s to the supervisor",
+			    p->db->name, p->user->name);
+}
+
+static struct pool *pool_by_names(const char *db, const char *user)
+{
+	struct list *it;
+	list_for_each(it, &W->pools) {
+		struct pool *p = container_of(it, struct pool, node);
+		if (strcmp(p->db->name, db) == 0 && strcmp(p->user->name, user) == 0)
+			return p;
+	}
+	return NULL;
+}
+
+static bool launch_blocked(const struct pool *p)
+{
+	return p->db->dead || p->db->disabled || p->db->admin || W->shutting_down;
+}
+
+static bool slot_still_needed(const struct pool *p, enum slot_why why)
+{
+	if (launch_blocked(p))
+		return false;
+	if (why == SLOT_FOR_MIN)
+		return pool_total_servers(p) < p->db->min_pool_size;
+	return p->n_waiting_clients > p->n_login;
+}
+
+void pool_slot_answer(const struct slot_req *r, uint32_t why, bool granted)
+{
+	struct pool *p = pool_by_names(r->db, r->user);
+
+	if (p) {
+		p->n_slot_wait--;
+		if (why == SLOT_FOR_RESERVE)
+			p->reserve_asked = false;
+	}
+	if (!granted)
+		return;
+	if (!p || !slot_still_needed(p, (enum slot_why)why)) {
+		if (ipc_send(W->sup, IPC_SLOT_RELEASE, 0, r, sizeof(*r), -1) < 0)
+			log_warning("could not return an unneeded server slot");
+		return;
+	}
+	if (why == SLOT_FOR_RESERVE)
+		log_info("taking connection from reserve_pool");
+	(void)server_launch(p, true);
+}
+
+/* Other workers have clients waiting for this pool while it is full. */
+static bool give_up_idle(struct pool *p)
+{
+	struct list *it = p->idle_servers.prev;    /* the longest idle */
+	if (p->give_up <= 0 || it == &p->idle_servers)
+		return false;
+	p->give_up--;
+	server_close(container_of(it, struct server, node), "released to another worker");
+	return true;
+}
+
+void pool_slot_wanted(const struct slot_req *r, int n)
+{
+	struct pool *p = pool_by_names(r->db, r->user);
+	if (!p)
+		return;
+	p->give_up = n;
+	while (give_up_idle(p))
+		;
+}
+
+/* max_db_connections or max_user_connections is full: close an idle server
+ * of another pool of the same database (or user) to make room, as
+ * PgBouncer does. */
+static bool evict_idle(const struct pool *p, bool same_db)
+{
+	struct list *it;
+	list_for_each(it, &W->pools) {
+		struct pool *o = container_of(it, struct pool, node);
+		if (o == p || (same_db ? o->db != p->db : o->user != p->user))
+			continue;
+		struct list *last = o->idle_servers.prev;
+		if (last == &o->idle_servers)
+			continue;
+		server_close(container_of(last, struct server, node), "evicted");
+		return true;
+	}
+	return false;
+}
+
+/* May this pool open one more server connection now (by local counts)?
+ * The answer says whether it would come from the reserve pool. */
+enum launch_ok { LAUNCH_NO, LAUNCH_POOL, LAUNCH_RESERVE };
+
+static enum launch_ok can_launch(struct pool *p, bool for_waiter)
 {
 	const struct config *cfg = W->cfg;
 	usec_t now = util_monotonic();
-	int total = pool_total_servers(p);
+	int total = pool_total_servers(p) + p->n_slot_wait;
 	int size = pool_size_of(p);
+	int logins = p->n_login + p->n_slot_wait;
 
-	if (p->db->dead || p->db->disabled || p->db->admin || W->shutting_down)
-		return false;
-	if (p->n_login >= (cfg->server_login_concurrency > 0 ? cfg->server_login_concurrency : 1))
-		return false;
+	if (launch_blocked(p))
+		return LAUNCH_NO;
+	if (logins >= (cfg->server_login_concurrency > 0 ? cfg->server_login_concurrency : 1))
+		return LAUNCH_NO;
 	if (p->login_failed_at && now - p->login_failed_at < cfg->server_login_retry)
-		return false;
-	if (p->db->max_db_connections > 0 && p->db->n_servers >= p->db->max_db_connections)
-		return false;
-	if (p->user->max_user_connections > 0 && p->user->n_servers >= p->user->max_user_connections)
-		return false;
+		return LAUNCH_NO;
+	if (p->db->max_db_connections > 0 && p->db->n_servers >= p->db->max_db_connections &&
+	    !evict_idle(p, true))
+		return LAUNCH_NO;
+	if (p->user->max_user_connections > 0 && p->user->n_servers >= p->user->max_user_connections &&
+	    !evict_idle(p, false))
+		return LAUNCH_NO;
 	if (total < size)
-		return true;
+		return LAUNCH_POOL;
 	/* Reserve: only for clients that have waited reserve_pool_timeout. */
 	if (!for_waiter || total >= size + pool_reserve_of(p) || list_empty(&p->waiting_clients))
-		return false;
+		return LAUNCH_NO;
 	struct client *first = container_of(p->waiting_clients.next, struct client, node);
 	if (now - first->request_time < cfg->reserve_pool_timeout)
-		return false;
-	log_info("taking connection from reserve_pool");
-	return true;
+		return LAUNCH_NO;
+	return LAUNCH_RESERVE;
+}
+
+/* Several workers: the ledger may be full although this worker is not. A
+ * client waiting past reserve_pool_timeout asks once more, for the reserve. */
+static void ask_reserve(struct pool *p)
+{
+	const struct config *cfg = W->cfg;
+	if (p->reserve_asked || pool_reserve_of(p) <= 0 || launch_blocked(p))
+		return;
+	struct list *it = list_first(&p->waiting_clients);
+	if (!it || p->n_waiting_clients <= p->n_login)
+		return;
+	struct client *first = container_of(it, struct client, node);
+	if (util_monotonic() - first->request_time >= cfg->reserve_pool_timeout)
+		(void)ask_slot(p, SLOT_FOR_RESERVE);
+}
+
+static bool launch(struct pool *p, enum launch_ok ok, enum slot_why why)
+{
+	if (shared_limits())
+		return ask_slot(p, ok == LAUNCH_RESERVE ? SLOT_FOR_RESERVE : why);
+	if (ok == LAUNCH_RESERVE)
+		log_info("taking connection from reserve_pool");
+	return server_launch(p, false);
+}
+
+/* ---- welcome parameters shared between workers ----
+ * A pool's first server login gives its clients their welcome. With several
+ * workers the supervisor keeps a copy, so a worker new to a pool answers
+ * logins at once instead of needing a server (perhaps held elsewhere). */
+
+void pool_welcome_param(struct pool *p, const char *k, const char *v)
+{
+	for (int i = 0; i < p->n_welcome_other; i++) {
+		if (strcmp(p->welcome_other[2 * i], k) == 0) {
+			free(p->welcome_other[2 * i + 1]);
+			p->welcome_other[2 * i + 1] = xstrdup(v);
+			return;
+		}
+	}
+	p->welcome_other = realloc(p->welcome_other, sizeof(char *) * (size_t)(2 * p->n_welcome_other + 2));
+	if (!p->welcome_other)
+		fatal("out of memory");
+	p->welcome_other[2 * p->n_welcome_other] = xstrdup(k);
+	p->welcome_other[2 * p->n_welcome_other + 1] = xstrdup(v);
+	p->n_welcome_other++;
+}
+
+static bool put_pair(struct pktbuf *pb, const char *k, const char *v)
+{
+	pktbuf_put_string(pb, k);
+	pktbuf_put_string(pb, v);
+	return !pktbuf_failed(pb);
+}
+
+void pool_welcome_share(struct pool *p)
+{
+	struct slot_req names;
+	struct pktbuf pb;
+
+	if (!shared_limits())
+		return;
+	fill_req(p, &names);
+	pktbuf_init(&pb, 1024);
+	pktbuf_put_bytes(&pb, names.db, sizeof(names.db));
+	pktbuf_put_bytes(&pb, names.user, sizeof(names.user));
+	for (int i = 0; i < varcache_count(); i++)
+		if (varcache_get(&p->welcome_vars, i))
+			(void)put_pair(&pb, varcache_name(i), varcache_get(&p->welcome_vars, i));
+	for (int i = 0; i < p->n_welcome_other; i++)
+		(void)put_pair(&pb, p->welcome_other[2 * i], p->welcome_other[2 * i + 1]);
+	if (pktbuf_failed(&pb) || pb.len > IPC_MAX_PAYLOAD ||
+	    ipc_send(W->sup, IPC_WELCOME_PUT, 0, pb.buf, (uint32_t)pb.len, -1) < 0)
+		log_warning("could not share the server parameters of %s/%s", p->db->name, p->user->name);
+	pktbuf_free(&pb);
+}
+
+static void ask_welcome(struct pool *p)
+{
+	struct slot_req names;
+	fill_req(p, &names);
+	if (ipc_send(W->sup, IPC_WELCOME_GET, 0, &names, 2 * LEDGER_NAME, -1) < 0) {
+		p->welcome_asked = 2;
+		return;
+	}
+	p->welcome_asked = 1;
+}
+
+void pool_welcome_answer(const void *payload, size_t len)
+{
+	const char *b = payload, *end = b + len;
+	char db[LEDGER_NAME], user[LEDGER_NAME];
+
+	if (len < 2 * LEDGER_NAME || end[-1] != 0)
+		return;
+	memcpy(db, b, LEDGER_NAME);
+	memcpy(user, b + LEDGER_NAME, LEDGER_NAME);
+	db[LEDGER_NAME - 1] = user[LEDGER_NAME - 1] = 0;
+	struct pool *p = pool_by_names(db, user);
+	if (!p || p->welcome_asked != 1)
+		return;
+	p->welcome_asked = 2;
+	b += 2 * LEDGER_NAME;
+	if (!p->welcome_ready && b < end) {
+		while (b < end) {
+			const char *k = b, *v = k + strlen(k) + 1;
+			if (v >= end)
+				break;
+			b = v + strlen(v) + 1;
+			if (!varcache_set(&p->welcome_vars, k, v))
+				pool_welcome_param(p, k, v);
+		}
+		p->welcome_ready = true;
+		struct list *it, *tmp;
+		list_for_each_safe(it, tmp, &p->waiting_clients) {
+			struct client *c = container_of(it, struct client, node);
+			if (c->state == CLIENT_WAITING_LOGIN)
+				client_pool_ready(c);
+		}
+	}
+	pool_launch_needed(p);
 }
 
 void pool_launch_needed(struct pool *p)
 {
-	/* Waiters not yet covered by a login in progress. */
-	while (p->n_waiting_clients > p->n_login && can_launch(p, true)) {
-		if (!server_launch(p))
+	enum launch_ok ok;
+
+	if (!p->welcome_ready && shared_limits() && p->welcome_asked != 2 && !p->db->admin) {
+		if (p->welcome_asked == 0)
+			ask_welcome(p);
+		return;
+	}
+	/* Waiters not yet covered by a login (or slot request) in progress. */
+	while (p->n_waiting_clients > p->n_login + p->n_slot_wait && (ok = can_launch(p, true)) != LAUNCH_NO) {
+		if (!launch(p, ok, SLOT_FOR_WAITER))
 			break;
 	}
+	if (shared_limits())
+		ask_reserve(p);
 	int min = p->db->min_pool_size;
-	while (min > 0 && pool_total_servers(p) < min && pool_total_servers(p) < pool_size_of(p) &&
-	       can_launch(p, false)) {
-		if (!server_launch(p))
+	while (min > 0 && pool_total_servers(p) + p->n_slot_wait < min &&
+	       pool_total_servers(p) + p->n_slot_wait < pool_size_of(p) &&
+	       (ok = can_launch(p, false)) != LAUNCH_NO) {
+		if (!launch(p, ok, SLOT_FOR_MIN))
 			break;
 	}
 	/* Logins failing and retry not yet due: waiting clients get the error now. */
@@ -348,7 +627,7 @@ bool pool_request_server(struct client *c)
 		while ((it = list_first(&p->idle_servers)) != NULL) {
 			struct server *sv = container_of(it, struct server, node);
 			if (sv->close_needed) {
-				server_close(sv, "server lifetime over");
+				server_close(sv, sv->close_reason ? sv->close_reason : "server lifetime over");
 				continue;
 			}
 			if (check_needed(sv)) {
@@ -376,12 +655,11 @@ void pool_server_ready(struct server *sv)
 	sv->link = NULL;
 	sv->s.peer = NULL;
 	if (sv->close_needed || (life > 0 && now - sv->connect_time >= life)) {
-		server_close(sv, "server lifetime over");
-		pool_launch_needed(p);
+		server_close_soon(sv, "server lifetime over");
 		return;
 	}
 	if (p->db->dead) {
-		server_close(sv, "database removed");
+		server_close_soon(sv, "database removed");
 		return;
 	}
 	sv->last_used = now;
@@ -394,6 +672,11 @@ void pool_server_ready(struct server *sv)
 				client_server_linked(c);
 			return;
 		}
+	}
+	if (p->give_up > 0) {
+		p->give_up--;
+		server_close_soon(sv, "released to another worker");
+		return;
 	}
 	server_set_state(sv, SERVER_IDLE);
 	worker_check_shutdown();

@@ -3,6 +3,7 @@
  * relay of results to the linked client, and internal queries whose results
  * the pooler swallows until ReadyForQuery. */
 #include "server.h"
+#include "shm.h"
 #include "auth/md5.h"
 #include "auth/scram.h"
 #include "cancel.h"
@@ -103,6 +104,7 @@ void server_close(struct server *sv, const char *reason)
 
 	if (sv->state == SERVER_JUSTFREE)
 		return;
+	list_del(&sv->close_node);
 	if (sv->dns) {
 		dns_cancel(sv->dns);
 		sv->dns = NULL;
@@ -122,6 +124,8 @@ void server_close(struct server *sv, const char *reason)
 	stream_close(&sv->s);
 	p->db->n_servers--;
 	p->user->n_servers--;
+	if (sv->has_slot)
+		pool_slot_release(p);
 	server_set_state(sv, SERVER_JUSTFREE);
 	free(sv->scram);
 	sv->scram = NULL;
@@ -201,13 +205,15 @@ static void on_resolved(void *arg, enum dns_status st, const struct sockaddr_sto
 	}
 }
 
-bool server_launch(struct pool *p)
+bool server_launch(struct pool *p, bool with_slot)
 {
 	struct database *db = p->db;
 	struct server *sv = xcalloc(1, sizeof(*sv));
 	int idx = 0;
 
-	sv->id = worker_next_id();
+	sv->has_slot = with_slot;
+	list_init(&sv->close_node);
+	sv->id = shm_next_id();
 	sv->pool = p;
 	sv->connect_time = sv->last_used = util_monotonic();
 	varcache_init(&sv->vars);
@@ -489,23 +495,6 @@ static void handle_auth(struct server *sv, const uint8_t *body, size_t len)
 
 /* ---- ParameterStatus ---- */
 
-static void remember_welcome_other(struct pool *p, const char *k, const char *v)
-{
-	for (int i = 0; i < p->n_welcome_other; i++) {
-		if (strcmp(p->welcome_other[2 * i], k) == 0) {
-			free(p->welcome_other[2 * i + 1]);
-			p->welcome_other[2 * i + 1] = xstrdup(v);
-			return;
-		}
-	}
-	p->welcome_other = realloc(p->welcome_other, sizeof(char *) * (size_t)(2 * p->n_welcome_other + 2));
-	if (!p->welcome_other)
-		fatal("out of memory");
-	p->welcome_other[2 * p->n_welcome_other] = xstrdup(k);
-	p->welcome_other[2 * p->n_welcome_other + 1] = xstrdup(v);
-	p->n_welcome_other++;
-}
-
 static void handle_param(struct server *sv, const uint8_t *body, size_t len)
 {
 	struct pkt_reader r;
@@ -516,7 +505,7 @@ static void handle_param(struct server *sv, const uint8_t *body, size_t len)
 		return;
 	bool tracked = varcache_set(&sv->vars, k, v);
 	if (sv->state == SERVER_LOGIN && sv->welcome_src && !tracked)
-		remember_welcome_other(sv->pool, k, v);
+		pool_welcome_param(sv->pool, k, v);
 	if (sv->link && tracked)
 		varcache_set(&sv->link->vars, k, v);
 }
@@ -538,6 +527,7 @@ static void login_complete(struct server *sv)
 			if (c->state == CLIENT_WAITING_LOGIN)
 				client_pool_ready(c);
 		}
+		pool_welcome_share(p);
 	}
 	sv->welcome_src = false;
 	if (p->db->connect_query) {
@@ -788,6 +778,19 @@ void server_release(struct server *sv)
 		return;
 	}
 	pool_server_ready(sv);
+}
+
+/* Released from inside its own message callback: closing now would lose the
+ * ReadyForQuery being forwarded, so park it (unusable) and close it from
+ * the reaper, after this loop iteration has sent what it routed. */
+void server_close_soon(struct server *sv, const char *reason)
+{
+	sv->close_needed = true;
+	sv->close_reason = reason;
+	server_set_state(sv, SERVER_IDLE);
+	list_del(&sv->close_node);
+	list_append(&W->closing_servers, &sv->close_node);
+	worker_schedule_reap();
 }
 
 void server_client_gone(struct server *sv)

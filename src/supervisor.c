@@ -10,6 +10,8 @@
 #include "log.h"
 #include "util.h"
 #include "worker.h"
+#include "shm.h"
+#include "ledger.h"
 
 #include <errno.h>
 #include <event2/event.h>
@@ -25,6 +27,8 @@ struct slot {
 	int restarts;              /* quick successive restarts, for backoff */
 	usec_t started;
 	struct event *respawn;     /* delayed respawn after a crash loop */
+	bool reload_asked;         /* owes a RELOAD_DONE for the running reload */
+	bool reload_missed;        /* started during a reload: gets it after */
 };
 
 static struct {
@@ -37,6 +41,12 @@ static struct {
 	enum shutdown_mode mode;
 	struct event *sig[8];
 	int n_sig;
+	struct ledger *ledger;
+	struct list welcomes;      /* struct welcome: pools' server parameters */
+	/* two-phase reload: every worker stages the new config, then all apply */
+	struct config *staged;
+	int reload_pending;
+	bool reload_failed;
 } sup;
 
 static void broadcast(enum ipc_type type, const void *payload, uint32_t len)
@@ -54,12 +64,174 @@ static int running_workers(void)
 	return n;
 }
 
+static void send_to(int slot, enum ipc_type type, uint32_t reqid, const void *payload, uint32_t len)
+{
+	struct ipc_chan *ch = slot >= 0 && slot < sup.n_slots ? sup.slots[slot].ch : NULL;
+	if (ch && ipc_send(ch, type, reqid, payload, len, -1) < 0)
+		log_warning("could not send %s to worker %d", ipc_type_name(type), slot);
+}
+
+/* ---- slot ledger ---- */
+
+static void send_want(int worker, const char *db, const char *user, int n, void *arg)
+{
+	struct pool_want w;
+	memset(&w, 0, sizeof(w));
+	strlcpy_(w.pool.db, db, sizeof(w.pool.db));
+	strlcpy_(w.pool.user, user, sizeof(w.pool.user));
+	w.n = n;
+	send_to(worker, IPC_POOL_WANT, 0, &w, sizeof(w));
+}
+
+/* After slots were freed: grant what now fits, refresh the asks. */
+static void ledger_settle(void)
+{
+	struct slot_req r;
+	uint32_t reqid;
+	int w;
+	while (ledger_next_grant(sup.ledger, &w, &reqid, &r))
+		send_to(w, IPC_SLOT_GRANT, reqid, &r, sizeof(r));
+	ledger_want_changes(sup.ledger, send_want, NULL);
+}
+
+static bool slot_payload(const struct ipc_hdr *hdr, const void *payload, struct slot_req *r)
+{
+	if (hdr->len != sizeof(*r))
+		return false;
+	memcpy(r, payload, sizeof(*r));
+	r->db[sizeof(r->db) - 1] = 0;
+	r->user[sizeof(r->user) - 1] = 0;
+	return true;
+}
+
+static void on_slot_msg(int slot, const struct ipc_hdr *hdr, const void *payload)
+{
+	struct slot_req r;
+	if (!slot_payload(hdr, payload, &r)) {
+		log_error("ipc: bad %s payload from worker %d", ipc_type_name(hdr->type), slot);
+		return;
+	}
+	if (hdr->type == IPC_SLOT_RELEASE) {
+		if (!ledger_release(sup.ledger, slot, r.db, r.user))
+			log_warning("worker %d returned a slot of %s/%s it did not hold", slot, r.db, r.user);
+		ledger_settle();
+		return;
+	}
+	switch (ledger_request(sup.ledger, slot, hdr->reqid, &r)) {
+	case LEDGER_GRANTED:
+		send_to(slot, IPC_SLOT_GRANT, hdr->reqid, &r, sizeof(r));
+		break;
+	case LEDGER_DENIED:
+		send_to(slot, IPC_SLOT_DENY, hdr->reqid, &r, sizeof(r));
+		break;
+	case LEDGER_QUEUED:
+		log_noise("slot request queued: pool=%s/%s worker=%d", r.db, r.user, slot);
+		ledger_want_changes(sup.ledger, send_want, NULL);
+		break;
+	}
+}
+
+/* The cancel key's top byte names the worker that owns the client. */
+static void forward_cancel(int from, const struct ipc_hdr *hdr, const void *payload)
+{
+	uint32_t v[2];
+	if (hdr->len != sizeof(v))
+		return;
+	memcpy(v, payload, sizeof(v));
+	int owner = (int)((v[0] >> 24) & 0x7f);
+	if (owner >= sup.n_slots || !sup.slots[owner].ch) {
+		log_debug("cancel request for worker %d (from worker %d): no such worker, dropped", owner, from);
+		return;
+	}
+	send_to(owner, IPC_CANCEL_FWD, 0, v, sizeof(v));
+}
+
+/* ---- welcome parameters ---- */
+
+struct welcome {
+	struct list node;
+	uint32_t len;
+	uint8_t data[];            /* db[64] user[64] then name\0value\0 pairs */
+};
+
+#define WELCOME_KEY (2 * LEDGER_NAME)
+
+static struct welcome *find_welcome(const void *key)
+{
+	struct list *it;
+	list_for_each(it, &sup.welcomes) {
+		struct welcome *w = container_of(it, struct welcome, node);
+		if (memcmp(w->data, key, WELCOME_KEY) == 0)
+			return w;
+	}
+	return NULL;
+}
+
+static void on_welcome_msg(int slot, const struct ipc_hdr *hdr, const void *payload)
+{
+	if (hdr->len < WELCOME_KEY)
+		return;
+	struct welcome *w = find_welcome(payload);
+	if (hdr->type == IPC_WELCOME_GET) {
+		if (w)
+			send_to(slot, IPC_WELCOME, 0, w->data, w->len);
+		else
+			send_to(slot, IPC_WELCOME, 0, payload, WELCOME_KEY);
+		return;
+	}
+	if (w) {
+		list_del(&w->node);
+		free(w);
+	}
+	w = xmalloc(sizeof(*w) + hdr->len);
+	w->len = hdr->len;
+	memcpy(w->data, payload, hdr->len);
+	list_append(&sup.welcomes, &w->node);
+}
+
+/* ---- reload ---- */
+
+static void reload_finish(void)
+{
+	if (sup.reload_failed) {
+		log_error("config reload failed in a worker, keeping the old configuration everywhere");
+		broadcast(IPC_RELOAD_ABORT, NULL, 0);
+		config_free(sup.staged);
+	} else {
+		broadcast(IPC_RELOAD_COMMIT, NULL, 0);
+		config_free(sup.cfg);
+		sup.cfg = sup.staged;
+		/* Workers started meanwhile run the old config: bring them along. */
+		for (int i = 0; i < sup.n_slots; i++) {
+			if (!sup.slots[i].reload_missed)
+				continue;
+			sup.slots[i].reload_missed = false;
+			send_to(i, IPC_RELOAD, 0, NULL, 0);
+			send_to(i, IPC_RELOAD_COMMIT, 0, NULL, 0);
+		}
+	}
+	sup.staged = NULL;
+}
+
+static void reload_answered(int slot, bool ok)
+{
+	struct slot *s = &sup.slots[slot];
+	if (!sup.staged || !s->reload_asked)
+		return;
+	s->reload_asked = false;
+	if (!ok)
+		sup.reload_failed = true;
+	if (--sup.reload_pending == 0)
+		reload_finish();
+}
+
 /* ---- worker messages ---- */
 
 static void on_worker_msg(struct ipc_chan *ch, const struct ipc_hdr *hdr, const void *payload,
 			  int fd, void *arg)
 {
 	int slot = (int)(intptr_t)arg;
+	int32_t status;
 	if (fd >= 0)
 		close(fd);
 	if (hdr->worker != slot)
@@ -69,6 +241,21 @@ static void on_worker_msg(struct ipc_chan *ch, const struct ipc_hdr *hdr, const 
 		log_debug("worker %d ready (pid %d)", slot, (int)sup.slots[slot].pid);
 		break;
 	case IPC_RELOAD_DONE:
+		if (hdr->len != sizeof(status))
+			return;
+		memcpy(&status, payload, sizeof(status));
+		reload_answered(slot, status == 0);
+		break;
+	case IPC_SLOT_REQ:
+	case IPC_SLOT_RELEASE:
+		on_slot_msg(slot, hdr, payload);
+		break;
+	case IPC_CANCEL_FWD:
+		forward_cancel(slot, hdr, payload);
+		break;
+	case IPC_WELCOME_PUT:
+	case IPC_WELCOME_GET:
+		on_welcome_msg(slot, hdr, payload);
 		break;
 	default:
 		fatal("ipc: unexpected %s from worker %d", ipc_type_name(hdr->type), slot);
@@ -125,6 +312,7 @@ static void spawn(int slot)
 	struct slot *s = &sup.slots[slot];
 	s->pid = pid;
 	s->started = util_monotonic();
+	s->reload_missed = sup.staged != NULL;
 	s->ch = ipc_chan_new(sup.base, sp[0], -1, on_worker_msg, on_worker_eof, (void *)(intptr_t)slot);
 	log_debug("started worker %d, pid %d", slot, (int)pid);
 }
@@ -145,16 +333,22 @@ static void worker_died(int slot, int status)
 	char why[128];
 
 	describe_status(status, why, sizeof(why));
+	shm_worker_reset(slot);
+	ledger_worker_gone(sup.ledger, slot);
 	ipc_chan_free(s->ch);
 	s->ch = NULL;
+	pid_t old_pid = s->pid;
 	s->pid = 0;
+	reload_answered(slot, true);    /* a dead worker does not hold a reload up */
+	if (!sup.shutting_down)
+		ledger_settle();
 	if (sup.shutting_down) {
 		log_debug("worker %d %s", slot, why);
 		if (running_workers() == 0)
 			event_base_loopexit(sup.base, NULL);
 		return;
 	}
-	log_warning("worker %d (pid %d) %s; restarting it", slot, (int)(s->pid), why);
+	log_warning("worker %d (pid %d) %s; restarting it", slot, (int)old_pid, why);
 	/* Back off if it keeps dying right after start. */
 	usec_t up = util_monotonic() - s->started;
 	s->restarts = up < USEC_PER_SEC ? s->restarts + 1 : 0;
@@ -188,6 +382,10 @@ static void do_reload(void)
 
 	log_info("got SIGHUP, re-reading config");
 	log_reopen();
+	if (sup.staged) {
+		log_warning("config reload already in progress, SIGHUP ignored");
+		return;
+	}
 	if (config_load(sup.cfg->conffile, &cfg, &err) < 0) {
 		log_error("config reload failed, keeping the old configuration: %s", err.msg);
 		return;
@@ -197,9 +395,20 @@ static void do_reload(void)
 		config_free(cfg);
 		return;
 	}
-	config_free(sup.cfg);
-	sup.cfg = cfg;
+	/* Phase one: every worker loads and checks the file itself and
+	 * answers; only when all succeed do they apply it (reload_finish). */
+	sup.staged = cfg;
+	sup.reload_failed = false;
+	sup.reload_pending = 0;
+	for (int i = 0; i < sup.n_slots; i++) {
+		struct slot *s = &sup.slots[i];
+		s->reload_asked = s->ch != NULL;
+		s->reload_missed = false;
+		sup.reload_pending += s->reload_asked;
+	}
 	broadcast(IPC_RELOAD, NULL, 0);
+	if (sup.reload_pending == 0)
+		reload_finish();
 }
 
 static void shutdown_all(enum shutdown_mode mode)
@@ -256,23 +465,25 @@ static void add_signal(int signo)
 
 static int worker_count(const struct config *cfg)
 {
-	/* Instance-wide limits (pool_size, max_*_connections) need the slot
-	 * ledger of the multi-worker design. Until it exists, "auto" means one
-	 * worker (PgBouncer's semantics exactly) and an explicit N is honoured
-	 * with limits applying per worker. */
-	if (cfg->workers <= 0)
-		return 1;
-	if (cfg->workers > 1)
-		log_warning("workers=%d: pool and connection limits currently apply per worker, not instance-wide",
-			    cfg->workers);
-	return cfg->workers;
+	if (cfg->workers > 0)
+		return cfg->workers;
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	if (n < 1)
+		n = 1;
+	return n > SHM_MAX_WORKERS ? SHM_MAX_WORKERS : (int)n;
 }
 
 int supervisor_run(const struct run_options *opt, struct config *cfg)
 {
 	sup.cfg = cfg;
 	sup.n_slots = worker_count(cfg);
+	if (shm_create(sup.n_slots) < 0) {
+		log_error("cannot map shared memory for %d workers", sup.n_slots);
+		config_free(cfg);
+		return 1;
+	}
 	if (listen_open(&sup.ls, cfg, sup.n_slots) < 0) {
+		shm_destroy();
 		config_free(cfg);
 		return 1;
 	}
@@ -284,6 +495,8 @@ int supervisor_run(const struct run_options *opt, struct config *cfg)
 	for (size_t i = 0; i < ARRAY_SIZE(sigs); i++)
 		add_signal(sigs[i]);
 	sup.slots = xcalloc((size_t)sup.n_slots, sizeof(*sup.slots));
+	sup.ledger = ledger_new(sup.n_slots);
+	list_init(&sup.welcomes);
 	log_info("process up: %s, libevent %s, c-ares, workers=%d", PACKAGE_STRING, event_get_version(), sup.n_slots);
 	for (int i = 0; i < sup.n_slots; i++)
 		spawn(i);
@@ -297,9 +510,17 @@ int supervisor_run(const struct run_options *opt, struct config *cfg)
 	for (int i = 0; i < sup.n_sig; i++)
 		event_free(sup.sig[i]);
 	free(sup.slots);
+	ledger_free(sup.ledger);
+	struct list *it;
+	while ((it = list_first(&sup.welcomes)) != NULL) {
+		list_del(it);
+		free(container_of(it, struct welcome, node));
+	}
+	config_free(sup.staged);
 	listen_close(&sup.ls);
 	event_base_free(sup.base);
 	config_free(sup.cfg);
+	shm_destroy();
 	log_info("shutdown complete");
 	return 0;
 }

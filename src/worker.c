@@ -3,6 +3,8 @@
  * channel; when that channel closes the supervisor is gone and the worker
  * shuts down rather than run unsupervised. */
 #include "worker.h"
+#include "shm.h"
+#include "ledger.h"
 #include "admin.h"
 #include "auth/crypto.h"
 #include "cancel.h"
@@ -25,15 +27,16 @@
 struct worker *W;
 static struct worker the_worker;
 
-uint64_t worker_next_id(void)
-{
-	/* Worker id in the high bits: ids stay unique across the instance. */
-	return ((uint64_t)W->id << 48) | ++W->next_id;
-}
-
 static void reap(evutil_socket_t fd, short what, void *arg)
 {
 	struct list *it;
+	while ((it = list_first(&W->closing_servers)) != NULL) {
+		struct server *sv = container_of(it, struct server, close_node);
+		struct pool *p = sv->pool;
+		list_del(it);
+		server_close(sv, sv->close_reason);
+		pool_launch_needed(p);
+	}
 	while ((it = list_first(&W->justfree_clients)) != NULL)
 		client_free(container_of(it, struct client, node));
 	while ((it = list_first(&W->justfree_servers)) != NULL)
@@ -170,13 +173,18 @@ void worker_apply_config(struct config *cfg)
 	config_free(old);
 }
 
-static void do_reload(void)
+/* Reload, phase one: load and check, keep it staged, tell the supervisor.
+ * Phase two (COMMIT or ABORT) comes once every worker has answered, so
+ * all workers apply the new file or none does. */
+static void stage_reload(void)
 {
 	struct config *cfg = NULL;
 	struct config_error err;
 	int32_t status = 0;
 
 	log_reopen();   /* SIGHUP also serves logrotate */
+	config_free(W->staged);
+	W->staged = NULL;
 	if (config_load(W->cfg->conffile, &cfg, &err) < 0) {
 		log_error("config reload failed: %s", err.msg);
 		status = -1;
@@ -185,10 +193,28 @@ static void do_reload(void)
 		config_free(cfg);
 		status = -1;
 	} else {
-		worker_apply_config(cfg);
+		W->staged = cfg;
 	}
 	if (ipc_send(W->sup, IPC_RELOAD_DONE, 0, &status, sizeof(status), -1) < 0)
 		log_warning("could not acknowledge reload");
+}
+
+static void finish_reload(bool commit)
+{
+	struct config *cfg = W->staged;
+	W->staged = NULL;
+	if (commit && cfg)
+		worker_apply_config(cfg);
+	else
+		config_free(cfg);
+}
+
+static bool payload_is(const struct ipc_hdr *hdr, size_t len)
+{
+	if (hdr->len == len)
+		return true;
+	log_error("ipc: bad %s payload (%u bytes)", ipc_type_name(hdr->type), hdr->len);
+	return false;
 }
 
 /* ---- IPC ---- */
@@ -200,8 +226,40 @@ static void on_ipc(struct ipc_chan *ch, const struct ipc_hdr *hdr, const void *p
 		close(fd);
 	switch (hdr->type) {
 	case IPC_RELOAD:
-		do_reload();
+		stage_reload();
 		break;
+	case IPC_RELOAD_COMMIT:
+	case IPC_RELOAD_ABORT:
+		finish_reload(hdr->type == IPC_RELOAD_COMMIT);
+		break;
+	case IPC_SLOT_GRANT:
+	case IPC_SLOT_DENY: {
+		struct slot_req r;
+		if (!payload_is(hdr, sizeof(r)))
+			break;
+		memcpy(&r, payload, sizeof(r));
+		pool_slot_answer(&r, hdr->reqid, hdr->type == IPC_SLOT_GRANT);
+		break;
+	}
+	case IPC_POOL_WANT: {
+		struct pool_want w;
+		if (!payload_is(hdr, sizeof(w)))
+			break;
+		memcpy(&w, payload, sizeof(w));
+		pool_slot_wanted(&w.pool, w.n);
+		break;
+	}
+	case IPC_WELCOME:
+		pool_welcome_answer(payload, hdr->len);
+		break;
+	case IPC_CANCEL_FWD: {
+		uint32_t key[2];
+		if (!payload_is(hdr, sizeof(key)))
+			break;
+		memcpy(key, payload, sizeof(key));
+		cancel_local(key[0], key[1]);
+		break;
+	}
 	case IPC_SHUTDOWN:
 		if (hdr->len != sizeof(v))
 			fatal("ipc: bad SHUTDOWN payload");
@@ -268,6 +326,7 @@ static void worker_cleanup(void)
 	stream_cache_free();
 	varcache_set_tracked(NULL);
 	event_base_free(W->base);
+	config_free(W->staged);
 	config_free(W->cfg);
 	crypto_shutdown();
 }
@@ -287,8 +346,10 @@ void worker_main(int id, struct config *cfg, int ipc_fd, const struct listen_set
 	list_init(&W->justfree_servers);
 	list_init(&W->all_clients);
 	list_init(&W->all_servers);
+	list_init(&W->closing_servers);
 	reset_signals();
 	log_set_worker(id);
+	shm_attach_worker(id);
 	if (crypto_init() < 0)
 		fatal("worker %d: crypto initialisation failed", id);
 	if (!crypto_random(W->secret, sizeof(W->secret)))

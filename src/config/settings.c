@@ -210,7 +210,7 @@ static const struct setting table[] = {
 	S_INT(unix_socket_mode, "0777", 0, 07777, NR, "file mode of the unix socket"),
 	S_STR(user, "", NR, "unix user to switch to after start"),
 	S_INT(verbose, "0", 0, INT_MAX, 0, "log verbosity, as -v"),
-	S_INT(workers, "auto", 0, 1024, NR | EXT | CF_AUTO, "worker processes (auto = online CPUs)"),
+	S_INT(workers, "auto", 0, 128, NR | EXT | CF_AUTO, "worker processes (auto = online CPUs)"),
 };
 
 /* Other names PgBouncer accepts for a row. */

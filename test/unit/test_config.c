@@ -417,7 +417,7 @@ static void test_value_messages(void **state)
 	assert_int_equal(setting_parse(&cfg, setting_find("listen_port"), "x", msg, sizeof(msg)), -1);
 	assert_string_equal(msg, "must be an integer from 1 to 65535");
 	assert_int_equal(setting_parse(&cfg, setting_find("workers"), "x", msg, sizeof(msg)), -1);
-	assert_string_equal(msg, "must be \"auto\" or an integer from 0 to 1024");
+	assert_string_equal(msg, "must be \"auto\" or an integer from 0 to 128");
 	assert_int_equal(setting_parse(&cfg, setting_find("so_reuseport"), "x", msg, sizeof(msg)), -1);
 	assert_non_null(strstr(msg, "boolean"));
 	settings_free_values(&cfg);

@@ -1,0 +1,64 @@
+/* pgcrew — the slot ledger: the supervisor's count of server connections per
+ * pool, database and user over all workers. A worker asks for a slot before
+ * it opens a server connection and gives it back when that connection
+ * closes, so pool_size, max_db_connections and max_user_connections hold for
+ * the instance. Requests that must wait (a client is waiting) queue in
+ * arrival order; the ledger also says which other workers hold slots that
+ * could be given up for them. Pure bookkeeping: no I/O. */
+#ifndef PGCREW_LEDGER_H
+#define PGCREW_LEDGER_H
+
+#include "types.h"
+
+#define LEDGER_NAME 64
+
+/* One request, as a worker sends it (IPC_SLOT_REQ payload). Limits <= 0
+ * mean none. The worker resolves them from its config: pool_limit is
+ * pool_size, plus reserve_pool_size when its waiter may use the reserve. */
+struct slot_req {
+	char db[LEDGER_NAME];
+	char user[LEDGER_NAME];
+	int32_t pool_limit;
+	int32_t db_limit;
+	int32_t user_limit;
+	uint8_t wait;              /* queue when at a limit instead of refusing */
+	uint8_t pad[3];
+};
+
+/* IPC_POOL_WANT payload. */
+struct pool_want {
+	struct slot_req pool;      /* names only */
+	int32_t n;
+};
+
+enum ledger_result { LEDGER_GRANTED, LEDGER_QUEUED, LEDGER_DENIED };
+
+struct ledger;
+
+struct ledger *ledger_new(int n_workers);
+void ledger_free(struct ledger *l);
+
+enum ledger_result ledger_request(struct ledger *l, int worker, uint32_t reqid, const struct slot_req *req);
+/* A slot of worker's is free again. False if the worker held none there. */
+bool ledger_release(struct ledger *l, int worker, const char *db, const char *user);
+/* The oldest queued request that fits now, granted (counted) and removed
+ * from the queue; false when none fits. Call after each release. */
+bool ledger_next_grant(struct ledger *l, int *worker, uint32_t *reqid, struct slot_req *req);
+/* A worker died: forget its slots and queued requests. */
+void ledger_worker_gone(struct ledger *l, int worker);
+
+/* Wants: for each pool, how many queued requests a worker could serve by
+ * closing an idle server of it (same pool elsewhere, or another pool of the
+ * database or user whose limit is full). ledger_want_changes() reports, once per
+ * change, (worker, db, user, n) notices to send: n > 0 asks worker to give
+ * up to n idle servers of that pool back, n == 0 withdraws the ask. */
+typedef void (*ledger_want_fn)(int worker, const char *db, const char *user, int n, void *arg);
+void ledger_want_changes(struct ledger *l, ledger_want_fn fn, void *arg);
+
+/* Counts, for SHOW and tests. */
+int ledger_pool_count(const struct ledger *l, const char *db, const char *user, int worker);  /* worker -1: all */
+int ledger_db_count(const struct ledger *l, const char *db);
+int ledger_user_count(const struct ledger *l, const char *user);
+int ledger_queued(const struct ledger *l);
+
+#endif

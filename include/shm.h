@@ -1,0 +1,44 @@
+/* pgcrew — memory shared by the supervisor and every worker, mapped once
+ * before the first fork. It holds what must be instance-wide and is touched
+ * on every accept or login, so it cannot wait for a message round trip:
+ * connection ids and client counts. Every count is kept per worker (one
+ * writer per cell); a total is the sum of the cells, and a dead worker's
+ * cells are zeroed by the supervisor. */
+#ifndef PGCREW_SHM_H
+#define PGCREW_SHM_H
+
+#include "types.h"
+
+#define SHM_MAX_WORKERS 128     /* the cancel key keeps 7 bits for the worker */
+#define SHM_NAMES 4096          /* distinct database and user names counted */
+
+enum shm_kind { SHM_DB, SHM_USER };
+
+/* Supervisor, before forking: room for n workers. */
+int shm_create(int n_workers) MUSTCHECK;
+void shm_destroy(void);
+/* Supervisor, when worker w is gone: its clients are gone too. */
+void shm_worker_reset(int w);
+/* Worker: which column is ours. */
+void shm_attach_worker(int w);
+int shm_n_workers(void);
+
+/* Instance-wide unique connection id (clients and servers). */
+uint64_t shm_next_id(void);
+
+/* Count one client of this worker against an instance-wide limit (<= 0:
+ * none). False, with nothing counted, when that would exceed it. */
+bool shm_client_take(int limit);
+void shm_client_put(void);
+int shm_clients_of(int w);
+int shm_clients_total(void);
+
+/* Named counters (clients per database and per user). The index is stable
+ * for the life of the instance; -1 when the table is full (then callers
+ * count per worker only, and say so). */
+int shm_name_index(enum shm_kind kind, const char *name);
+bool shm_name_take(int idx, int limit);
+void shm_name_put(int idx);
+int shm_name_total(int idx);
+
+#endif

@@ -1,0 +1,284 @@
+/* pgcrew — the supervisor's slot ledger (see ledger.h). Lists, not hashes:
+ * it changes only when a server connection opens or closes, and the number
+ * of pools is small next to the traffic that never reaches it. */
+#include "ledger.h"
+#include "util.h"
+
+struct lcount {
+	struct list node;
+	char name[LEDGER_NAME];
+	int total;
+};
+
+struct lpool {
+	struct list node;
+	char db[LEDGER_NAME], user[LEDGER_NAME];
+	struct lcount *dbc, *userc;
+	int total;
+	int *count;                /* per worker */
+	int *told;                 /* per worker: the last want sent */
+};
+
+struct lreq {
+	struct list node;
+	int worker;
+	uint32_t reqid;
+	struct slot_req req;
+	struct lpool *pool;
+};
+
+struct ledger {
+	int n;
+	struct list pools, dbs, users, queue;
+};
+
+struct ledger *ledger_new(int n_workers)
+{
+	struct ledger *l = xcalloc(1, sizeof(*l));
+	l->n = n_workers;
+	list_init(&l->pools);
+	list_init(&l->dbs);
+	list_init(&l->users);
+	list_init(&l->queue);
+	return l;
+}
+
+static void free_list(struct list *head, size_t node_off)
+{
+	struct list *it;
+	while ((it = list_first(head)) != NULL) {
+		list_del(it);
+		free((char *)it - node_off);
+	}
+}
+
+void ledger_free(struct ledger *l)
+{
+	struct list *it;
+	if (!l)
+		return;
+	while ((it = list_first(&l->pools)) != NULL) {
+		struct lpool *p = container_of(it, struct lpool, node);
+		list_del(it);
+		free(p->count);
+		free(p->told);
+		free(p);
+	}
+	free_list(&l->dbs, offsetof(struct lcount, node));
+	free_list(&l->users, offsetof(struct lcount, node));
+	free_list(&l->queue, offsetof(struct lreq, node));
+	free(l);
+}
+
+static struct lcount *get_count(struct list *head, const char *name)
+{
+	struct list *it;
+	list_for_each(it, head) {
+		struct lcount *c = container_of(it, struct lcount, node);
+		if (strcmp(c->name, name) == 0)
+			return c;
+	}
+	struct lcount *c = xcalloc(1, sizeof(*c));
+	strlcpy_(c->name, name, sizeof(c->name));
+	list_append(head, &c->node);
+	return c;
+}
+
+static struct lpool *find_pool(const struct ledger *l, const char *db, const char *user)
+{
+	struct list *it;
+	list_for_each(it, &l->pools) {
+		struct lpool *p = container_of(it, struct lpool, node);
+		if (strcmp(p->db, db) == 0 && strcmp(p->user, user) == 0)
+			return p;
+	}
+	return NULL;
+}
+
+static struct lpool *get_pool(struct ledger *l, const char *db, const char *user)
+{
+	struct lpool *p = find_pool(l, db, user);
+	if (p)
+		return p;
+	p = xcalloc(1, sizeof(*p));
+	strlcpy_(p->db, db, sizeof(p->db));
+	strlcpy_(p->user, user, sizeof(p->user));
+	p->dbc = get_count(&l->dbs, db);
+	p->userc = get_count(&l->users, user);
+	p->count = xcalloc((size_t)l->n, sizeof(int));
+	p->told = xcalloc((size_t)l->n, sizeof(int));
+	list_append(&l->pools, &p->node);
+	return p;
+}
+
+static bool under(int have, int32_t limit)
+{
+	return limit <= 0 || have < limit;
+}
+
+static bool fits(const struct lpool *p, const struct slot_req *r)
+{
+	return under(p->total, r->pool_limit) && under(p->dbc->total, r->db_limit) &&
+	       under(p->userc->total, r->user_limit);
+}
+
+static void take(struct lpool *p, int worker, int delta)
+{
+	p->total += delta;
+	p->count[worker] += delta;
+	p->dbc->total += delta;
+	p->userc->total += delta;
+}
+
+/* Is a request for the same pool, database or user already waiting?
+ * Then a newcomer queues behind it: first come, first served. */
+static bool someone_waits(const struct ledger *l, const struct lpool *p)
+{
+	struct list *it;
+	list_for_each(it, &l->queue) {
+		const struct lreq *q = container_of(it, struct lreq, node);
+		if (q->pool == p || q->pool->dbc == p->dbc || q->pool->userc == p->userc)
+			return true;
+	}
+	return false;
+}
+
+enum ledger_result ledger_request(struct ledger *l, int worker, uint32_t reqid, const struct slot_req *req)
+{
+	if (worker < 0 || worker >= l->n)
+		return LEDGER_DENIED;
+	struct lpool *p = get_pool(l, req->db, req->user);
+	/* A request that would not wait (min_pool_size, the reserve) is
+	 * answered now; it cannot take a slot a queued one fits in, as
+	 * those are granted the moment they fit. */
+	if ((!req->wait || !someone_waits(l, p)) && fits(p, req)) {
+		take(p, worker, 1);
+		return LEDGER_GRANTED;
+	}
+	if (!req->wait)
+		return LEDGER_DENIED;
+	struct lreq *q = xcalloc(1, sizeof(*q));
+	q->worker = worker;
+	q->reqid = reqid;
+	q->req = *req;
+	q->pool = p;
+	list_append(&l->queue, &q->node);
+	return LEDGER_QUEUED;
+}
+
+bool ledger_release(struct ledger *l, int worker, const char *db, const char *user)
+{
+	struct lpool *p = find_pool(l, db, user);
+	if (worker < 0 || worker >= l->n || !p || p->count[worker] <= 0)
+		return false;
+	take(p, worker, -1);
+	return true;
+}
+
+bool ledger_next_grant(struct ledger *l, int *worker, uint32_t *reqid, struct slot_req *req)
+{
+	struct list *it;
+	list_for_each(it, &l->queue) {
+		struct lreq *q = container_of(it, struct lreq, node);
+		if (!fits(q->pool, &q->req))
+			continue;
+		take(q->pool, q->worker, 1);
+		*worker = q->worker;
+		*reqid = q->reqid;
+		*req = q->req;
+		list_del(&q->node);
+		free(q);
+		return true;
+	}
+	return false;
+}
+
+void ledger_worker_gone(struct ledger *l, int worker)
+{
+	struct list *it, *tmp;
+	if (worker < 0 || worker >= l->n)
+		return;
+	list_for_each(it, &l->pools) {
+		struct lpool *p = container_of(it, struct lpool, node);
+		take(p, worker, -p->count[worker]);
+		p->told[worker] = 0;
+	}
+	list_for_each_safe(it, tmp, &l->queue) {
+		struct lreq *q = container_of(it, struct lreq, node);
+		if (q->worker == worker) {
+			list_del(&q->node);
+			free(q);
+		}
+	}
+}
+
+/* Would closing a server of p help queued request q? Yes for its own pool,
+ * and for another pool of its database or user when that limit is the one
+ * in the way (PgBouncer evicts idle servers of other pools for the same). */
+static bool helps(const struct lreq *q, const struct lpool *p)
+{
+	if (q->pool == p)
+		return true;
+	if (q->pool->dbc == p->dbc && q->req.db_limit > 0 && p->dbc->total >= q->req.db_limit)
+		return true;
+	return q->pool->userc == p->userc && q->req.user_limit > 0 && p->userc->total >= q->req.user_limit;
+}
+
+/* Queued requests that worker w could help by giving up a server of p; a
+ * worker is not asked to give up a server of the very pool it waits for. */
+static int wanted_from(const struct ledger *l, const struct lpool *p, int w)
+{
+	int n = 0;
+	struct list *it;
+	list_for_each(it, &l->queue) {
+		const struct lreq *q = container_of(it, struct lreq, node);
+		n += helps(q, p) && !(q->worker == w && q->pool == p);
+	}
+	return n;
+}
+
+void ledger_want_changes(struct ledger *l, ledger_want_fn fn, void *arg)
+{
+	struct list *it;
+	list_for_each(it, &l->pools) {
+		struct lpool *p = container_of(it, struct lpool, node);
+		for (int w = 0; w < l->n; w++) {
+			int n = p->count[w] > 0 ? wanted_from(l, p, w) : 0;
+			if (n == p->told[w])
+				continue;
+			p->told[w] = n;
+			fn(w, p->db, p->user, n, arg);
+		}
+	}
+}
+
+int ledger_pool_count(const struct ledger *l, const char *db, const char *user, int worker)
+{
+	const struct lpool *p = find_pool(l, db, user);
+	if (!p)
+		return 0;
+	return worker < 0 ? p->total : (worker < l->n ? p->count[worker] : 0);
+}
+
+static int count_of(const struct list *head, const char *name)
+{
+	const struct list *it;
+	list_for_each(it, head) {
+		const struct lcount *c = container_of(it, struct lcount, node);
+		if (strcmp(c->name, name) == 0)
+			return c->total;
+	}
+	return 0;
+}
+
+int ledger_db_count(const struct ledger *l, const char *db) { return count_of(&l->dbs, db); }
+int ledger_user_count(const struct ledger *l, const char *user) { return count_of(&l->users, user); }
+
+int ledger_queued(const struct ledger *l)
+{
+	int n = 0;
+	const struct list *it;
+	list_for_each(it, &l->queue)
+		n++;
+	return n;
+}

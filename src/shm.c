@@ -1,0 +1,180 @@
+/* pgcrew — instance-wide counters in one anonymous shared mapping, created
+ * by the supervisor before the first fork so every process sees it at the
+ * same address. Lock-free: a cell has one writer (its worker); limits are
+ * checked by counting first and undoing when the sum is over the limit, so
+ * racing workers may both refuse but can never both exceed. */
+#include "shm.h"
+#include "log.h"
+#include "util.h"
+
+#include <sched.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
+
+#define NAME_LEN 64
+
+enum { SLOT_EMPTY, SLOT_WRITING, SLOT_READY };
+
+struct name_slot {
+	_Atomic int state;
+	uint8_t kind;
+	char name[NAME_LEN];
+};
+
+struct shm_head {
+	_Atomic uint64_t next_id;
+	int n_workers;
+	_Atomic int clients[SHM_MAX_WORKERS];
+	struct name_slot names[SHM_NAMES];
+	/* followed by _Atomic int counts[SHM_NAMES][n_workers] */
+};
+
+static struct shm_head *head;
+static _Atomic int *counts;
+static size_t map_len;
+static int self = -1;
+
+int shm_create(int n_workers)
+{
+	if (n_workers < 1 || n_workers > SHM_MAX_WORKERS)
+		return -1;
+	map_len = sizeof(*head) + sizeof(_Atomic int) * SHM_NAMES * (size_t)n_workers;
+	void *p = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return -1;
+	head = p;           /* the kernel gives zeroed pages */
+	head->n_workers = n_workers;
+	counts = (_Atomic int *)(head + 1);
+	return 0;
+}
+
+void shm_destroy(void)
+{
+	if (head)
+		munmap(head, map_len);
+	head = NULL;
+	counts = NULL;
+}
+
+static _Atomic int *cell(int idx, int w)
+{
+	return &counts[(size_t)idx * (size_t)head->n_workers + (size_t)w];
+}
+
+void shm_worker_reset(int w)
+{
+	if (!head || w < 0 || w >= head->n_workers)
+		return;
+	atomic_store(&head->clients[w], 0);
+	for (int i = 0; i < SHM_NAMES; i++)
+		atomic_store(cell(i, w), 0);
+}
+
+void shm_attach_worker(int w)
+{
+	self = w;
+}
+
+int shm_n_workers(void)
+{
+	return head ? head->n_workers : 1;
+}
+
+uint64_t shm_next_id(void)
+{
+	return atomic_fetch_add(&head->next_id, 1) + 1;
+}
+
+static int sum_clients(void)
+{
+	int n = 0;
+	for (int w = 0; w < head->n_workers; w++)
+		n += atomic_load_explicit(&head->clients[w], memory_order_relaxed);
+	return n;
+}
+
+bool shm_client_take(int limit)
+{
+	atomic_fetch_add(&head->clients[self], 1);
+	if (limit > 0 && sum_clients() > limit) {
+		atomic_fetch_sub(&head->clients[self], 1);
+		return false;
+	}
+	return true;
+}
+
+void shm_client_put(void)
+{
+	atomic_fetch_sub(&head->clients[self], 1);
+}
+
+int shm_clients_of(int w)
+{
+	return head && w >= 0 && w < head->n_workers ? atomic_load(&head->clients[w]) : 0;
+}
+
+int shm_clients_total(void)
+{
+	return head ? sum_clients() : 0;
+}
+
+static uint32_t hash_name(enum shm_kind kind, const char *name)
+{
+	uint32_t h = 2166136261u ^ (uint32_t)kind;
+	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+		h = (h ^ *p) * 16777619u;
+	return h;
+}
+
+int shm_name_index(enum shm_kind kind, const char *name)
+{
+	if (!head || strlen(name) >= NAME_LEN)
+		return -1;
+	uint32_t h = hash_name(kind, name);
+	for (int probe = 0; probe < SHM_NAMES; probe++) {
+		int i = (int)((h + (uint32_t)probe) % SHM_NAMES);
+		struct name_slot *s = &head->names[i];
+		int st = atomic_load_explicit(&s->state, memory_order_acquire);
+		if (st == SLOT_EMPTY) {
+			int expect = SLOT_EMPTY;
+			if (atomic_compare_exchange_strong(&s->state, &expect, SLOT_WRITING)) {
+				s->kind = (uint8_t)kind;
+				strcpy(s->name, name);
+				atomic_store_explicit(&s->state, SLOT_READY, memory_order_release);
+				return i;
+			}
+			st = expect;
+		}
+		/* Another process is writing this slot: a few stores, wait them out. */
+		while (st == SLOT_WRITING) {
+			sched_yield();
+			st = atomic_load_explicit(&s->state, memory_order_acquire);
+		}
+		if (s->kind == (uint8_t)kind && strcmp(s->name, name) == 0)
+			return i;
+	}
+	return -1;
+}
+
+int shm_name_total(int idx)
+{
+	int n = 0;
+	for (int w = 0; w < head->n_workers; w++)
+		n += atomic_load_explicit(cell(idx, w), memory_order_relaxed);
+	return n;
+}
+
+bool shm_name_take(int idx, int limit)
+{
+	atomic_fetch_add(cell(idx, self), 1);
+	if (limit > 0 && shm_name_total(idx) > limit) {
+		atomic_fetch_sub(cell(idx, self), 1);
+		return false;
+	}
+	return true;
+}
+
+void shm_name_put(int idx)
+{
+	atomic_fetch_sub(cell(idx, self), 1);
+}
