@@ -20,6 +20,7 @@ void client_start_auth(struct client *c);
 void client_server_linked(struct client *c);      /* a server is now c->link */
 void client_pool_ready(struct client *c);         /* welcome parameters known */
 void client_server_login_failed(struct client *c, const char *sqlstate, const char *msg);
+void client_cached_login_error(struct client *c, const char *msg);
 void client_send_notice(struct client *c, const char *msg);
 /* Add the client's traffic since the last call to its pool's counters. */
 void client_account_bytes(struct client *c);

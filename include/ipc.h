@@ -27,6 +27,7 @@ enum ipc_type {
 	IPC_WELCOME_PUT,       /* worker -> sup: a pool's server parameters (see pool.c) */
 	IPC_WELCOME_GET,       /* worker -> sup: names; answered by IPC_WELCOME */
 	IPC_WELCOME,           /* sup -> worker: names + parameters (none: unknown) */
+	IPC_LOGIN_FAILED,      /* worker -> sup -> other workers: struct login_failure */
 	IPC_TYPE_COUNT
 };
 

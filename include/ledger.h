@@ -31,6 +31,16 @@ struct pool_want {
 	int32_t n;
 };
 
+/* IPC_LOGIN_FAILED payload: a pool's server login failed; every worker
+ * serves the cached error until server_login_retry, as one PgBouncer would. */
+struct login_failure {
+	struct slot_req pool;      /* names only */
+	char code[6];
+	char msg[512];
+	char pad[2];
+	int64_t age_usec;          /* how long ago it failed */
+};
+
 enum ledger_result { LEDGER_GRANTED, LEDGER_QUEUED, LEDGER_DENIED };
 
 struct ledger;

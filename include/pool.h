@@ -10,6 +10,7 @@
 struct config;
 struct db_def;
 struct slot_req;
+struct login_failure;
 
 struct database *pool_find_db(const char *name);
 /* Find, or create from the "*" template. NULL if neither. */
@@ -46,6 +47,9 @@ void pool_slot_release(struct pool *p);
 void pool_welcome_param(struct pool *p, const char *k, const char *v);
 void pool_welcome_share(struct pool *p);
 void pool_welcome_answer(const void *payload, size_t len);
+/* A failed server login, told to the other workers; and their telling. */
+void pool_login_failed_share(struct pool *p);
+void pool_login_failed_heard(const struct login_failure *f);
 /* Apply a config generation: mark-and-sweep databases and users. */
 void pool_apply_config(const struct config *cfg);
 void pool_free_all(void);

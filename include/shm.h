@@ -40,5 +40,9 @@ int shm_name_index(enum shm_kind kind, const char *name);
 bool shm_name_take(int idx, int limit);
 void shm_name_put(int idx);
 int shm_name_total(int idx);
+/* A database's host-list position, shared so every worker round-robins
+ * over one sequence and skips a host another worker found down. */
+int shm_host(int idx, int advance);       /* returns the value before adding */
+void shm_host_set(int idx, int value);
 
 #endif

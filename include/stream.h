@@ -123,6 +123,9 @@ void stream_set_tls(struct stream *s, struct tls_conn *tls);
 void stream_start_tls(struct stream *s, struct tls_conn *tls);
 /* `gone` is closing: drop s's bytes queued toward it and forget it. */
 void stream_forget_peer(struct stream *s, struct stream *gone);
+/* Stop watching the socket and hand it to the caller (stream_close will
+ * not close it). -1 if there is none. */
+int stream_take_fd(struct stream *s);
 /* Close the socket and release the buffer. Safe to call twice. */
 void stream_close(struct stream *s);
 const char *stream_event_name(enum stream_event ev);

@@ -97,7 +97,7 @@ void admin_welcome(struct client *c)
 	pkt_write_parameter_status(&pb, "standard_conforming_strings", "on");
 	pkt_write_parameter_status(&pb, "integer_datetimes", "on");
 	pkt_write_parameter_status(&pb, "application_name", "pgcrew");
-	pkt_write_backend_key(&pb, 0, 0);
+	pkt_write_backend_key(&pb, c->cancel_pid, c->cancel_key);
 	pkt_write_ready(&pb, 'I');
 	bool ok = stream_write(&c->s, &pb);
 	pktbuf_free(&pb);

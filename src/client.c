@@ -118,7 +118,7 @@ void client_send_notice(struct client *c, const char *msg)
 {
 	struct pktbuf pb;
 	pktbuf_init(&pb, 128);
-	pkt_write_notice(&pb, "NOTICE", "01000", msg);
+	pkt_write_notice(&pb, "NOTICE", "00000", msg);
 	(void)stream_write(&c->s, &pb);
 	pktbuf_free(&pb);
 }
@@ -298,6 +298,14 @@ void client_server_login_failed(struct client *c, const char *sqlstate, const ch
 	client_close_sqlstate(c, sqlstate && *sqlstate ? sqlstate : "08P01", msg);
 }
 
+/* A later client within server_login_retry: PgBouncer's wording. */
+void client_cached_login_error(struct client *c, const char *msg)
+{
+	char text[600];
+	snprintf(text, sizeof(text), "server login has been failing, cached error: %s (server_login_retry)", msg);
+	client_close_sqlstate(c, "08P01", text);
+}
+
 static void finish_login(struct client *c)
 {
 	struct pool *p = c->pool;
@@ -305,11 +313,13 @@ static void finish_login(struct client *c)
 	if (W->cfg->log_connections)
 		log_client(c, LG_LOG, "login attempt: db=%s user=%s tls=%s", c->db_name, c->user_name,
 			   c->s.tls ? tls_conn_version(c->s.tls) : "no");
+	/* Console clients get a key too: it names their worker (SHOW WORKERS
+	 * users and tests read it), and a cancel for them is simply dropped. */
+	cancel_register(c);
 	if (c->db->admin) {
 		admin_welcome(c);
 		return;
 	}
-	cancel_register(c);
 	if (p->welcome_ready) {
 		send_welcome(c);
 		return;
@@ -318,7 +328,7 @@ static void finish_login(struct client *c)
 	c->request_time = util_monotonic();
 	if (p->n_login == 0 && p->login_failed_at && p->login_error[0] &&
 	    util_monotonic() - p->login_failed_at < W->cfg->server_login_retry) {
-		client_server_login_failed(c, p->login_error_code, p->login_error);
+		client_cached_login_error(c, p->login_error);
 		return;
 	}
 	pool_launch_needed(p);
@@ -647,12 +657,12 @@ static bool check_client_limits(struct client *c)
 	struct puser *u = c->login_user;
 
 	if (!take_client_slot(db->shm_idx, &db->n_clients, db->max_db_client_connections)) {
-		client_close(c, true, "no more connections allowed (max_db_client_connections)");
+		client_close(c, true, "client connections exceeded (max_db_client_connections)");
 		return false;
 	}
 	c->counted_db = true;
 	if (u && !take_client_slot(u->shm_idx, &u->n_clients, u->max_user_client_connections)) {
-		client_close(c, true, "no more connections allowed (max_user_client_connections)");
+		client_close(c, true, "client connections exceeded (max_user_client_connections)");
 		return false;
 	}
 	c->counted_user = u != NULL;

@@ -37,6 +37,7 @@ static const char *const type_names[] = {
 	[IPC_SLOT_RELEASE] = "SLOT_RELEASE", [IPC_POOL_WANT] = "POOL_WANT",
 	[IPC_CANCEL_FWD] = "CANCEL_FWD", [IPC_WELCOME_PUT] = "WELCOME_PUT",
 	[IPC_WELCOME_GET] = "WELCOME_GET", [IPC_WELCOME] = "WELCOME",
+	[IPC_LOGIN_FAILED] = "LOGIN_FAILED",
 };
 _Static_assert(ARRAY_SIZE(type_names) == IPC_TYPE_COUNT, "ipc type names");
 

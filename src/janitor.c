@@ -46,7 +46,7 @@ static void check_waiting(struct pool *p, usec_t now)
 		if (cfg->query_wait_notify > 0 && waited > cfg->query_wait_notify && !c->wait_notified &&
 		    c->state == CLIENT_WAITING) {
 			char msg[256];
-			snprintf(msg, sizeof(msg), "No server connection available in postgres pool, waiting");
+			snprintf(msg, sizeof(msg), "No server connection available in postgres backend, client being queued");
 			client_send_notice(c, msg);
 			c->wait_notified = now;
 		}
@@ -132,9 +132,25 @@ static void check_autodb(usec_t now)
 		struct database *db = container_of(it, struct database, node);
 		if (db->is_autodb && !db->dead && db->n_clients == 0 && db->n_servers == 0 &&
 		    now - db->last_used > t) {
-			log_info("auto-database %s idle for too long, removed", db->name);
+			log_warning("dropping database '%s' as it does not exist anymore or inactive auto-database",
+				    db->name);
 			db->dead = true;
 		}
+	}
+}
+
+/* A database with a forced user and min_pool_size has its pool opened
+ * before any client asks, as PgBouncer does. */
+static void open_forced_pools(void)
+{
+	struct list *it;
+	list_for_each(it, &W->databases) {
+		struct database *db = container_of(it, struct database, node);
+		if (!db->forced_user || db->min_pool_size <= 0 || db->dead || db->admin)
+			continue;
+		struct puser *u = pool_get_user(db->forced_user);
+		if (u)
+			(void)pool_get(db, u);
 	}
 }
 
@@ -144,6 +160,7 @@ static void janitor_run(evutil_socket_t fd, short what, void *arg)
 	struct list *it;
 
 	check_login_clients(now);
+	open_forced_pools();
 	list_for_each(it, &W->pools) {
 		struct pool *p = container_of(it, struct pool, node);
 		check_waiting(p, now);

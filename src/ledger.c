@@ -130,14 +130,25 @@ static void take(struct lpool *p, int worker, int delta)
 	p->userc->total += delta;
 }
 
-/* Is a request for the same pool, database or user already waiting?
- * Then a newcomer queues behind it: first come, first served. */
+/* Would a slot for p take what queued request q waits for? The same pool;
+ * or the same database (user) when that limit is what holds q back. */
+static bool competes(const struct lreq *q, const struct lpool *p)
+{
+	if (q->pool == p)
+		return true;
+	if (q->pool->dbc == p->dbc && q->req.db_limit > 0 && p->dbc->total >= q->req.db_limit - 1)
+		return true;
+	return q->pool->userc == p->userc && q->req.user_limit > 0 &&
+	       p->userc->total >= q->req.user_limit - 1;
+}
+
+/* Then a newcomer queues behind it: first come, first served. */
 static bool someone_waits(const struct ledger *l, const struct lpool *p)
 {
 	struct list *it;
 	list_for_each(it, &l->queue) {
 		const struct lreq *q = container_of(it, struct lreq, node);
-		if (q->pool == p || q->pool->dbc == p->dbc || q->pool->userc == p->userc)
+		if (competes(q, p))
 			return true;
 	}
 	return false;

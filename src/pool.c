@@ -551,6 +551,36 @@ void pool_welcome_answer(const void *payload, size_t len)
 	pool_launch_needed(p);
 }
 
+void pool_login_failed_share(struct pool *p)
+{
+	struct login_failure f;
+	if (!shared_limits())
+		return;
+	memset(&f, 0, sizeof(f));
+	fill_req(p, &f.pool);
+	strlcpy_(f.code, p->login_error_code, sizeof(f.code));
+	strlcpy_(f.msg, p->login_error, sizeof(f.msg));
+	if (ipc_send(W->sup, IPC_LOGIN_FAILED, 0, &f, sizeof(f), -1) < 0)
+		log_warning("could not tell the other workers about a failed login");
+}
+
+void pool_login_failed_heard(const struct login_failure *f)
+{
+	struct pool *p = pool_by_names(f->pool.db, f->pool.user);
+	if (!p)
+		return;
+	strlcpy_(p->login_error_code, f->code, sizeof(p->login_error_code));
+	strlcpy_(p->login_error, f->msg, sizeof(p->login_error));
+	p->login_failed_at = util_monotonic() - (f->age_usec > 0 ? (usec_t)f->age_usec : 0);
+	if (p->n_login > 0)
+		return;
+	struct list *it, *tmp;
+	list_for_each_safe(it, tmp, &p->waiting_clients) {
+		struct client *c = container_of(it, struct client, node);
+		client_server_login_failed(c, p->login_error_code, p->login_error);
+	}
+}
+
 void pool_launch_needed(struct pool *p)
 {
 	enum launch_ok ok;
@@ -580,7 +610,7 @@ void pool_launch_needed(struct pool *p)
 		struct list *it, *tmp;
 		list_for_each_safe(it, tmp, &p->waiting_clients) {
 			struct client *c = container_of(it, struct client, node);
-			client_server_login_failed(c, p->login_error_code, p->login_error);
+			client_cached_login_error(c, p->login_error);
 		}
 	}
 }
@@ -588,7 +618,8 @@ void pool_launch_needed(struct pool *p)
 static bool check_needed(const struct server *sv)
 {
 	const struct config *cfg = W->cfg;
-	if (!cfg->server_check_query[0] || cfg->server_check_delay < 0)
+	/* A server fresh from login is known good; only used ones go stale. */
+	if (!sv->used || !cfg->server_check_query[0] || cfg->server_check_delay < 0)
 		return false;
 	return util_monotonic() - sv->last_used >= cfg->server_check_delay;
 }
@@ -601,6 +632,7 @@ static bool link_pair(struct client *c, struct server *sv)
 
 	c->link = sv;
 	sv->link = c;
+	sv->used = true;
 	c->s.peer = &sv->s;
 	sv->s.peer = &c->s;
 	server_set_state(sv, SERVER_ACTIVE);

@@ -4,6 +4,8 @@
  * the pooler swallows until ReadyForQuery. */
 #include "server.h"
 #include "shm.h"
+#include "ledger.h"
+#include "ipc.h"
 #include "auth/md5.h"
 #include "auth/scram.h"
 #include "cancel.h"
@@ -21,6 +23,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 static const char *const state_names[] = {
 	[SERVER_LOGIN] = "login", [SERVER_IDLE] = "idle", [SERVER_ACTIVE] = "active",
@@ -97,6 +100,66 @@ void server_set_state(struct server *sv, enum server_state st)
 
 /* ---- closing ---- */
 
+/* Several workers: a server's ledger slot is handed back only when its
+ * backend is gone (EOF after our Terminate), so the instance never has
+ * more backends than its limits, even for a moment, while one worker gives
+ * a server up and another opens one. Bounded by LINGER_USEC. */
+#define LINGER_USEC (2 * USEC_PER_SEC)
+
+struct lingering {
+	struct list node;
+	struct event *ev;
+	int fd;
+	struct slot_req names;
+};
+
+static struct list lingering = LIST_INIT(lingering);
+
+static void linger_free(struct lingering *l)
+{
+	list_del(&l->node);
+	event_free(l->ev);
+	close(l->fd);
+	free(l);
+}
+
+static void linger_done(evutil_socket_t fd, short what, void *arg)
+{
+	struct lingering *l = arg;
+	char junk[256];
+	if (what & EV_READ) {
+		ssize_t n = recv(fd, junk, sizeof(junk), 0);
+		if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR)))
+			return;    /* TLS close_notify or a notice: wait on */
+	}
+	if (ipc_send(W->sup, IPC_SLOT_RELEASE, 0, &l->names, sizeof(l->names), -1) < 0)
+		log_warning("could not return a server slot of %s/%s", l->names.db, l->names.user);
+	linger_free(l);
+}
+
+void server_linger_free_all(void)
+{
+	struct list *it;
+	while ((it = list_first(&lingering)) != NULL)
+		linger_free(container_of(it, struct lingering, node));
+}
+
+static void linger(struct pool *p, int fd)
+{
+	if (fd < 0) {
+		pool_slot_release(p);
+		return;
+	}
+	struct lingering *l = xcalloc(1, sizeof(*l));
+	l->fd = fd;
+	list_append(&lingering, &l->node);
+	strlcpy_(l->names.db, p->db->name, sizeof(l->names.db));
+	strlcpy_(l->names.user, p->user->name, sizeof(l->names.user));
+	struct timeval tv = { LINGER_USEC / USEC_PER_SEC, LINGER_USEC % USEC_PER_SEC };
+	l->ev = event_new(W->base, fd, EV_READ | EV_PERSIST | EV_TIMEOUT, linger_done, l);
+	event_add(l->ev, &tv);
+}
+
 void server_close(struct server *sv, const char *reason)
 {
 	struct pool *p = sv->pool;
@@ -119,13 +182,16 @@ void server_close(struct server *sv, const char *reason)
 		stream_forget_peer(&c->s, &sv->s);
 		client_close_sqlstate(c, "08P01", "server conn crashed?");
 	}
+	bool said_bye = false;
 	if (sv->state == SERVER_ACTIVE || sv->state == SERVER_IDLE || sv->state == SERVER_TESTED)
-		(void)stream_write_raw(&sv->s, "X\0\0\0\4", 5);   /* polite Terminate */
+		said_bye = stream_write_raw(&sv->s, "X\0\0\0\4", 5);   /* polite Terminate */
+	if (sv->has_slot && said_bye && !stream_has_pending_out(&sv->s) && !W->shutting_down)
+		linger(p, stream_take_fd(&sv->s));
+	else if (sv->has_slot)
+		pool_slot_release(p);
 	stream_close(&sv->s);
 	p->db->n_servers--;
 	p->user->n_servers--;
-	if (sv->has_slot)
-		pool_slot_release(p);
 	server_set_state(sv, SERVER_JUSTFREE);
 	free(sv->scram);
 	sv->scram = NULL;
@@ -232,7 +298,8 @@ bool server_launch(struct pool *p, bool with_slot)
 	/* round-robin: each launch takes the next host; disable: stay on one
 	 * host and move on only when it fails (see connect_failed()). */
 	if (db->n_hosts > 1)
-		idx = (db->load_balance ? db->host_rr++ : db->host_rr) % db->n_hosts;
+		idx = (db->shm_idx >= 0 ? shm_host(db->shm_idx, db->load_balance ? 1 : 0)
+		       : (db->load_balance ? db->host_rr++ : db->host_rr)) % db->n_hosts;
 	sv->host_idx = idx;
 	const char *host = db->hosts[idx];
 	struct sockaddr_storage ss;
@@ -319,6 +386,7 @@ static void login_failed(struct server *sv, const char *sqlstate, const char *ms
 	snprintf(p->login_error, sizeof(p->login_error), "%s", msg);
 	snprintf(p->login_error_code, sizeof(p->login_error_code), "%s", sqlstate && *sqlstate ? sqlstate : "08P01");
 	p->login_failed_at = util_monotonic();
+	pool_login_failed_share(p);
 	server_close(sv, "login failed");
 	/* Clients waiting only for this login learn why at once. */
 	if (p->n_login == 0) {
@@ -738,8 +806,10 @@ static void server_on_event(struct stream *s, enum stream_event ev)
 		on_connected(sv);
 		break;
 	case SE_CONNECT_FAILED:
-		if (!sv->pool->db->load_balance)
+		if (!sv->pool->db->load_balance) {
 			sv->pool->db->host_rr = sv->host_idx + 1;
+			shm_host_set(sv->pool->db->shm_idx, sv->host_idx + 1);
+		}
 		log_msg_errno(LG_WARNING, "S-%llu: %s/%s@%s:%d connect failed", (unsigned long long)sv->id,
 			      sv->pool->db->name, sv->pool->user->name, sv->addr, sv->port);
 		sv->pool->login_failed_at = util_monotonic();

@@ -17,6 +17,7 @@ enum { SLOT_EMPTY, SLOT_WRITING, SLOT_READY };
 
 struct name_slot {
 	_Atomic int state;
+	_Atomic int host;          /* SHM_DB: next host of its list to use */
 	uint8_t kind;
 	char name[NAME_LEN];
 };
@@ -82,19 +83,27 @@ int shm_n_workers(void)
 
 uint64_t shm_next_id(void)
 {
+	static uint64_t local;     /* no shared memory (unit tests): this process only */
+	if (!head)
+		return ++local;
 	return atomic_fetch_add(&head->next_id, 1) + 1;
 }
 
+/* Sequentially consistent loads: with the seq_cst add before them, two
+ * racing takers cannot both miss each other's add (relaxed loads could, on
+ * weakly ordered CPUs). */
 static int sum_clients(void)
 {
 	int n = 0;
 	for (int w = 0; w < head->n_workers; w++)
-		n += atomic_load_explicit(&head->clients[w], memory_order_relaxed);
+		n += atomic_load(&head->clients[w]);
 	return n;
 }
 
 bool shm_client_take(int limit)
 {
+	if (!head || self < 0)
+		return true;
 	atomic_fetch_add(&head->clients[self], 1);
 	if (limit > 0 && sum_clients() > limit) {
 		atomic_fetch_sub(&head->clients[self], 1);
@@ -105,6 +114,8 @@ bool shm_client_take(int limit)
 
 void shm_client_put(void)
 {
+	if (!head || self < 0)
+		return;
 	atomic_fetch_sub(&head->clients[self], 1);
 }
 
@@ -156,16 +167,25 @@ int shm_name_index(enum shm_kind kind, const char *name)
 	return -1;
 }
 
+static bool valid_idx(int idx)
+{
+	return head && self >= 0 && idx >= 0 && idx < SHM_NAMES;
+}
+
 int shm_name_total(int idx)
 {
 	int n = 0;
+	if (!head || idx < 0 || idx >= SHM_NAMES)
+		return 0;
 	for (int w = 0; w < head->n_workers; w++)
-		n += atomic_load_explicit(cell(idx, w), memory_order_relaxed);
+		n += atomic_load(cell(idx, w));
 	return n;
 }
 
 bool shm_name_take(int idx, int limit)
 {
+	if (!valid_idx(idx))
+		return true;
 	atomic_fetch_add(cell(idx, self), 1);
 	if (limit > 0 && shm_name_total(idx) > limit) {
 		atomic_fetch_sub(cell(idx, self), 1);
@@ -174,7 +194,22 @@ bool shm_name_take(int idx, int limit)
 	return true;
 }
 
+int shm_host(int idx, int advance)
+{
+	if (!head || idx < 0 || idx >= SHM_NAMES)
+		return 0;
+	return atomic_fetch_add(&head->names[idx].host, advance);
+}
+
+void shm_host_set(int idx, int value)
+{
+	if (head && idx >= 0 && idx < SHM_NAMES)
+		atomic_store(&head->names[idx].host, value);
+}
+
 void shm_name_put(int idx)
 {
+	if (!valid_idx(idx))
+		return;
 	atomic_fetch_sub(cell(idx, self), 1);
 }

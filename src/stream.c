@@ -712,6 +712,18 @@ static void hand_over_forward(struct stream *s)
 		event_add(&dst->ev_write, NULL);
 }
 
+int stream_take_fd(struct stream *s)
+{
+	int fd = s->fd;
+	if (fd < 0 || s->closed)
+		return -1;
+	event_del(&s->ev_read);
+	event_del(&s->ev_write);
+	s->reading = false;
+	s->fd = -1;
+	return fd;
+}
+
 void stream_close(struct stream *s)
 {
 	if (s->closed)

@@ -43,6 +43,7 @@ static struct {
 	int n_sig;
 	struct ledger *ledger;
 	struct list welcomes;      /* struct welcome: pools' server parameters */
+	struct list failures;      /* struct failure: pools' last failed server login */
 	/* two-phase reload: every worker stages the new config, then all apply */
 	struct config *staged;
 	int reload_pending;
@@ -156,6 +157,8 @@ struct welcome {
 
 #define WELCOME_KEY (2 * LEDGER_NAME)
 
+static void tell_recent_failure(int slot, const void *key);
+
 static struct welcome *find_welcome(const void *key)
 {
 	struct list *it;
@@ -173,6 +176,7 @@ static void on_welcome_msg(int slot, const struct ipc_hdr *hdr, const void *payl
 		return;
 	struct welcome *w = find_welcome(payload);
 	if (hdr->type == IPC_WELCOME_GET) {
+		tell_recent_failure(slot, payload);
 		if (w)
 			send_to(slot, IPC_WELCOME, 0, w->data, w->len);
 		else
@@ -187,6 +191,59 @@ static void on_welcome_msg(int slot, const struct ipc_hdr *hdr, const void *payl
 	w->len = hdr->len;
 	memcpy(w->data, payload, hdr->len);
 	list_append(&sup.welcomes, &w->node);
+}
+
+/* ---- failed server logins ----
+ * Told to every worker at once; kept so a worker that meets the pool later
+ * (its first client comes after the failure) also waits server_login_retry. */
+
+struct failure {
+	struct list node;
+	usec_t at;
+	struct login_failure f;
+};
+
+static struct failure *find_failure(const void *key)
+{
+	struct list *it;
+	list_for_each(it, &sup.failures) {
+		struct failure *x = container_of(it, struct failure, node);
+		if (memcmp(&x->f.pool, key, WELCOME_KEY) == 0)
+			return x;
+	}
+	return NULL;
+}
+
+static void on_login_failed(int slot, const struct ipc_hdr *hdr, const void *payload)
+{
+	if (hdr->len != sizeof(struct login_failure))
+		return;
+	for (int i = 0; i < sup.n_slots; i++)
+		if (i != slot)
+			send_to(i, IPC_LOGIN_FAILED, 0, payload, hdr->len);
+	struct failure *x = find_failure(payload);
+	if (!x) {
+		x = xcalloc(1, sizeof(*x));
+		list_append(&sup.failures, &x->node);
+	}
+	memcpy(&x->f, payload, sizeof(x->f));
+	x->at = util_monotonic();
+}
+
+/* Before answering a WELCOME_GET: a recent failure goes first. */
+static void tell_recent_failure(int slot, const void *key)
+{
+	struct failure *x = find_failure(key);
+	if (!x)
+		return;
+	usec_t age = util_monotonic() - x->at;
+	if (age >= sup.cfg->server_login_retry) {
+		list_del(&x->node);
+		free(x);
+		return;
+	}
+	x->f.age_usec = (int64_t)age;
+	send_to(slot, IPC_LOGIN_FAILED, 0, &x->f, sizeof(x->f));
 }
 
 /* ---- reload ---- */
@@ -256,6 +313,9 @@ static void on_worker_msg(struct ipc_chan *ch, const struct ipc_hdr *hdr, const 
 	case IPC_WELCOME_PUT:
 	case IPC_WELCOME_GET:
 		on_welcome_msg(slot, hdr, payload);
+		break;
+	case IPC_LOGIN_FAILED:
+		on_login_failed(slot, hdr, payload);
 		break;
 	default:
 		fatal("ipc: unexpected %s from worker %d", ipc_type_name(hdr->type), slot);
@@ -497,6 +557,7 @@ int supervisor_run(const struct run_options *opt, struct config *cfg)
 	sup.slots = xcalloc((size_t)sup.n_slots, sizeof(*sup.slots));
 	sup.ledger = ledger_new(sup.n_slots);
 	list_init(&sup.welcomes);
+	list_init(&sup.failures);
 	log_info("process up: %s, libevent %s, c-ares, workers=%d", PACKAGE_STRING, event_get_version(), sup.n_slots);
 	for (int i = 0; i < sup.n_slots; i++)
 		spawn(i);
@@ -515,6 +576,10 @@ int supervisor_run(const struct run_options *opt, struct config *cfg)
 	while ((it = list_first(&sup.welcomes)) != NULL) {
 		list_del(it);
 		free(container_of(it, struct welcome, node));
+	}
+	while ((it = list_first(&sup.failures)) != NULL) {
+		list_del(it);
+		free(container_of(it, struct failure, node));
 	}
 	config_free(sup.staged);
 	listen_close(&sup.ls);

@@ -252,6 +252,16 @@ static void on_ipc(struct ipc_chan *ch, const struct ipc_hdr *hdr, const void *p
 	case IPC_WELCOME:
 		pool_welcome_answer(payload, hdr->len);
 		break;
+	case IPC_LOGIN_FAILED: {
+		struct login_failure f;
+		if (!payload_is(hdr, sizeof(f)))
+			break;
+		memcpy(&f, payload, sizeof(f));
+		f.pool.db[sizeof(f.pool.db) - 1] = f.pool.user[sizeof(f.pool.user) - 1] = 0;
+		f.code[sizeof(f.code) - 1] = f.msg[sizeof(f.msg) - 1] = 0;
+		pool_login_failed_heard(&f);
+		break;
+	}
 	case IPC_CANCEL_FWD: {
 		uint32_t key[2];
 		if (!payload_is(hdr, sizeof(key)))
@@ -317,6 +327,7 @@ static void worker_cleanup(void)
 	janitor_stop();
 	stats_stop();
 	cancel_free_all();
+	server_linger_free_all();
 	pool_free_all();
 	admin_free();
 	listener_free(W->listener);

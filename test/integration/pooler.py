@@ -76,6 +76,7 @@ class Pooler:
         self.userlist = dict(userlist or {})
         self.hba = hba
         self.proc = None
+        self.daemon_pid = None  # set by start_daemon(): the backgrounded pooler
         self.connections = []
 
     # -- files ---------------------------------------------------------------
@@ -140,9 +141,64 @@ class Pooler:
             time.sleep(0.05)
         return self
 
+    def start_daemon(self, timeout=START_TIMEOUT):
+        """Start with -d (settings must name a pidfile): the launcher must exit
+        0, the pidfile must name a live process, and the port must accept.
+        Afterwards .pid is the daemon's pid; stop() signals it."""
+        pidfile = self.settings["pidfile"]
+        self.write_config()
+        kw = util.service_popen_kwargs()
+        kw["env"] = self._env(kw.get("env"))
+        binary = util.service_executable(self.binary, self.workdir)
+        with open(self.stdout_path, "w") as out, open(self.stderr_path, "w") as err:
+            self.proc = subprocess.Popen([binary, "-d", self.ini_path], cwd=self.workdir,
+                                         stdin=subprocess.DEVNULL, stdout=out,
+                                         stderr=err, **kw)
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+            raise AssertionError(f"pooler -d did not return within {timeout}s\n"
+                                 f"{self.diagnostics()}")
+        if rc != 0:
+            raise AssertionError(f"pooler -d exited with {rc}\n{self.diagnostics()}")
+
+        def daemon_from_pidfile():
+            text = _read(pidfile).strip()
+            if text.isdigit() and pid_alive(int(text)):
+                return int(text)
+            return None
+
+        self.daemon_pid = util.wait_until(daemon_from_pidfile, timeout,
+                                          what=f"pidfile {pidfile} naming a live process")
+        deadline = time.monotonic() + timeout
+        while not util.port_accepts(self.port):
+            if not pid_alive(self.daemon_pid):
+                raise AssertionError(f"daemon {self.daemon_pid} exited during start\n"
+                                     f"{self.diagnostics()}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"daemon did not accept on port {self.port} "
+                                     f"within {timeout}s\n{self.diagnostics()}")
+            time.sleep(0.05)
+        return self
+
+    def _stop_daemon(self):
+        """SIGINT the daemon started by start_daemon() and wait for it to go."""
+        if self.daemon_pid is None or not pid_alive(self.daemon_pid):
+            return []
+        os.kill(self.daemon_pid, signal.SIGINT)
+        deadline = time.monotonic() + STOP_TIMEOUT
+        while pid_alive(self.daemon_pid):
+            if time.monotonic() > deadline:
+                os.kill(self.daemon_pid, signal.SIGKILL)
+                return [f"daemon {self.daemon_pid} did not exit within {STOP_TIMEOUT}s of SIGINT"]
+            time.sleep(0.05)
+        return []
+
     @property
     def pid(self):
-        return self.proc.pid
+        return self.daemon_pid if self.daemon_pid is not None else self.proc.pid
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
@@ -168,7 +224,7 @@ class Pooler:
         for conn in self.connections:
             conn.close()
         self.connections = []
-        problems = []
+        problems = self._stop_daemon()
         if self.alive():
             os.kill(self.pid, signal.SIGINT)
             try:
@@ -232,6 +288,16 @@ class Pooler:
     def admin(self, user="trust_user", **kw):
         """A connection to the admin console (database pgbouncer)."""
         return self.connect("pgbouncer", user, **kw)
+
+
+def pid_alive(pid):
+    """True while pid exists and is not a zombie (a daemon is not our child)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
 
 
 def _read(path):

@@ -1,4 +1,5 @@
-# unit tests: core relay modules (stream transport, varcache, ipc).
+# unit tests: core relay modules (stream transport, varcache, ipc, slot
+# ledger, shared memory).
 check_PROGRAMS += test/unit/test_stream
 TESTS += test/unit/test_stream
 test_unit_test_stream_SOURCES = test/unit/test_stream.c
@@ -16,3 +17,15 @@ TESTS += test/unit/test_ipc
 test_unit_test_ipc_SOURCES = test/unit/test_ipc.c
 test_unit_test_ipc_CFLAGS = $(UNIT_CFLAGS)
 test_unit_test_ipc_LDADD = $(UNIT_LDADD)
+
+check_PROGRAMS += test/unit/test_ledger
+TESTS += test/unit/test_ledger
+test_unit_test_ledger_SOURCES = test/unit/test_ledger.c
+test_unit_test_ledger_CFLAGS = $(UNIT_CFLAGS)
+test_unit_test_ledger_LDADD = $(UNIT_LDADD)
+
+check_PROGRAMS += test/unit/test_shm
+TESTS += test/unit/test_shm
+test_unit_test_shm_SOURCES = test/unit/test_shm.c
+test_unit_test_shm_CFLAGS = $(UNIT_CFLAGS)
+test_unit_test_shm_LDADD = $(UNIT_LDADD)

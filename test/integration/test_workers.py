@@ -1,0 +1,261 @@
+"""Several workers behave as one pooler: pool limits hold for the instance,
+a waiting client gets a server another worker has idle, cancels reach the
+worker that owns the query, a killed worker costs only its own clients, and
+a RELOAD is applied by every worker or by none."""
+
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+
+import psycopg
+import pytest
+
+import util
+from bench import pgbench_command, pgbench_env, parse_summary
+from pg_cluster import password
+from test_limits import run_concurrently, sample_max
+from test_pgcrew_only import children
+
+pytestmark = pytest.mark.pgcrew_only
+
+WORKERS = 4
+
+
+def worker_of(conn):
+    """The worker a client landed on: pgcrew puts it in the cancel key's pid."""
+    return (conn.info.backend_pid >> 24) & 0x7F
+
+
+def connect_on_worker(p, want, other_than=None, tries=200, **kw):
+    """Reconnect until the kernel hands the connection to the wanted worker
+    (want=None: any worker but other_than)."""
+    for _ in range(tries):
+        conn = p.connect(**kw)
+        w = worker_of(conn)
+        if (want is None and w != other_than) or w == want:
+            return conn
+        conn.close()
+    pytest.fail(f"no connection landed on worker {want} in {tries} tries")
+
+
+def active_sleepers(pg):
+    """Backends running pg_sleep right now."""
+    with pg.connect() as conn:
+        return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE state = 'active'"
+                            " AND query LIKE 'SELECT pg_sleep%'").fetchone()[0]
+
+
+def run_pgbench_sampling(p, pg, clients, seconds, sample):
+    """pgbench in the background while sample() is polled; returns
+    (returncode, output, peak of sample())."""
+    proc = subprocess.Popen(pgbench_command(p, clients, seconds),
+                            env=pgbench_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    peak = 0
+    deadline = time.monotonic() + seconds + 30
+    while proc.poll() is None:
+        assert time.monotonic() < deadline, "pgbench did not finish"
+        peak = max(peak, sample())
+        time.sleep(0.1)
+    output = proc.stdout.read()
+    proc.stdout.close()
+    return proc.returncode, output, peak
+
+
+def test_pool_size_is_instance_wide_under_pgbench(pgbench_pg15, make_pooler):
+    pg = pgbench_pg15
+    p = make_pooler(pg, settings={"workers": WORKERS, "pool_mode": "transaction",
+                                  "default_pool_size": 5, "max_client_conn": 300})
+    util.wait_until(lambda: len(children(p.pid)) == WORKERS, 10, what="workers")
+    rc, output, peak = run_pgbench_sampling(
+        p, pg, 120, 5, lambda: pg.server_connections("testdb", "trust_user"))
+    summary = parse_summary(output)
+    assert rc == 0, output
+    assert summary["failed"] == 0, output
+    assert summary["processed"] > 100, output
+    assert 1 <= peak <= 5, f"{peak} server connections for a pool of 5"
+
+
+def test_db_and_user_limits_are_instance_wide(pg15, make_pooler):
+    p = make_pooler(pg15, settings={"workers": WORKERS, "pool_mode": "transaction",
+                                    "default_pool_size": 5, "max_db_connections": 3})
+    jobs = [("testdb", "trust_user")] * 6 + [("testdb", "scram_user")] * 6
+    threads, errors = run_concurrently(p, jobs, queries=2, sleep=0.2)
+    peak = sample_max(threads, lambda: pg15.server_connections("testdb"))
+    assert not errors, errors
+    assert 1 <= peak <= 3, peak
+    p.stop()
+    util.wait_until(lambda: pg15.server_connections() == 0, 10, what="backends to exit")
+
+    q = make_pooler(pg15, settings={"workers": WORKERS, "pool_mode": "transaction",
+                                    "default_pool_size": 5, "max_user_connections": 3})
+    jobs = [("testdb", "trust_user")] * 6 + [("otherdb", "trust_user")] * 6
+    threads, errors = run_concurrently(q, jobs, queries=2, sleep=0.2)
+    peak = sample_max(threads, lambda: pg15.server_connections(user="trust_user"))
+    assert not errors, errors
+    assert 1 <= peak <= 3, peak
+
+
+def test_reserve_pool_is_instance_wide(pg15, make_pooler):
+    p = make_pooler(pg15, settings={"workers": WORKERS, "pool_mode": "transaction",
+                                    "default_pool_size": 2, "reserve_pool_size": 1,
+                                    "reserve_pool_timeout": 0.3})
+    threads, errors = run_concurrently(p, [("testdb", "trust_user")] * 10, queries=3, sleep=0.4)
+    peak = sample_max(threads, lambda: pg15.server_connections("testdb", "trust_user"))
+    assert not errors, errors
+    assert peak == 3, f"pool 2 + reserve 1, saw {peak} servers"
+
+
+def test_min_pool_size_is_instance_wide(pg15, make_pooler):
+    p = make_pooler(pg15, settings={"workers": WORKERS, "pool_mode": "transaction",
+                                    "default_pool_size": 5},
+                    databases={"testdb": pg15.dsn("testdb") + " min_pool_size=3"})
+    conns = [p.connect() for _ in range(12)]
+    try:
+        assert len({worker_of(c) for c in conns}) > 1, "all clients on one worker"
+        util.wait_until(lambda: pg15.server_connections("testdb", "trust_user") >= 3, 5,
+                        what="min_pool_size servers")
+        time.sleep(1)  # more than one janitor round in every worker
+        assert pg15.server_connections("testdb", "trust_user") == 3
+    finally:
+        for c in conns:
+            c.close()
+
+
+def test_waiting_client_gets_idle_server_of_other_worker(pg15, make_pooler):
+    """pool_size=1: the one server moves between workers as their clients
+    take turns; nobody waits for query_wait_timeout."""
+    p = make_pooler(pg15, settings={"workers": WORKERS, "pool_mode": "transaction",
+                                    "default_pool_size": 1, "query_wait_timeout": 10})
+    a = connect_on_worker(p, 0)
+    b = connect_on_worker(p, None, other_than=0)
+    waits = []
+    try:
+        for i in range(10):
+            for conn in (a, b):
+                started = time.monotonic()
+                # Literal SQL: psycopg prepares a repeated parametrised
+                # query, and prepared statements that follow a client
+                # across servers are another issue's work.
+                assert conn.execute(f"SELECT {i}").fetchone() == (i,)
+                waits.append(time.monotonic() - started)
+        assert pg15.server_connections("testdb", "trust_user") <= 1
+    finally:
+        a.close()
+        b.close()
+    print(f"hand-over between workers: max {max(waits) * 1000:.1f} ms, "
+          f"median {sorted(waits)[len(waits) // 2] * 1000:.1f} ms")
+    assert max(waits) < 2.0, waits
+    assert "released to another worker" in p.log_text()
+
+
+def test_cancels_reach_the_owning_worker(pg15, make_pooler):
+    p = make_pooler(pg15, settings={"workers": WORKERS, "pool_mode": "transaction",
+                                    "default_pool_size": 4})
+    bystander = p.connect()
+    bystander_err = []
+
+    def sleep_long():
+        try:
+            bystander.execute("SELECT pg_sleep(60)")
+        except psycopg.Error as exc:
+            bystander_err.append(exc)
+
+    t = threading.Thread(target=sleep_long)
+    t.start()
+    owners = set()
+    try:
+        for i in range(50):
+            with p.connect() as victim:
+                owners.add(worker_of(victim))
+                result = []
+
+                def run():
+                    try:
+                        victim.execute("SELECT pg_sleep(30)")
+                        result.append("completed")
+                    except psycopg.errors.QueryCanceled:
+                        result.append("canceled")
+                    except psycopg.Error as exc:
+                        result.append(repr(exc))
+
+                r = threading.Thread(target=run)
+                r.start()
+                util.wait_until(lambda: active_sleepers(pg15) >= 2, 5,
+                                what=f"query {i} running")
+                victim.cancel()
+                r.join(timeout=5)
+                assert not r.is_alive(), f"cancel {i} did not reach its query"
+                assert result == ["canceled"], (i, result)
+        assert t.is_alive() and not bystander_err, "the bystander's query was cancelled"
+        assert len(owners) > 1, "every victim landed on one worker"
+    finally:
+        bystander.cancel()
+        t.join(timeout=10)
+        bystander.close()
+
+
+def test_killed_worker_costs_only_its_clients(pgbench_pg15, make_pooler):
+    pg = pgbench_pg15
+    p = make_pooler(pg, settings={"workers": WORKERS, "pool_mode": "transaction",
+                                  "default_pool_size": 10, "max_client_conn": 200})
+    workers = util.wait_until(lambda: children(p.pid) if len(children(p.pid)) == WORKERS
+                              else None, 10, what="workers")
+    proc = subprocess.Popen(pgbench_command(p, 40, 8), env=pgbench_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        time.sleep(3)
+        os.kill(workers[0], signal.SIGKILL)
+        output, _ = proc.communicate(timeout=40)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    aborted = set(re.findall(r"client (\d+) (?:script \d+ )?aborted", output))
+    summary = parse_summary(output)
+    assert summary["processed"] and summary["processed"] > 100, output
+    # About a quarter of the clients were on the killed worker.
+    assert 1 <= len(aborted) <= 25, (len(aborted), output[-3000:])
+    util.wait_until(lambda: len(children(p.pid)) == WORKERS and workers[0] not in children(p.pid),
+                    10, what="the worker to be replaced")
+    for _ in range(20):
+        with p.connect() as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+    p.wait_for_log(r"worker \d+ \(pid %d\) killed by signal 9" % workers[0])
+
+
+def config_values(p, key, n=16):
+    """SHOW CONFIG's value of key as seen by n fresh console connections
+    (spread over the workers by the kernel)."""
+    seen = {}
+    for _ in range(n):
+        with p.admin() as conn:
+            w = worker_of(conn)
+            rows = conn.execute("SHOW CONFIG").fetchall()
+            seen.setdefault(w, set()).update(r[1] for r in rows if r[0] == key)
+    return seen
+
+
+def test_reload_applies_everywhere_or_nowhere(pg15, make_pooler):
+    p = make_pooler(pg15, settings={"workers": WORKERS, "server_idle_timeout": 100})
+    util.wait_until(lambda: len(children(p.pid)) == WORKERS, 10, what="workers")
+    before = config_values(p, "server_idle_timeout")
+    assert len(before) > 1 and all(v == {"100"} for v in before.values()), before
+
+    p.settings["server_idle_timeout"] = 200
+    p.settings["no_such_setting"] = 1
+    p.write_config()
+    p.reload()
+    p.wait_for_log(r"no_such_setting", timeout=5)
+    time.sleep(0.5)
+    after_bad = config_values(p, "server_idle_timeout")
+    assert all(v == {"100"} for v in after_bad.values()), after_bad
+
+    del p.settings["no_such_setting"]
+    p.write_config()
+    p.reload()
+    util.wait_until(lambda: all(v == {"200"} for v in config_values(p, "server_idle_timeout").values()),
+                    5, what="every worker to apply the reload")

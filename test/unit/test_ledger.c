@@ -1,0 +1,621 @@
+/* pgcrew — unit tests for the slot ledger: grants up to pool, database and
+ * user limits, queueing or refusing by the wait flag, FIFO grants after
+ * releases, releases of slots not held, a worker going away, the want
+ * notices sent to workers holding slots of a pool, and bad worker indexes. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "ledger.h"
+
+#define N_WORKERS 3
+#define MAX_NOTICES 64
+
+static struct slot_req mkreq(const char *db, const char *user, int pool_limit, int db_limit,
+			     int user_limit, int wait)
+{
+	struct slot_req r;
+	memset(&r, 0, sizeof(r));
+	snprintf(r.db, sizeof(r.db), "%s", db);
+	snprintf(r.user, sizeof(r.user), "%s", user);
+	r.pool_limit = pool_limit;
+	r.db_limit = db_limit;
+	r.user_limit = user_limit;
+	r.wait = (uint8_t)wait;
+	return r;
+}
+
+static int setup(void **state)
+{
+	*state = ledger_new(N_WORKERS);
+	return *state ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	ledger_free(*state);       /* with whatever is still held or queued */
+	return 0;
+}
+
+/* One grant from the queue, checked against what is expected. */
+static void expect_grant(struct ledger *l, int want_worker, uint32_t want_reqid, const char *db,
+			 const char *user)
+{
+	int w = -7;
+	uint32_t id = 0;
+	struct slot_req r;
+	memset(&r, 0xa5, sizeof(r));
+	assert_true(ledger_next_grant(l, &w, &id, &r));
+	assert_int_equal(w, want_worker);
+	assert_int_equal(id, want_reqid);
+	assert_string_equal(r.db, db);
+	assert_string_equal(r.user, user);
+}
+
+static void expect_no_grant(struct ledger *l)
+{
+	int w = -7;
+	uint32_t id = 12345;
+	struct slot_req r;
+	assert_false(ledger_next_grant(l, &w, &id, &r));
+}
+
+/* ---- limits ---- */
+
+static void test_pool_limit_then_queue_or_deny(void **state)
+{
+	struct ledger *l = *state;
+	struct slot_req wait = mkreq("db1", "u1", 2, 0, 0, 1);
+	struct slot_req nowait = mkreq("db1", "u1", 2, 0, 0, 0);
+
+	assert_int_equal(ledger_pool_count(l, "db1", "u1", -1), 0);
+	assert_int_equal(ledger_request(l, 0, 1, &wait), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 1, 2, &nowait), LEDGER_GRANTED);
+	assert_int_equal(ledger_pool_count(l, "db1", "u1", -1), 2);
+	assert_int_equal(ledger_pool_count(l, "db1", "u1", 0), 1);
+	assert_int_equal(ledger_pool_count(l, "db1", "u1", 1), 1);
+	assert_int_equal(ledger_pool_count(l, "db1", "u1", 2), 0);
+
+	/* Full: a non-waiting request is refused and leaves no trace. */
+	assert_int_equal(ledger_request(l, 2, 3, &nowait), LEDGER_DENIED);
+	assert_int_equal(ledger_queued(l), 0);
+	assert_int_equal(ledger_pool_count(l, "db1", "u1", -1), 2);
+	/* A waiting one queues, and is not counted until granted. */
+	assert_int_equal(ledger_request(l, 2, 4, &wait), LEDGER_QUEUED);
+	assert_int_equal(ledger_request(l, 0, 5, &wait), LEDGER_QUEUED);
+	assert_int_equal(ledger_queued(l), 2);
+	assert_int_equal(ledger_pool_count(l, "db1", "u1", -1), 2);
+	assert_int_equal(ledger_pool_count(l, "db1", "u1", 2), 0);
+	assert_int_equal(ledger_db_count(l, "db1"), 2);
+	assert_int_equal(ledger_user_count(l, "u1"), 2);
+	expect_no_grant(l);
+
+	/* Names are exact: other spellings count nothing. */
+	assert_int_equal(ledger_pool_count(l, "DB1", "u1", -1), 0);
+	assert_int_equal(ledger_pool_count(l, "db1", "u2", -1), 0);
+	assert_int_equal(ledger_db_count(l, "db2"), 0);
+	assert_int_equal(ledger_user_count(l, "u"), 0);
+}
+
+static void test_db_limit_across_pools(void **state)
+{
+	struct ledger *l = *state;
+	/* max_db_connections 3 on db "d"; pools themselves allow 10. */
+	struct slot_req a = mkreq("d", "ua", 10, 3, 0, 0);
+	struct slot_req b = mkreq("d", "ub", 10, 3, 0, 0);
+	struct slot_req c = mkreq("d", "uc", 10, 3, 0, 0);
+	struct slot_req other = mkreq("e", "ua", 10, 3, 0, 0);
+
+	assert_int_equal(ledger_request(l, 0, 1, &a), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 1, 2, &a), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 2, 3, &b), LEDGER_GRANTED);
+	assert_int_equal(ledger_db_count(l, "d"), 3);
+	assert_int_equal(ledger_request(l, 0, 4, &c), LEDGER_DENIED);
+	assert_int_equal(ledger_request(l, 0, 5, &b), LEDGER_DENIED);
+	assert_int_equal(ledger_pool_count(l, "d", "uc", -1), 0);
+	/* Another database is not affected. */
+	assert_int_equal(ledger_request(l, 0, 6, &other), LEDGER_GRANTED);
+	assert_int_equal(ledger_db_count(l, "d"), 3);
+	assert_int_equal(ledger_db_count(l, "e"), 1);
+	assert_int_equal(ledger_user_count(l, "ua"), 3);
+
+	/* A waiting request for a third pool of "d" queues; a release in "d"
+	 * (of another pool) lets it in. */
+	c.wait = 1;
+	assert_int_equal(ledger_request(l, 1, 7, &c), LEDGER_QUEUED);
+	expect_no_grant(l);
+	assert_true(ledger_release(l, 2, "d", "ub"));
+	assert_int_equal(ledger_db_count(l, "d"), 2);
+	expect_grant(l, 1, 7, "d", "uc");
+	assert_int_equal(ledger_db_count(l, "d"), 3);
+	assert_int_equal(ledger_pool_count(l, "d", "uc", 1), 1);
+	assert_int_equal(ledger_queued(l), 0);
+}
+
+static void test_user_limit_across_pools(void **state)
+{
+	struct ledger *l = *state;
+	/* max_user_connections 2 for "u" over any database. */
+	struct slot_req d1 = mkreq("d1", "u", 5, 0, 2, 0);
+	struct slot_req d2 = mkreq("d2", "u", 5, 0, 2, 0);
+	struct slot_req d3 = mkreq("d3", "u", 5, 0, 2, 0);
+	struct slot_req v = mkreq("d3", "v", 5, 0, 2, 0);
+
+	assert_int_equal(ledger_request(l, 0, 1, &d1), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 1, 2, &d2), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 2, 3, &d3), LEDGER_DENIED);
+	assert_int_equal(ledger_request(l, 2, 4, &d1), LEDGER_DENIED);
+	assert_int_equal(ledger_request(l, 2, 5, &v), LEDGER_GRANTED);
+	assert_int_equal(ledger_user_count(l, "u"), 2);
+	assert_int_equal(ledger_user_count(l, "v"), 1);
+	assert_int_equal(ledger_db_count(l, "d3"), 1);
+
+	d3.wait = 1;
+	assert_int_equal(ledger_request(l, 2, 6, &d3), LEDGER_QUEUED);
+	expect_no_grant(l);
+	assert_true(ledger_release(l, 0, "d1", "u"));
+	expect_grant(l, 2, 6, "d3", "u");
+	assert_int_equal(ledger_user_count(l, "u"), 2);
+	assert_int_equal(ledger_pool_count(l, "d3", "u", 2), 1);
+	assert_int_equal(ledger_pool_count(l, "d1", "u", -1), 0);
+}
+
+static void test_limits_zero_or_negative_mean_none(void **state)
+{
+	struct ledger *l = *state;
+	struct slot_req zero = mkreq("d", "u", 0, 0, 0, 1);
+	struct slot_req neg = mkreq("d", "u2", -1, -5, -1, 0);
+
+	for (uint32_t i = 0; i < 200; i++) {
+		assert_int_equal(ledger_request(l, (int)(i % N_WORKERS), i, &zero), LEDGER_GRANTED);
+		assert_int_equal(ledger_request(l, (int)(i % N_WORKERS), 1000 + i, &neg), LEDGER_GRANTED);
+	}
+	assert_int_equal(ledger_pool_count(l, "d", "u", -1), 200);
+	assert_int_equal(ledger_pool_count(l, "d", "u2", -1), 200);
+	assert_int_equal(ledger_pool_count(l, "d", "u", 0), 67);
+	assert_int_equal(ledger_db_count(l, "d"), 400);
+	assert_int_equal(ledger_user_count(l, "u"), 200);
+	assert_int_equal(ledger_queued(l), 0);
+
+	/* A zero limit next to a real one: only the real one binds. */
+	struct slot_req dbcap = mkreq("d", "u3", 0, 401, 0, 0);
+	assert_int_equal(ledger_request(l, 0, 9, &dbcap), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 0, 10, &dbcap), LEDGER_DENIED);
+}
+
+/* ---- the queue ---- */
+
+static void test_fifo_same_pool(void **state)
+{
+	struct ledger *l = *state;
+	struct slot_req r = mkreq("d", "u", 1, 0, 0, 1);
+
+	assert_int_equal(ledger_request(l, 0, 100, &r), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 2, 101, &r), LEDGER_QUEUED);
+	assert_int_equal(ledger_request(l, 1, 102, &r), LEDGER_QUEUED);
+	assert_int_equal(ledger_request(l, 0, 103, &r), LEDGER_QUEUED);
+	assert_int_equal(ledger_request(l, 2, 104, &r), LEDGER_QUEUED);
+	assert_int_equal(ledger_queued(l), 4);
+
+	static const struct { int w; uint32_t id; } order[] = {
+		{ 2, 101 }, { 1, 102 }, { 0, 103 }, { 2, 104 },
+	};
+	int holder = 0;
+	for (size_t i = 0; i < ARRAY_SIZE(order); i++) {
+		expect_no_grant(l);         /* the single slot is taken */
+		assert_true(ledger_release(l, holder, "d", "u"));
+		assert_int_equal(ledger_pool_count(l, "d", "u", -1), 0);
+		expect_grant(l, order[i].w, order[i].id, "d", "u");
+		assert_int_equal(ledger_pool_count(l, "d", "u", -1), 1);
+		assert_int_equal(ledger_pool_count(l, "d", "u", order[i].w), 1);
+		assert_int_equal(ledger_queued(l), (int)(ARRAY_SIZE(order) - i - 1));
+		holder = order[i].w;
+	}
+	expect_no_grant(l);
+	assert_true(ledger_release(l, holder, "d", "u"));
+	expect_no_grant(l);
+	assert_int_equal(ledger_pool_count(l, "d", "u", -1), 0);
+}
+
+static void test_fifo_across_pools(void **state)
+{
+	struct ledger *l = *state;
+	struct slot_req p = mkreq("dp", "up", 1, 0, 0, 1);
+	struct slot_req q = mkreq("dq", "uq", 1, 0, 0, 1);
+
+	assert_int_equal(ledger_request(l, 0, 1, &p), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 1, 2, &q), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 1, 10, &p), LEDGER_QUEUED);   /* oldest */
+	assert_int_equal(ledger_request(l, 2, 11, &q), LEDGER_QUEUED);
+	assert_int_equal(ledger_request(l, 2, 12, &p), LEDGER_QUEUED);
+	assert_int_equal(ledger_request(l, 0, 13, &q), LEDGER_QUEUED);
+
+	/* Only q frees up: the oldest request that fits is q's, although an
+	 * older p request still waits. */
+	assert_true(ledger_release(l, 1, "dq", "uq"));
+	expect_grant(l, 2, 11, "dq", "uq");
+	expect_no_grant(l);
+	assert_int_equal(ledger_queued(l), 3);
+
+	/* Both free up at once: grants follow arrival order over pools. */
+	assert_true(ledger_release(l, 0, "dp", "up"));
+	assert_true(ledger_release(l, 2, "dq", "uq"));
+	expect_grant(l, 1, 10, "dp", "up");
+	expect_grant(l, 0, 13, "dq", "uq");
+	expect_no_grant(l);
+	assert_int_equal(ledger_queued(l), 1);
+	assert_int_equal(ledger_pool_count(l, "dp", "up", 1), 1);
+	assert_int_equal(ledger_pool_count(l, "dq", "uq", 0), 1);
+
+	assert_true(ledger_release(l, 1, "dp", "up"));
+	expect_grant(l, 2, 12, "dp", "up");
+	assert_int_equal(ledger_queued(l), 0);
+}
+
+static void test_waiter_blocks_same_pool_db_user(void **state)
+{
+	struct ledger *l = *state;
+	/* Pool (d,u1) is full, and a request waits for it. */
+	struct slot_req full = mkreq("d", "u1", 1, 0, 0, 1);
+	assert_int_equal(ledger_request(l, 0, 1, &full), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 1, 2, &full), LEDGER_QUEUED);
+
+	/* Another pool of its database or user takes nothing it waits for
+	 * (no db or user limit): served at once, as is an unrelated pool. */
+	struct slot_req same_db = mkreq("d", "u2", 5, 0, 0, 1);
+	struct slot_req same_user = mkreq("e", "u1", 5, 0, 0, 1);
+	struct slot_req unrelated = mkreq("f", "u3", 5, 0, 0, 1);
+	assert_int_equal(ledger_request(l, 2, 3, &same_db), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 2, 4, &same_user), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 2, 5, &unrelated), LEDGER_GRANTED);
+	assert_int_equal(ledger_queued(l), 1);
+	/* A second waiter for the full pool queues behind the first. */
+	assert_int_equal(ledger_request(l, 2, 6, &full), LEDGER_QUEUED);
+	assert_true(ledger_release(l, 0, "d", "u1"));
+	expect_grant(l, 1, 2, "d", "u1");
+	expect_no_grant(l);
+	assert_int_equal(ledger_queued(l), 1);
+}
+
+/* With a database limit, a request waiting for it blocks newcomers of
+ * other pools of that database once only one slot is left... */
+static void test_waiter_blocks_through_db_and_user_limits(void **state)
+{
+	struct ledger *l = *state;
+	struct slot_req a = mkreq("d", "u1", 5, 2, 0, 1);
+	struct slot_req b = mkreq("d", "u2", 5, 2, 0, 1);
+	struct slot_req other_db = mkreq("x", "u2", 5, 2, 0, 1);
+	assert_int_equal(ledger_request(l, 0, 1, &a), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 0, 2, &a), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 1, 3, &b), LEDGER_QUEUED);   /* db full */
+	assert_true(ledger_release(l, 0, "d", "u1"));
+	/* ...so the freed slot goes to the queued request, not a newcomer. */
+	assert_int_equal(ledger_request(l, 2, 4, &a), LEDGER_QUEUED);
+	expect_grant(l, 1, 3, "d", "u2");
+	expect_no_grant(l);
+	assert_int_equal(ledger_request(l, 2, 5, &other_db), LEDGER_GRANTED);
+
+	/* The same through a user limit. */
+	struct slot_req c = mkreq("p", "v", 5, 0, 1, 1);
+	struct slot_req d = mkreq("q", "v", 5, 0, 1, 1);
+	assert_int_equal(ledger_request(l, 0, 6, &c), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 1, 7, &d), LEDGER_QUEUED);
+	assert_true(ledger_release(l, 0, "p", "v"));
+	assert_int_equal(ledger_request(l, 2, 8, &c), LEDGER_QUEUED);
+	expect_grant(l, 1, 7, "q", "v");
+	expect_no_grant(l);
+}
+
+static void test_nowait_uses_own_limit_past_queue(void **state)
+{
+	struct ledger *l = *state;
+	struct slot_req waiter = mkreq("d", "u", 2, 0, 0, 1);
+	struct slot_req plain = mkreq("d", "u", 2, 0, 0, 0);
+	struct slot_req reserve = mkreq("d", "u", 3, 0, 0, 0);   /* pool_size + reserve 1 */
+
+	assert_int_equal(ledger_request(l, 0, 1, &waiter), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 0, 2, &waiter), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 1, 3, &waiter), LEDGER_QUEUED);
+	/* The queued request does not fit its limit of 2; a non-waiting one
+	 * with room under its own, higher limit is answered now. */
+	assert_int_equal(ledger_request(l, 1, 4, &plain), LEDGER_DENIED);
+	assert_int_equal(ledger_request(l, 1, 5, &reserve), LEDGER_GRANTED);
+	assert_int_equal(ledger_pool_count(l, "d", "u", -1), 3);
+	assert_int_equal(ledger_pool_count(l, "d", "u", 1), 1);
+	assert_int_equal(ledger_request(l, 2, 6, &reserve), LEDGER_DENIED);
+	assert_int_equal(ledger_queued(l), 1);
+
+	/* The waiter needs the count below 2: one release is not enough. */
+	assert_true(ledger_release(l, 1, "d", "u"));
+	expect_no_grant(l);
+	assert_true(ledger_release(l, 0, "d", "u"));
+	expect_grant(l, 1, 3, "d", "u");
+	assert_int_equal(ledger_pool_count(l, "d", "u", -1), 2);
+	assert_int_equal(ledger_queued(l), 0);
+
+	/* A non-waiting request under its limit while others wait on another
+	 * limit (the database's) is still answered by its own limits. */
+	struct slot_req dbw = mkreq("x", "u9", 10, 1, 0, 1);
+	struct slot_req dbn = mkreq("x", "u8", 10, 2, 0, 0);
+	assert_int_equal(ledger_request(l, 0, 7, &dbw), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 1, 8, &dbw), LEDGER_QUEUED);
+	assert_int_equal(ledger_request(l, 2, 9, &dbn), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 2, 10, &dbn), LEDGER_DENIED);
+	assert_int_equal(ledger_db_count(l, "x"), 2);
+}
+
+/* ---- releases and workers going away ---- */
+
+static void test_release_not_held(void **state)
+{
+	struct ledger *l = *state;
+	struct slot_req r = mkreq("d", "u", 3, 0, 0, 1);
+
+	assert_false(ledger_release(l, 0, "d", "u"));          /* no such pool yet */
+	assert_int_equal(ledger_request(l, 0, 1, &r), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 0, 2, &r), LEDGER_GRANTED);
+
+	assert_false(ledger_release(l, 1, "d", "u"));          /* held by 0, not 1 */
+	assert_false(ledger_release(l, 0, "d", "other"));
+	assert_false(ledger_release(l, 0, "other", "u"));
+	assert_false(ledger_release(l, -1, "d", "u"));
+	assert_false(ledger_release(l, N_WORKERS, "d", "u"));
+	assert_int_equal(ledger_pool_count(l, "d", "u", -1), 2);
+	assert_int_equal(ledger_pool_count(l, "d", "u", 0), 2);
+	assert_int_equal(ledger_pool_count(l, "d", "u", 1), 0);
+	assert_int_equal(ledger_db_count(l, "d"), 2);
+	assert_int_equal(ledger_user_count(l, "u"), 2);
+
+	assert_true(ledger_release(l, 0, "d", "u"));
+	assert_true(ledger_release(l, 0, "d", "u"));
+	assert_false(ledger_release(l, 0, "d", "u"));          /* none left */
+	assert_int_equal(ledger_pool_count(l, "d", "u", -1), 0);
+	assert_int_equal(ledger_db_count(l, "d"), 0);
+	assert_int_equal(ledger_user_count(l, "u"), 0);
+	/* Counts never went negative: the limit still admits exactly 3. */
+	for (uint32_t i = 0; i < 3; i++)
+		assert_int_equal(ledger_request(l, 1, 10 + i, &r), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 1, 13, &r), LEDGER_QUEUED);
+}
+
+static void test_worker_gone(void **state)
+{
+	struct ledger *l = *state;
+	struct slot_req p = mkreq("d", "u", 2, 4, 0, 1);
+	struct slot_req q = mkreq("d", "v", 5, 4, 0, 1);
+
+	assert_int_equal(ledger_request(l, 0, 1, &p), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 0, 2, &p), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 0, 3, &q), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 1, 4, &q), LEDGER_GRANTED);   /* db d: 4 of 4 */
+	assert_int_equal(ledger_request(l, 2, 5, &p), LEDGER_QUEUED);
+	assert_int_equal(ledger_request(l, 0, 6, &p), LEDGER_QUEUED);
+	assert_int_equal(ledger_request(l, 1, 7, &q), LEDGER_QUEUED);
+	assert_int_equal(ledger_request(l, 0, 8, &q), LEDGER_QUEUED);
+	assert_int_equal(ledger_queued(l), 4);
+
+	ledger_worker_gone(l, 0);
+	assert_int_equal(ledger_pool_count(l, "d", "u", -1), 0);
+	assert_int_equal(ledger_pool_count(l, "d", "u", 0), 0);
+	assert_int_equal(ledger_pool_count(l, "d", "v", -1), 1);
+	assert_int_equal(ledger_pool_count(l, "d", "v", 1), 1);
+	assert_int_equal(ledger_db_count(l, "d"), 1);
+	assert_int_equal(ledger_user_count(l, "u"), 0);
+	assert_int_equal(ledger_user_count(l, "v"), 1);
+	assert_int_equal(ledger_queued(l), 2);                 /* 6 and 8 are gone */
+
+	/* The others' queued requests now fit and are granted in order. */
+	expect_grant(l, 2, 5, "d", "u");
+	expect_grant(l, 1, 7, "d", "v");
+	expect_no_grant(l);
+	assert_int_equal(ledger_queued(l), 0);
+	assert_int_equal(ledger_db_count(l, "d"), 3);
+	assert_false(ledger_release(l, 0, "d", "u"));
+
+	/* The slot index may be reused by a new worker. */
+	assert_int_equal(ledger_request(l, 0, 9, &p), LEDGER_GRANTED);
+	assert_int_equal(ledger_pool_count(l, "d", "u", 0), 1);
+	/* Gone twice, or a bad index: nothing changes. */
+	ledger_worker_gone(l, -1);
+	ledger_worker_gone(l, N_WORKERS);
+	assert_int_equal(ledger_db_count(l, "d"), 4);
+	ledger_worker_gone(l, 2);
+	ledger_worker_gone(l, 2);
+	assert_int_equal(ledger_db_count(l, "d"), 3);
+	assert_int_equal(ledger_pool_count(l, "d", "u", -1), 1);
+}
+
+/* ---- want notices ---- */
+
+struct notice {
+	int w;
+	char db[LEDGER_NAME], user[LEDGER_NAME];
+	int n;
+};
+
+struct notices {
+	struct notice v[MAX_NOTICES];
+	int n;
+};
+
+static void on_want(int worker, const char *db, const char *user, int n, void *arg)
+{
+	struct notices *ns = arg;
+	assert_true(ns->n < MAX_NOTICES);
+	struct notice *x = &ns->v[ns->n++];
+	x->w = worker;
+	snprintf(x->db, sizeof(x->db), "%s", db);
+	snprintf(x->user, sizeof(x->user), "%s", user);
+	x->n = n;
+}
+
+static void collect(struct ledger *l, struct notices *ns)
+{
+	ns->n = 0;
+	ledger_want_changes(l, on_want, ns);
+}
+
+/* The n told to worker w about db/user in this batch, -1 when not told. */
+static int told(const struct notices *ns, int w, const char *db, const char *user)
+{
+	int found = -1;
+	for (int i = 0; i < ns->n; i++) {
+		if (ns->v[i].w == w && strcmp(ns->v[i].db, db) == 0 && strcmp(ns->v[i].user, user) == 0) {
+			assert_int_equal(found, -1);    /* at most one notice per pool and worker */
+			found = ns->v[i].n;
+		}
+	}
+	return found;
+}
+
+static void test_want_notices(void **state)
+{
+	struct ledger *l = *state;
+	struct notices ns;
+	struct slot_req p = mkreq("d", "u", 2, 0, 0, 1);
+	struct slot_req q = mkreq("d2", "u2", 5, 0, 0, 1);
+
+	collect(l, &ns);
+	assert_int_equal(ns.n, 0);
+	assert_int_equal(ledger_request(l, 0, 1, &p), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 1, 2, &p), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 2, 3, &q), LEDGER_GRANTED);
+	collect(l, &ns);
+	assert_int_equal(ns.n, 0);                             /* nobody waits */
+
+	assert_int_equal(ledger_request(l, 2, 10, &p), LEDGER_QUEUED);
+	assert_int_equal(ledger_request(l, 2, 11, &p), LEDGER_QUEUED);
+	assert_int_equal(ledger_request(l, 0, 12, &p), LEDGER_QUEUED);
+	collect(l, &ns);
+	assert_int_equal(ns.n, 2);
+	assert_int_equal(told(&ns, 0, "d", "u"), 2);          /* not its own request */
+	assert_int_equal(told(&ns, 1, "d", "u"), 3);
+	assert_int_equal(told(&ns, 2, "d", "u"), -1);         /* holds none of p */
+	assert_int_equal(told(&ns, 2, "d2", "u2"), -1);       /* nobody waits for q */
+
+	/* Once per change. */
+	collect(l, &ns);
+	assert_int_equal(ns.n, 0);
+
+	/* Worker 1 gives one back; worker 2's first request takes it. */
+	assert_true(ledger_release(l, 1, "d", "u"));
+	expect_grant(l, 2, 10, "d", "u");
+	collect(l, &ns);
+	assert_int_equal(ns.n, 3);
+	assert_int_equal(told(&ns, 0, "d", "u"), 1);          /* worker 2's second */
+	assert_int_equal(told(&ns, 1, "d", "u"), 0);          /* holds none now: withdrawn */
+	assert_int_equal(told(&ns, 2, "d", "u"), 1);          /* worker 0's */
+	collect(l, &ns);
+	assert_int_equal(ns.n, 0);
+
+	/* Worker 0 gives one back: worker 2's second request. */
+	assert_true(ledger_release(l, 0, "d", "u"));
+	expect_grant(l, 2, 11, "d", "u");
+	collect(l, &ns);
+	assert_int_equal(ns.n, 1);
+	assert_int_equal(told(&ns, 0, "d", "u"), 0);          /* holds none now */
+	assert_int_equal(told(&ns, 2, "d", "u"), -1);         /* still 1 wanted: unchanged */
+
+	/* Worker 2 gives one back: the queue empties, every ask is withdrawn. */
+	assert_true(ledger_release(l, 2, "d", "u"));
+	expect_grant(l, 0, 12, "d", "u");
+	assert_int_equal(ledger_queued(l), 0);
+	collect(l, &ns);
+	assert_int_equal(ns.n, 1);
+	assert_int_equal(told(&ns, 2, "d", "u"), 0);
+	collect(l, &ns);
+	assert_int_equal(ns.n, 0);
+}
+
+static void test_want_requester_not_told(void **state)
+{
+	struct ledger *l = *state;
+	struct notices ns;
+	struct slot_req p = mkreq("d", "u", 1, 0, 0, 1);
+
+	/* A worker that holds the pool and waits for it itself is not asked
+	 * to give anything up. */
+	assert_int_equal(ledger_request(l, 1, 1, &p), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 1, 2, &p), LEDGER_QUEUED);
+	assert_int_equal(ledger_request(l, 1, 3, &p), LEDGER_QUEUED);
+	collect(l, &ns);
+	assert_int_equal(ns.n, 0);
+
+	/* Another worker asks: now worker 1 is told, about that one only. */
+	assert_int_equal(ledger_request(l, 0, 4, &p), LEDGER_QUEUED);
+	collect(l, &ns);
+	assert_int_equal(ns.n, 1);
+	assert_int_equal(told(&ns, 1, "d", "u"), 1);
+
+	/* The other worker goes away: its request goes, the ask is withdrawn. */
+	ledger_worker_gone(l, 0);
+	assert_int_equal(ledger_queued(l), 2);
+	collect(l, &ns);
+	assert_int_equal(ns.n, 1);
+	assert_int_equal(told(&ns, 1, "d", "u"), 0);
+
+	/* The holder goes away: no notice to a dead worker, and nothing when
+	 * the index is reused. */
+	assert_int_equal(ledger_request(l, 2, 5, &p), LEDGER_QUEUED);
+	collect(l, &ns);
+	assert_int_equal(told(&ns, 1, "d", "u"), 1);
+	ledger_worker_gone(l, 1);
+	assert_int_equal(ledger_queued(l), 1);
+	collect(l, &ns);
+	assert_int_equal(ns.n, 0);
+	expect_grant(l, 2, 5, "d", "u");
+	collect(l, &ns);
+	assert_int_equal(ns.n, 0);
+}
+
+/* ---- bad worker indexes ---- */
+
+static void test_invalid_worker(void **state)
+{
+	struct ledger *l = *state;
+	struct slot_req r = mkreq("d", "u", 0, 0, 0, 1);
+
+	assert_int_equal(ledger_request(l, -1, 1, &r), LEDGER_DENIED);
+	assert_int_equal(ledger_request(l, N_WORKERS, 2, &r), LEDGER_DENIED);
+	assert_int_equal(ledger_request(l, 1000, 3, &r), LEDGER_DENIED);
+	assert_int_equal(ledger_queued(l), 0);
+	assert_int_equal(ledger_pool_count(l, "d", "u", -1), 0);
+	assert_int_equal(ledger_db_count(l, "d"), 0);
+	assert_int_equal(ledger_user_count(l, "u"), 0);
+
+	assert_int_equal(ledger_request(l, N_WORKERS - 1, 4, &r), LEDGER_GRANTED);
+	assert_int_equal(ledger_pool_count(l, "d", "u", N_WORKERS - 1), 1);
+	assert_int_equal(ledger_pool_count(l, "d", "u", N_WORKERS), 0);
+	assert_int_equal(ledger_pool_count(l, "d", "u", -1), 1);
+	assert_false(ledger_release(l, N_WORKERS, "d", "u"));
+	assert_int_equal(ledger_pool_count(l, "d", "u", -1), 1);
+}
+
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		T(test_pool_limit_then_queue_or_deny),
+		T(test_db_limit_across_pools),
+		T(test_user_limit_across_pools),
+		T(test_limits_zero_or_negative_mean_none),
+		T(test_fifo_same_pool),
+		T(test_fifo_across_pools),
+		T(test_waiter_blocks_same_pool_db_user),
+		T(test_waiter_blocks_through_db_and_user_limits),
+		T(test_nowait_uses_own_limit_past_queue),
+		T(test_release_not_held),
+		T(test_worker_gone),
+		T(test_want_notices),
+		T(test_want_requester_not_told),
+		T(test_invalid_worker),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
