@@ -14,5 +14,12 @@ void admin_welcome(struct client *c);
 enum stream_action admin_on_pkt(struct client *c, const struct pkt_hdr *h,
 				const uint8_t *data, size_t avail);
 void admin_free(void);
+/* Several workers: run a console command here for another worker's client;
+ * and, for our own client, the other workers' answers. */
+void admin_remote_run(uint32_t fanid, const char *text, size_t len);
+void admin_fanout_part(uint32_t reqid, const uint8_t *data, size_t len);
+void admin_fanout_done(uint32_t reqid, const char *err, size_t len);
+/* The client goes away while it waits. */
+void admin_fanout_free(struct client *c);
 
 #endif

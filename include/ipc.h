@@ -28,6 +28,10 @@ enum ipc_type {
 	IPC_WELCOME_GET,       /* worker -> sup: names; answered by IPC_WELCOME */
 	IPC_WELCOME,           /* sup -> worker: names + parameters (none: unknown) */
 	IPC_LOGIN_FAILED,      /* worker -> sup -> other workers: struct login_failure */
+	IPC_ADMIN_REQ,         /* worker -> sup: a console command for every worker (text) */
+	IPC_ADMIN_RUN,         /* sup -> worker: run it here (reqid = fan-out id) */
+	IPC_ADMIN_PART,        /* worker -> sup -> asking worker: result messages */
+	IPC_ADMIN_DONE,        /* worker -> sup -> asking worker: finished (payload: error text) */
 	IPC_TYPE_COUNT
 };
 

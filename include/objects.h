@@ -159,6 +159,7 @@ struct client {
 	bool counted_conn;                /* holds an instance-wide max_client_conn slot */
 	const char *close_reason;
 	uint64_t counted_in, counted_out;  /* stream bytes already added to pool stats */
+	struct admin_fanout *fanout;      /* console command waiting for every worker */
 };
 
 struct server {

@@ -32,6 +32,9 @@ bool shm_client_take(int limit);
 void shm_client_put(void);
 int shm_clients_of(int w);
 int shm_clients_total(void);
+/* Supervisor: worker w was restarted; SHOW WORKERS reads the count. */
+void shm_note_restart(int w);
+int shm_restarts(int w);
 
 /* Named counters (clients per database and per user). The index is stable
  * for the life of the instance; -1 when the table is full (then callers

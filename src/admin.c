@@ -1,7 +1,8 @@
 /* pgcrew — the admin console (database "pgbouncer", alias "pgcrew"): login
  * checks against admin_users/stats_users, a simple-query command parser and
- * PgBouncer's SHOW views. This worker's view only; the instance-wide fan-out
- * arrives with the multi-worker work. */
+ * PgBouncer's SHOW views. With several workers a view or PAUSE/RESUME is
+ * fanned out through the supervisor: every worker answers for itself and the
+ * asking worker merges the rows (rowmerge.h) into the instance's view. */
 #include "admin.h"
 #include "build-config.h"
 #include "client.h"
@@ -12,6 +13,9 @@
 #include "proto/error.h"
 #include "server.h"
 #include "shm.h"
+#include "ipc.h"
+#include "log.h"
+#include "rowmerge.h"
 #include "tls.h"
 #include "worker.h"
 
@@ -20,6 +24,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #define OID_TEXT 25
@@ -166,17 +171,6 @@ static void res_row(struct result *r, const char *fmt, ...)
 	r->nrows++;
 }
 
-static void res_end(struct client *c, struct result *r, const char *tag)
-{
-	char t[64];
-	snprintf(t, sizeof(t), "%s", tag ? tag : "SHOW");
-	pktbuf_begin(&r->pb, 'C');
-	pktbuf_put_string(&r->pb, t);
-	pktbuf_finish(&r->pb);
-	(void)stream_write(&c->s, &r->pb);
-	pktbuf_free(&r->pb);
-}
-
 static void send_command_complete(struct client *c, const char *tag)
 {
 	struct pktbuf pb;
@@ -203,19 +197,17 @@ static void send_admin_error(struct client *c, const char *fmt, const char *arg)
 
 /* ---- SHOW views ---- */
 
-static void show_version(struct client *c)
+static void view_version(struct result *r)
 {
-	struct result r;
-	res_begin(&r, COLS("version"), TYPES(OID_TEXT), 1);
-	res_row(&r, "s", PACKAGE_NAME " " PACKAGE_VERSION);
-	res_end(c, &r, "SHOW");
+	res_begin(r, COLS("version"), TYPES(OID_TEXT), 1);
+	res_row(r, "s", PACKAGE_NAME " " PACKAGE_VERSION);
 }
 
 static void show_help(struct client *c)
 {
 	static const char *const lines[] = {
 		"Console usage",
-		"\tSHOW HELP|CONFIG|DATABASES|POOLS|CLIENTS|SERVERS|USERS|VERSION|LISTS|STATS",
+		"\tSHOW HELP|CONFIG|DATABASES|POOLS|CLIENTS|SERVERS|USERS|VERSION|LISTS|STATS|WORKERS",
 		"\tPAUSE [<db>]", "\tRESUME [<db>]", "\tRELOAD", "\tSHUTDOWN",
 	};
 	struct pktbuf pb;
@@ -236,12 +228,11 @@ static int maxwait_us(const struct pool *p, usec_t now)
 	return (int)(now - c->request_time);
 }
 
-static void show_pools(struct client *c)
+static void view_pools(struct result *r)
 {
-	struct result r;
 	usec_t now = util_monotonic();
 	struct list *it;
-	res_begin(&r, COLS("database", "user", "cl_active", "cl_waiting", "cl_active_cancel_req",
+	res_begin(r, COLS("database", "user", "cl_active", "cl_waiting", "cl_active_cancel_req",
 			   "cl_waiting_cancel_req", "sv_active", "sv_active_cancel", "sv_being_canceled",
 			   "sv_idle", "sv_used", "sv_tested", "sv_login", "maxwait", "maxwait_us",
 			   "pool_mode", "load_balance_hosts"),
@@ -250,13 +241,12 @@ static void show_pools(struct client *c)
 	list_for_each(it, &W->pools) {
 		struct pool *p = container_of(it, struct pool, node);
 		int mw = maxwait_us(p, now);
-		res_row(&r, "ssiiiiiiiiiiiiiss", p->db->name, p->user->name, p->n_active_clients,
+		res_row(r, "ssiiiiiiiiiiiiiss", p->db->name, p->user->name, p->n_active_clients,
 			p->n_waiting_clients, 0, 0, p->n_active, 0, p->n_canceled, p->n_idle, 0, p->n_tested,
 			p->n_login, mw / 1000000, mw % 1000000,
 			pool_mode_name((enum pool_mode)pool_mode_of(p)),
 			p->db->n_hosts > 1 ? (p->db->load_balance ? "round-robin" : "disable") : NULL);
 	}
-	res_end(c, &r, "SHOW");
 }
 
 static void fmt_time(char *buf, size_t len, usec_t mono)
@@ -284,12 +274,11 @@ static void client_row(struct result *r, const struct client *cl, usec_t now)
 		(uint64_t)0, id);
 }
 
-static void show_clients(struct client *c)
+static void view_clients(struct result *r)
 {
-	struct result r;
 	usec_t now = util_monotonic();
 	struct list *it;
-	res_begin(&r, COLS("type", "user", "database", "replication", "state", "addr", "remote_pid_unused",
+	res_begin(r, COLS("type", "user", "database", "replication", "state", "addr", "remote_pid_unused",
 			   "port", "local_addr", "local_port_unused", "local_port", "wait", "wait_us",
 			   "connect_time", "request_time", "ptr", "link", "tls", "application_name",
 			   "prepared_statements", "id"),
@@ -299,16 +288,14 @@ static void show_clients(struct client *c)
 	list_for_each(it, &W->all_clients) {
 		const struct client *cl = container_of(it, struct client, all_node);
 		if (cl->state != CLIENT_JUSTFREE && cl->state != CLIENT_CANCEL)
-			client_row(&r, cl, now);
+			client_row(r, cl, now);
 	}
-	res_end(c, &r, "SHOW");
 }
 
-static void show_servers(struct client *c)
+static void view_servers(struct result *r)
 {
-	struct result r;
 	struct list *it;
-	res_begin(&r, COLS("type", "user", "database", "replication", "state", "addr", "port",
+	res_begin(r, COLS("type", "user", "database", "replication", "state", "addr", "port",
 			   "local_addr", "local_port", "connect_time", "request_time", "wait", "wait_us",
 			   "close_needed", "ptr", "link", "remote_pid", "tls", "application_name",
 			   "prepared_statements", "id"),
@@ -324,19 +311,17 @@ static void show_servers(struct client *c)
 		snprintf(ptr, sizeof(ptr), "%p", (const void *)sv);
 		snprintf(link, sizeof(link), "%p", (const void *)sv->link);
 		snprintf(id, sizeof(id), "%llu", (unsigned long long)sv->id);
-		res_row(&r, "sssssisissiiisssissqs", "S", sv->pool->user->name, sv->pool->db->name, "no",
+		res_row(r, "ssssssisissiiississqs", "S", sv->pool->user->name, sv->pool->db->name, "no",
 			server_state_name(sv->state), sv->addr, sv->port, sv->laddr, sv->lport, ct, ct, 0, 0,
 			sv->close_needed ? 1 : 0, ptr, sv->link ? link : "", (int)sv->be_pid, "",
 			varcache_get(&sv->vars, varcache_lookup("application_name")) ?: "", (uint64_t)0, id);
 	}
-	res_end(c, &r, "SHOW");
 }
 
-static void show_databases(struct client *c)
+static void view_databases(struct result *r)
 {
-	struct result r;
 	struct list *it;
-	res_begin(&r, COLS("name", "host", "port", "database", "force_user", "pool_size", "min_pool_size",
+	res_begin(r, COLS("name", "host", "port", "database", "force_user", "pool_size", "min_pool_size",
 			   "reserve_pool_size", "server_lifetime", "pool_mode", "load_balance_hosts",
 			   "max_connections", "current_connections", "max_client_connections",
 			   "current_client_connections", "paused", "disabled"),
@@ -347,54 +332,46 @@ static void show_databases(struct client *c)
 		if (db->dead)
 			continue;
 		usec_t life = db->server_lifetime >= 0 ? db->server_lifetime : W->cfg->server_lifetime;
-		res_row(&r, "ssissiiiissiiiiii", db->name,
+		res_row(r, "ssissiiiissiiiiii", db->name,
 			db->admin ? NULL : (db->hosts[0] ? db->hosts[0] : NULL), db->admin ? W->cfg->listen_port : db->port,
 			db->admin ? "pgbouncer" : db->dbname, db->forced_user,
 			db->pool_size >= 0 ? db->pool_size : W->cfg->default_pool_size, db->min_pool_size,
 			db->reserve_pool_size >= 0 ? db->reserve_pool_size : W->cfg->reserve_pool_size,
 			(int)(life / USEC_PER_SEC), db->pool_mode >= 0 ? pool_mode_name((enum pool_mode)db->pool_mode) : NULL,
 			db->n_hosts > 1 ? (db->load_balance ? "round-robin" : "disable") : NULL,
-			db->max_db_connections, db->n_servers, db->max_db_client_connections,
-			db->shm_idx >= 0 ? shm_name_total(db->shm_idx) : db->n_clients,
+			db->max_db_connections, db->n_servers, db->max_db_client_connections, db->n_clients,
 			db->paused ? 1 : 0, db->disabled ? 1 : 0);
 	}
-	res_end(c, &r, "SHOW");
 }
 
-static void show_users(struct client *c)
+static void view_users(struct result *r)
 {
-	struct result r;
 	struct list *it;
-	res_begin(&r, COLS("name", "pool_size", "reserve_pool_size", "pool_mode", "max_user_connections",
+	res_begin(r, COLS("name", "pool_size", "reserve_pool_size", "pool_mode", "max_user_connections",
 			   "current_connections", "max_user_client_connections", "current_client_connections"),
 		  TYPES(OID_TEXT, OID_INT4, OID_INT4, OID_TEXT, OID_INT4, OID_INT4, OID_INT4, OID_INT4), 8);
 	list_for_each(it, &W->users) {
 		const struct puser *u = container_of(it, struct puser, node);
-		res_row(&r, "siisiiii", u->name, u->pool_size, u->reserve_pool_size,
+		res_row(r, "siisiiii", u->name, u->pool_size, u->reserve_pool_size,
 			u->pool_mode >= 0 ? pool_mode_name((enum pool_mode)u->pool_mode) : NULL,
-			u->max_user_connections, u->n_servers, u->max_user_client_connections,
-			u->shm_idx >= 0 ? shm_name_total(u->shm_idx) : u->n_clients);
+			u->max_user_connections, u->n_servers, u->max_user_client_connections, u->n_clients);
 	}
-	res_end(c, &r, "SHOW");
 }
 
-static void show_config(struct client *c)
+static void view_config(struct result *r)
 {
-	struct result r;
 	char val[1024];
-	res_begin(&r, COLS("key", "value", "default", "changeable"),
+	res_begin(r, COLS("key", "value", "default", "changeable"),
 		  TYPES(OID_TEXT, OID_TEXT, OID_TEXT, OID_TEXT), 4);
 	for (size_t i = 0; i < settings_count(); i++) {
 		const struct setting *s = settings_get(i);
 		setting_format(W->cfg, s, val, sizeof(val));
-		res_row(&r, "ssss", setting_name(s), val, setting_default(s), setting_reloadable(s) ? "yes" : "no");
+		res_row(r, "ssss", setting_name(s), val, setting_default(s), setting_reloadable(s) ? "yes" : "no");
 	}
-	res_end(c, &r, "SHOW");
 }
 
-static void show_lists(struct client *c)
+static void view_lists(struct result *r)
 {
-	struct result r;
 	int n_db = 0, n_users = 0, n_pools = 0, free_cl = 0, used_cl = 0, login = 0, used_sv = 0;
 	struct list *it;
 	list_for_each(it, &W->databases) n_db++;
@@ -403,29 +380,27 @@ static void show_lists(struct client *c)
 	list_for_each(it, &W->all_clients) used_cl++;
 	list_for_each(it, &W->login_clients) login++;
 	list_for_each(it, &W->all_servers) used_sv++;
-	res_begin(&r, COLS("list", "items"), TYPES(OID_TEXT, OID_INT4), 2);
-	res_row(&r, "si", "databases", n_db);
-	res_row(&r, "si", "users", n_users);
-	res_row(&r, "si", "peers", 0);
-	res_row(&r, "si", "pools", n_pools);
-	res_row(&r, "si", "peer_pools", 0);
-	res_row(&r, "si", "free_clients", free_cl);
-	res_row(&r, "si", "used_clients", used_cl);
-	res_row(&r, "si", "login_clients", login);
-	res_row(&r, "si", "free_servers", 0);
-	res_row(&r, "si", "used_servers", used_sv);
-	res_row(&r, "si", "dns_names", 0);
-	res_row(&r, "si", "dns_zones", 0);
-	res_row(&r, "si", "dns_queries", 0);
-	res_row(&r, "si", "dns_pending", 0);
-	res_end(c, &r, "SHOW");
+	res_begin(r, COLS("list", "items"), TYPES(OID_TEXT, OID_INT4), 2);
+	res_row(r, "si", "databases", n_db);
+	res_row(r, "si", "users", n_users);
+	res_row(r, "si", "peers", 0);
+	res_row(r, "si", "pools", n_pools);
+	res_row(r, "si", "peer_pools", 0);
+	res_row(r, "si", "free_clients", free_cl);
+	res_row(r, "si", "used_clients", used_cl);
+	res_row(r, "si", "login_clients", login);
+	res_row(r, "si", "free_servers", 0);
+	res_row(r, "si", "used_servers", used_sv);
+	res_row(r, "si", "dns_names", 0);
+	res_row(r, "si", "dns_zones", 0);
+	res_row(r, "si", "dns_queries", 0);
+	res_row(r, "si", "dns_pending", 0);
 }
 
-static void show_stats(struct client *c)
+static void view_stats(struct result *r)
 {
-	struct result r;
 	struct list *it;
-	res_begin(&r, COLS("database", "total_server_assignment_count", "total_xact_count", "total_query_count",
+	res_begin(r, COLS("database", "total_server_assignment_count", "total_xact_count", "total_query_count",
 			   "total_received", "total_sent", "total_xact_time", "total_query_time", "total_wait_time"),
 		  TYPES(OID_TEXT, OID_INT8, OID_INT8, OID_INT8, OID_INT8, OID_INT8, OID_INT8, OID_INT8, OID_INT8), 9);
 	list_for_each(it, &W->databases) {
@@ -445,33 +420,49 @@ static void show_stats(struct client *c)
 			t.query_time += p->stats.query_time;
 			t.wait_time += p->stats.wait_time;
 		}
-		res_row(&r, "sqqqqqqqq", db->name, t.server_assignment_count, t.xact_count, t.query_count,
+		res_row(r, "sqqqqqqqq", db->name, t.server_assignment_count, t.xact_count, t.query_count,
 			t.bytes_in, t.bytes_out, t.xact_time, t.query_time, t.wait_time);
 	}
-	res_end(c, &r, "SHOW");
+}
+
+static void view_workers(struct result *r)
+{
+	struct rusage ru;
+	int n_servers = 0, n_pools = 0;
+	struct list *it;
+	list_for_each(it, &W->all_servers) n_servers++;
+	list_for_each(it, &W->pools) n_pools++;
+	getrusage(RUSAGE_SELF, &ru);
+	res_begin(r, COLS("worker", "pid", "clients", "servers", "pools", "cpu_user_ms", "cpu_system_ms",
+			  "restarts"),
+		  TYPES(OID_INT4, OID_INT4, OID_INT4, OID_INT4, OID_INT4, OID_INT8, OID_INT8, OID_INT4), 8);
+	res_row(r, "iiiiiqqi", W->id, (int)getpid(), W->n_clients, n_servers, n_pools,
+		(uint64_t)ru.ru_utime.tv_sec * 1000 + (uint64_t)ru.ru_utime.tv_usec / 1000,
+		(uint64_t)ru.ru_stime.tv_sec * 1000 + (uint64_t)ru.ru_stime.tv_usec / 1000,
+		shm_restarts(W->id));
 }
 
 /* ---- commands ---- */
 
-static void set_paused(struct client *c, const char *arg, bool pause)
-{
-	if (!*arg) {
-		W->paused = pause;
-	} else {
-		struct database *db = pool_find_db(arg);
-		if (!db || db->dead) {
-			send_admin_error(c, "no such database: %s", arg);
-			return;
-		}
-		db->paused = pause;
-	}
-	if (!pause) {
-		struct list *it;
-		list_for_each(it, &W->pools)
-			pool_launch_needed(container_of(it, struct pool, node));
-	}
-	send_command_complete(c, pause ? "PAUSE" : "RESUME");
-}
+struct view {
+	const char *name;
+	void (*fn)(struct result *r);
+	const char *rule;          /* how rows of several workers merge (rowmerge.h) */
+	bool per_worker;           /* every worker has rows of its own */
+};
+
+static const struct view views[] = {
+	{ "version", view_version, NULL, false },
+	{ "config", view_config, NULL, false },
+	{ "pools", view_pools, "kk+++++++++++MMff", true },
+	{ "clients", view_clients, NULL, true },
+	{ "servers", view_servers, NULL, true },
+	{ "databases", view_databases, "kfffffffffff+f+MM", true },
+	{ "users", view_users, "kffff+f+", true },
+	{ "lists", view_lists, "kL", true },
+	{ "stats", view_stats, "k++++++++", true },
+	{ "workers", view_workers, NULL, true },
+};
 
 static bool word_eq(const char **p, const char *w)
 {
@@ -484,54 +475,274 @@ static bool word_eq(const char **p, const char *w)
 	return true;
 }
 
-static void run_show(struct client *c, const char *p)
+static const struct view *find_view(const char *p)
 {
-	static const struct { const char *name; void (*fn)(struct client *); } views[] = {
-		{ "help", show_help }, { "version", show_version }, { "pools", show_pools },
-		{ "clients", show_clients }, { "servers", show_servers }, { "databases", show_databases },
-		{ "users", show_users }, { "config", show_config }, { "lists", show_lists },
-		{ "stats", show_stats },
-	};
 	for (size_t i = 0; i < ARRAY_SIZE(views); i++) {
 		const char *q = p;
-		if (word_eq(&q, views[i].name) && !*q) {
-			views[i].fn(c);
-			return;
-		}
+		if (word_eq(&q, views[i].name) && !*q)
+			return &views[i];
 	}
-	send_admin_error(c, "unknown SHOW command: %s", p);
+	return NULL;
 }
 
-static void run_command(struct client *c, char *sql)
+/* Apply PAUSE/RESUME [db] in this worker; false and *err when db is unknown. */
+static bool apply_paused(const char *arg, bool pause, char *err, size_t errlen)
 {
-	/* Trim whitespace and trailing semicolons. */
+	if (!*arg) {
+		W->paused = pause;
+	} else {
+		struct database *db = pool_find_db(arg);
+		if (!db || db->dead) {
+			snprintf(err, errlen, "no such database: %s", arg);
+			return false;
+		}
+		db->paused = pause;
+	}
+	if (!pause) {
+		struct list *it;
+		list_for_each(it, &W->pools)
+			pool_launch_needed(container_of(it, struct pool, node));
+	}
+	return true;
+}
+
+/* What a command is, after trimming: a view, PAUSE/RESUME (with arg), or
+ * something run here only. */
+enum cmd_kind { CMD_VIEW, CMD_HELP, CMD_PAUSE, CMD_RESUME, CMD_RELOAD, CMD_SHUTDOWN, CMD_UNKNOWN_SHOW, CMD_UNKNOWN };
+
+static enum cmd_kind parse_command(char *sql, const struct view **v, const char **arg)
+{
 	while (isspace((unsigned char)*sql))
-		sql++;
+		memmove(sql, sql + 1, strlen(sql));
 	size_t n = strlen(sql);
 	while (n && (isspace((unsigned char)sql[n - 1]) || sql[n - 1] == ';'))
 		sql[--n] = 0;
 	const char *p = sql;
-
+	*arg = "";
 	if (word_eq(&p, "show")) {
-		run_show(c, p);
-		return;
+		*arg = p;
+		if (word_eq(&p, "help") && !*p)
+			return CMD_HELP;
+		*v = find_view(*arg);
+		return *v ? CMD_VIEW : CMD_UNKNOWN_SHOW;
 	}
-	if (c->stats_only) {
-		send_admin_error(c, "%s", "admin access needed");
-		return;
+	if (word_eq(&p, "pause")) {
+		*arg = p;
+		return CMD_PAUSE;
 	}
-	if (word_eq(&p, "pause"))
-		set_paused(c, p, true);
-	else if (word_eq(&p, "resume"))
-		set_paused(c, p, false);
-	else if (word_eq(&p, "reload") && !*p) {
+	if (word_eq(&p, "resume")) {
+		*arg = p;
+		return CMD_RESUME;
+	}
+	if (word_eq(&p, "reload") && !*p)
+		return CMD_RELOAD;
+	if (word_eq(&p, "shutdown") && !*p)
+		return CMD_SHUTDOWN;
+	return CMD_UNKNOWN;
+}
+
+static void write_result(struct client *c, struct result *r)
+{
+	pktbuf_begin(&r->pb, 'C');
+	pktbuf_put_string(&r->pb, "SHOW");
+	pktbuf_finish(&r->pb);
+	(void)stream_write(&c->s, &r->pb);
+	pktbuf_free(&r->pb);
+}
+
+/* Run a command with this worker's view only (one worker, or a view that is
+ * the same everywhere). */
+static void run_local(struct client *c, enum cmd_kind k, const struct view *v, const char *arg, const char *sql)
+{
+	struct result r;
+	char err[256];
+
+	switch (k) {
+	case CMD_HELP:
+		show_help(c);
+		break;
+	case CMD_VIEW:
+		v->fn(&r);
+		write_result(c, &r);
+		break;
+	case CMD_PAUSE:
+	case CMD_RESUME:
+		if (apply_paused(arg, k == CMD_PAUSE, err, sizeof(err)))
+			send_command_complete(c, k == CMD_PAUSE ? "PAUSE" : "RESUME");
+		else
+			send_admin_error(c, "%s", err);
+		break;
+	case CMD_RELOAD:
+		/* The supervisor reloads every worker, all or none (two phases). */
 		kill(getppid(), SIGHUP);
 		send_command_complete(c, "RELOAD");
-	} else if (word_eq(&p, "shutdown") && !*p) {
+		break;
+	case CMD_SHUTDOWN:
 		send_command_complete(c, "SHUTDOWN");
 		kill(getppid(), SIGQUIT);
-	} else
+		break;
+	case CMD_UNKNOWN_SHOW:
+		send_admin_error(c, "unknown SHOW command: %s", arg);
+		break;
+	default:
 		send_admin_error(c, "unknown command: %s", sql);
+	}
+}
+
+/* ---- fan-out over the workers ---- */
+
+struct admin_fanout {
+	enum cmd_kind kind;
+	const struct view *view;
+	struct pktbuf header;      /* the first RowDescription seen */
+	struct rowset rows;
+	char err[256];
+	bool done;
+	bool bad;                  /* a worker's answer did not parse */
+};
+
+static bool wants_fanout(enum cmd_kind k, const struct view *v)
+{
+	if (shm_n_workers() <= 1)
+		return false;
+	return (k == CMD_VIEW && v->per_worker) || k == CMD_PAUSE || k == CMD_RESUME;
+}
+
+static bool start_fanout(struct client *c, enum cmd_kind k, const struct view *v, const char *sql)
+{
+	struct admin_fanout *f = xcalloc(1, sizeof(*f));
+	f->kind = k;
+	f->view = v;
+	pktbuf_init(&f->header, 256);
+	rowset_init(&f->rows, v ? v->rule : NULL);
+	c->fanout = f;
+	if (ipc_send(W->sup, IPC_ADMIN_REQ, (uint32_t)c->id, sql, (uint32_t)strlen(sql) + 1, -1) < 0) {
+		admin_fanout_free(c);
+		return false;
+	}
+	return true;
+}
+
+void admin_fanout_free(struct client *c)
+{
+	struct admin_fanout *f = c->fanout;
+	if (!f)
+		return;
+	pktbuf_free(&f->header);
+	rowset_free(&f->rows);
+	free(f);
+	c->fanout = NULL;
+}
+
+static void finish_fanout(struct client *c)
+{
+	struct admin_fanout *f = c->fanout;
+	struct pktbuf pb;
+
+	if (f->bad)
+		send_admin_error(c, "%s", "a worker's answer could not be read");
+	else if (f->err[0])
+		send_admin_error(c, "%s", f->err);
+	else if (f->kind == CMD_PAUSE || f->kind == CMD_RESUME)
+		send_command_complete(c, f->kind == CMD_PAUSE ? "PAUSE" : "RESUME");
+	else {
+		pktbuf_init(&pb, f->header.len + 1024);
+		pktbuf_put_bytes(&pb, f->header.buf, f->header.len);
+		rowset_write(&f->rows, &pb);
+		pktbuf_begin(&pb, 'C');
+		pktbuf_put_string(&pb, "SHOW");
+		pktbuf_finish(&pb);
+		(void)stream_write(&c->s, &pb);
+		pktbuf_free(&pb);
+	}
+	admin_fanout_free(c);
+}
+
+static struct client *fanout_client(uint32_t reqid)
+{
+	struct list *it;
+	list_for_each(it, &W->all_clients) {
+		struct client *c = container_of(it, struct client, all_node);
+		if (c->fanout && (uint32_t)c->id == reqid && c->state != CLIENT_JUSTFREE)
+			return c;
+	}
+	return NULL;
+}
+
+void admin_fanout_part(uint32_t reqid, const uint8_t *data, size_t len)
+{
+	struct client *c = fanout_client(reqid);
+	if (!c)
+		return;
+	struct admin_fanout *f = c->fanout;
+	struct pkt_hdr h;
+	/* A part opens with the worker's RowDescription; keep the first. */
+	if (len >= 5 && data[0] == 'T' &&
+	    pkt_parse_header(data, len, false, 1u << 30, &h, NULL) == PKT_OK && h.len <= len) {
+		if (f->header.len == 0)
+			pktbuf_put_bytes(&f->header, data, h.len);
+		data += h.len;
+		len -= h.len;
+	}
+	if (!rowset_add(&f->rows, data, len))
+		f->bad = true;
+}
+
+void admin_fanout_done(uint32_t reqid, const char *err, size_t len)
+{
+	struct client *c = fanout_client(reqid);
+	if (!c)
+		return;
+	if (len > 1 && err[len - 1] == 0)
+		snprintf(c->fanout->err, sizeof(c->fanout->err), "%s", err);
+	c->fanout->done = true;
+	stream_resume(&c->s);
+}
+
+static void send_part(uint32_t fanid, const uint8_t *p, size_t len)
+{
+	if (ipc_send(W->sup, IPC_ADMIN_PART, fanid, p, (uint32_t)len, -1) < 0)
+		log_warning("could not send console rows to the supervisor");
+}
+
+/* Another worker's console client asks: answer for this worker. */
+void admin_remote_run(uint32_t fanid, const char *text, size_t len)
+{
+	char sql[ADMIN_MAX_QUERY], err[256] = "";
+	const struct view *v = NULL;
+	const char *arg;
+
+	if (len == 0 || len > sizeof(sql) || text[len - 1] != 0) {
+		snprintf(err, sizeof(err), "malformed console command");
+	} else {
+		memcpy(sql, text, len);
+		enum cmd_kind k = parse_command(sql, &v, &arg);
+		if (k == CMD_VIEW) {
+			struct result r;
+			v->fn(&r);
+			/* Parts end on message boundaries and fit one IPC message. */
+			size_t off = 0, start = 0;
+			while (off < r.pb.len) {
+				struct pkt_hdr h;
+				if (pkt_parse_header(r.pb.buf + off, r.pb.len - off, false, 1u << 30, &h, NULL) != PKT_OK)
+					break;
+				if (off + h.len - start > IPC_MAX_PAYLOAD && off > start) {
+					send_part(fanid, r.pb.buf + start, off - start);
+					start = off;
+				}
+				off += h.len;
+			}
+			if (off > start)
+				send_part(fanid, r.pb.buf + start, off - start);
+			pktbuf_free(&r.pb);
+		} else if (k == CMD_PAUSE || k == CMD_RESUME) {
+			(void)apply_paused(arg, k == CMD_PAUSE, err, sizeof(err));
+		} else {
+			snprintf(err, sizeof(err), "not a command for every worker");
+		}
+	}
+	if (ipc_send(W->sup, IPC_ADMIN_DONE, fanid, err, (uint32_t)strlen(err) + 1, -1) < 0)
+		log_warning("could not answer a console command of another worker");
 }
 
 enum stream_action admin_on_pkt(struct client *c, const struct pkt_hdr *h,
@@ -561,7 +772,25 @@ enum stream_action admin_on_pkt(struct client *c, const struct pkt_hdr *h,
 	}
 	memcpy(sql, data + 5, len);
 	c->last_activity = util_monotonic();
-	run_command(c, sql);
+	if (c->fanout) {
+		/* Resumed: every worker has answered this very query. */
+		if (!c->fanout->done)
+			return SA_PAUSE;
+		finish_fanout(c);
+	} else {
+		const struct view *v = NULL;
+		const char *arg;
+		enum cmd_kind k = parse_command(sql, &v, &arg);
+		if (c->stats_only && k != CMD_VIEW && k != CMD_HELP && k != CMD_UNKNOWN_SHOW) {
+			send_admin_error(c, "%s", "admin access needed");
+		} else if (wants_fanout(k, v)) {
+			if (start_fanout(c, k, v, sql))
+				return SA_PAUSE;
+			send_admin_error(c, "%s", "could not reach the other workers");
+		} else {
+			run_local(c, k, v, arg, sql);
+		}
+	}
 	pktbuf_init(&pb, 8);
 	pkt_write_ready(&pb, 'I');
 	(void)stream_write(&c->s, &pb);

@@ -201,6 +201,7 @@ void client_free(struct client *c)
 	list_del(&c->node);
 	list_del(&c->all_node);
 	varcache_clear(&c->vars);
+	admin_fanout_free(c);
 	free(c);
 }
 

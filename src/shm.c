@@ -26,6 +26,7 @@ struct shm_head {
 	_Atomic uint64_t next_id;
 	int n_workers;
 	_Atomic int clients[SHM_MAX_WORKERS];
+	_Atomic int restarts[SHM_MAX_WORKERS];
 	struct name_slot names[SHM_NAMES];
 	/* followed by _Atomic int counts[SHM_NAMES][n_workers] */
 };
@@ -122,6 +123,17 @@ void shm_client_put(void)
 int shm_clients_of(int w)
 {
 	return head && w >= 0 && w < head->n_workers ? atomic_load(&head->clients[w]) : 0;
+}
+
+void shm_note_restart(int w)
+{
+	if (head && w >= 0 && w < head->n_workers)
+		atomic_fetch_add(&head->restarts[w], 1);
+}
+
+int shm_restarts(int w)
+{
+	return head && w >= 0 && w < head->n_workers ? atomic_load(&head->restarts[w]) : 0;
 }
 
 int shm_clients_total(void)

@@ -44,6 +44,8 @@ static struct {
 	struct ledger *ledger;
 	struct list welcomes;      /* struct welcome: pools' server parameters */
 	struct list failures;      /* struct failure: pools' last failed server login */
+	struct list fans;          /* struct fan: console commands out to every worker */
+	uint32_t next_fan;
 	/* two-phase reload: every worker stages the new config, then all apply */
 	struct config *staged;
 	int reload_pending;
@@ -246,6 +248,99 @@ static void tell_recent_failure(int slot, const void *key)
 	send_to(slot, IPC_LOGIN_FAILED, 0, &x->f, sizeof(x->f));
 }
 
+/* ---- console fan-out ----
+ * A worker's console client asks for every worker's rows (or a PAUSE in
+ * each): the command goes to all workers, their parts are passed on to the
+ * asker as they come, and the asker hears DONE once every worker answered
+ * (or died). */
+
+struct fan {
+	struct list node;
+	uint32_t id;
+	int origin;                /* -1 once the asking worker is gone */
+	uint32_t origin_req;
+	int pending;
+	bool *owed;
+	char err[256];
+};
+
+static struct fan *find_fan(uint32_t id)
+{
+	struct list *it;
+	list_for_each(it, &sup.fans) {
+		struct fan *f = container_of(it, struct fan, node);
+		if (f->id == id)
+			return f;
+	}
+	return NULL;
+}
+
+static void fan_answered(struct fan *f, int slot, const char *err)
+{
+	if (!f->owed[slot])
+		return;
+	f->owed[slot] = false;
+	if (err && *err && !f->err[0])
+		snprintf(f->err, sizeof(f->err), "%s", err);
+	if (--f->pending > 0)
+		return;
+	if (f->origin >= 0)
+		send_to(f->origin, IPC_ADMIN_DONE, f->origin_req, f->err, (uint32_t)strlen(f->err) + 1);
+	list_del(&f->node);
+	free(f->owed);
+	free(f);
+}
+
+static void on_admin_msg(int slot, const struct ipc_hdr *hdr, const void *payload)
+{
+	struct fan *f;
+	switch (hdr->type) {
+	case IPC_ADMIN_REQ:
+		f = xcalloc(1, sizeof(*f));
+		f->id = ++sup.next_fan;
+		f->origin = slot;
+		f->origin_req = hdr->reqid;
+		f->owed = xcalloc((size_t)sup.n_slots, sizeof(bool));
+		list_append(&sup.fans, &f->node);
+		for (int i = 0; i < sup.n_slots; i++) {
+			if (!sup.slots[i].ch)
+				continue;
+			f->owed[i] = true;
+			f->pending++;
+			send_to(i, IPC_ADMIN_RUN, f->id, payload, hdr->len);
+		}
+		if (f->pending == 0) {
+			f->pending = 1;
+			f->owed[slot] = true;
+			fan_answered(f, slot, "no worker is running");
+		}
+		break;
+	case IPC_ADMIN_PART:
+		f = find_fan(hdr->reqid);
+		if (f && f->origin >= 0)
+			send_to(f->origin, IPC_ADMIN_PART, f->origin_req, payload, hdr->len);
+		break;
+	case IPC_ADMIN_DONE:
+		f = find_fan(hdr->reqid);
+		if (f)
+			fan_answered(f, slot, hdr->len > 0 && ((const char *)payload)[hdr->len - 1] == 0
+				     ? payload : NULL);
+		break;
+	}
+}
+
+/* A worker died: it answers nothing more and asks nothing more. */
+static void fans_worker_gone(int slot)
+{
+	struct list *it, *tmp;
+	list_for_each_safe(it, tmp, &sup.fans) {
+		struct fan *f = container_of(it, struct fan, node);
+		if (f->origin == slot)
+			f->origin = -1;
+		fan_answered(f, slot, NULL);
+	}
+}
+
 /* ---- reload ---- */
 
 static void reload_finish(void)
@@ -316,6 +411,11 @@ static void on_worker_msg(struct ipc_chan *ch, const struct ipc_hdr *hdr, const 
 		break;
 	case IPC_LOGIN_FAILED:
 		on_login_failed(slot, hdr, payload);
+		break;
+	case IPC_ADMIN_REQ:
+	case IPC_ADMIN_PART:
+	case IPC_ADMIN_DONE:
+		on_admin_msg(slot, hdr, payload);
 		break;
 	default:
 		fatal("ipc: unexpected %s from worker %d", ipc_type_name(hdr->type), slot);
@@ -400,6 +500,7 @@ static void worker_died(int slot, int status)
 	pid_t old_pid = s->pid;
 	s->pid = 0;
 	reload_answered(slot, true);    /* a dead worker does not hold a reload up */
+	fans_worker_gone(slot);
 	if (!sup.shutting_down)
 		ledger_settle();
 	if (sup.shutting_down) {
@@ -409,6 +510,7 @@ static void worker_died(int slot, int status)
 		return;
 	}
 	log_warning("worker %d (pid %d) %s; restarting it", slot, (int)old_pid, why);
+	shm_note_restart(slot);
 	/* Back off if it keeps dying right after start. */
 	usec_t up = util_monotonic() - s->started;
 	s->restarts = up < USEC_PER_SEC ? s->restarts + 1 : 0;
@@ -558,6 +660,7 @@ int supervisor_run(const struct run_options *opt, struct config *cfg)
 	sup.ledger = ledger_new(sup.n_slots);
 	list_init(&sup.welcomes);
 	list_init(&sup.failures);
+	list_init(&sup.fans);
 	log_info("process up: %s, libevent %s, c-ares, workers=%d", PACKAGE_STRING, event_get_version(), sup.n_slots);
 	for (int i = 0; i < sup.n_slots; i++)
 		spawn(i);
@@ -576,6 +679,12 @@ int supervisor_run(const struct run_options *opt, struct config *cfg)
 	while ((it = list_first(&sup.welcomes)) != NULL) {
 		list_del(it);
 		free(container_of(it, struct welcome, node));
+	}
+	while ((it = list_first(&sup.fans)) != NULL) {
+		struct fan *f = container_of(it, struct fan, node);
+		list_del(it);
+		free(f->owed);
+		free(f);
 	}
 	while ((it = list_first(&sup.failures)) != NULL) {
 		list_del(it);

@@ -252,6 +252,15 @@ static void on_ipc(struct ipc_chan *ch, const struct ipc_hdr *hdr, const void *p
 	case IPC_WELCOME:
 		pool_welcome_answer(payload, hdr->len);
 		break;
+	case IPC_ADMIN_RUN:
+		admin_remote_run(hdr->reqid, payload, hdr->len);
+		break;
+	case IPC_ADMIN_PART:
+		admin_fanout_part(hdr->reqid, payload, hdr->len);
+		break;
+	case IPC_ADMIN_DONE:
+		admin_fanout_done(hdr->reqid, payload, hdr->len);
+		break;
 	case IPC_LOGIN_FAILED: {
 		struct login_failure f;
 		if (!payload_is(hdr, sizeof(f)))

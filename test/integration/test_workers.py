@@ -259,3 +259,81 @@ def test_reload_applies_everywhere_or_nowhere(pg15, make_pooler):
     p.reload()
     util.wait_until(lambda: all(v == {"200"} for v in config_values(p, "server_idle_timeout").values()),
                     5, what="every worker to apply the reload")
+
+
+def test_console_views_cover_every_worker(pg15, make_pooler):
+    p = make_pooler(pg15, settings={"workers": WORKERS, "pool_mode": "session",
+                                    "default_pool_size": 20})
+    pids = util.wait_until(lambda: children(p.pid) if len(children(p.pid)) == WORKERS else None,
+                           10, what="workers")
+    clients = [p.connect() for _ in range(12)]
+    try:
+        for c in clients:
+            assert c.execute("SELECT 1").fetchone() == (1,)
+        assert len({worker_of(c) for c in clients}) > 1
+        with p.admin() as admin:
+            def rows(cmd):
+                cur = admin.execute(cmd)
+                names = [d.name for d in cur.description]
+                return [dict(zip(names, r)) for r in cur.fetchall()]
+
+            workers = rows("SHOW WORKERS")
+            assert sorted(w["worker"] for w in workers) == list(range(WORKERS))
+            assert sorted(w["pid"] for w in workers) == sorted(pids)
+            assert sum(w["clients"] for w in workers) == 13  # 12 + this console
+            assert sum(w["servers"] for w in workers) == 12
+
+            pools = [r for r in rows("SHOW POOLS") if r["database"] == "testdb"]
+            assert len(pools) == 1, pools
+            assert pools[0]["cl_active"] == 12 and pools[0]["sv_active"] == 12, pools
+
+            app = [r for r in rows("SHOW CLIENTS") if r["database"] == "testdb"]
+            assert len(app) == 12
+            assert len({r["id"] for r in app}) == 12, "client ids must be unique"
+            assert len([r for r in rows("SHOW SERVERS")]) == 12
+
+            dbs = {r["name"]: r for r in rows("SHOW DATABASES")}
+            assert dbs["testdb"]["current_connections"] == 12
+            assert dbs["testdb"]["current_client_connections"] == 12
+
+            lists = {r["list"]: r["items"] for r in rows("SHOW LISTS")}
+            assert lists["used_clients"] == 13
+            assert lists["databases"] == len(dbs)
+
+            stats = {r["database"]: r for r in rows("SHOW STATS")}
+            assert stats["testdb"]["total_query_count"] >= 12
+    finally:
+        for c in clients:
+            c.close()
+
+
+def test_console_pause_reaches_every_worker(pg15, make_pooler):
+    p = make_pooler(pg15, settings={"workers": WORKERS, "pool_mode": "transaction"})
+    util.wait_until(lambda: len(children(p.pid)) == WORKERS, 10, what="workers")
+    clients = [p.connect() for _ in range(8)]
+    try:
+        assert len({worker_of(c) for c in clients}) > 1
+        with p.admin() as admin:
+            admin.execute("PAUSE testdb")
+            results = {}
+
+            def query(i, conn):
+                try:
+                    results[i] = conn.execute("SELECT 1").fetchone()
+                except psycopg.Error as exc:
+                    results[i] = exc
+
+            threads = [threading.Thread(target=query, args=(i, c)) for i, c in enumerate(clients)]
+            for t in threads:
+                t.start()
+            time.sleep(1)
+            assert not results, f"queries ran while paused: {results}"
+            admin.execute("RESUME testdb")
+            for t in threads:
+                t.join(timeout=10)
+            assert all(results.get(i) == (1,) for i in range(8)), results
+            with pytest.raises(psycopg.Error, match="no such database"):
+                admin.execute("PAUSE nosuchdb")
+    finally:
+        for c in clients:
+            c.close()

@@ -1,0 +1,172 @@
+/* pgcrew — SHOW row merging (see rowmerge.h). Admin traffic is rare and
+ * small, so rows are plain heap strings; clarity over speed here. */
+#include "rowmerge.h"
+#include "proto/build.h"
+#include "proto/packet.h"
+#include "log.h"
+#include "util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* SHOW LISTS rows every worker holds its own copy of. */
+static const char *const copied_lists[] = {
+	"databases", "users", "peers", "pools", "peer_pools", "dns_names", "dns_zones",
+};
+
+void rowset_init(struct rowset *rs, const char *rule)
+{
+	memset(rs, 0, sizeof(*rs));
+	rs->rule = rule;
+	rs->ncols = -1;
+}
+
+static void free_row(char **row, int ncols)
+{
+	for (int j = 0; j < ncols; j++)
+		free(row[j]);
+	free(row);
+}
+
+void rowset_free(struct rowset *rs)
+{
+	for (int i = 0; i < rs->nrows; i++)
+		free_row(rs->rows[i], rs->ncols);
+	free(rs->rows);
+	rs->rows = NULL;
+	rs->nrows = rs->cap = 0;
+}
+
+static char rule_of(const struct rowset *rs, int col)
+{
+	if (!rs->rule || col >= (int)strlen(rs->rule))
+		return 'f';
+	return rs->rule[col];
+}
+
+static bool same_key(const struct rowset *rs, char **a, char **b)
+{
+	for (int j = 0; j < rs->ncols; j++) {
+		if (rule_of(rs, j) != 'k')
+			continue;
+		if (!a[j] != !b[j] || (a[j] && strcmp(a[j], b[j]) != 0))
+			return false;
+	}
+	return true;
+}
+
+static bool is_copied_list(const char *name)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(copied_lists); i++)
+		if (name && strcmp(name, copied_lists[i]) == 0)
+			return true;
+	return false;
+}
+
+static void combine(char **into, char *from, char op, const char *row_key)
+{
+	if (op == 'k' || op == 'f' || !from)
+		return;
+	if (!*into) {
+		*into = xstrdup(from);
+		return;
+	}
+	long long a = strtoll(*into, NULL, 10), b = strtoll(from, NULL, 10);
+	if (op == 'L')
+		op = is_copied_list(row_key) ? 'M' : '+';
+	long long v = op == '+' ? a + b : (a > b ? a : b);
+	char num[32];
+	snprintf(num, sizeof(num), "%lld", v);
+	free(*into);
+	*into = xstrdup(num);
+}
+
+static void merge_row(struct rowset *rs, char **row)
+{
+	if (rs->rule) {
+		for (int i = 0; i < rs->nrows; i++) {
+			char **have = rs->rows[i];
+			if (!same_key(rs, have, row))
+				continue;
+			for (int j = 0; j < rs->ncols; j++)
+				combine(&have[j], row[j], rule_of(rs, j), have[0]);
+			free_row(row, rs->ncols);
+			return;
+		}
+	}
+	if (rs->nrows == rs->cap) {
+		rs->cap = rs->cap ? 2 * rs->cap : 16;
+		rs->rows = realloc(rs->rows, sizeof(*rs->rows) * (size_t)rs->cap);
+		if (!rs->rows)
+			fatal("out of memory");
+	}
+	rs->rows[rs->nrows++] = row;
+}
+
+static char **parse_datarow(const uint8_t *body, size_t len, int *ncols)
+{
+	struct pkt_reader r;
+	pkt_reader_init(&r, body, len);
+	int n = pkt_get_u16(&r);
+	char **row = xcalloc((size_t)(n ? n : 1), sizeof(char *));
+	for (int j = 0; j < n && !r.failed; j++) {
+		int32_t vlen = pkt_get_i32(&r);
+		if (vlen < 0)
+			continue;
+		const uint8_t *v = pkt_get_bytes(&r, (size_t)vlen);
+		if (!v)
+			break;
+		row[j] = xmalloc((size_t)vlen + 1);
+		memcpy(row[j], v, (size_t)vlen);
+		row[j][vlen] = 0;
+	}
+	if (!pkt_get_end(&r)) {
+		free_row(row, n);
+		return NULL;
+	}
+	*ncols = n;
+	return row;
+}
+
+bool rowset_add(struct rowset *rs, const uint8_t *buf, size_t len)
+{
+	size_t off = 0;
+	while (off < len) {
+		struct pkt_hdr h;
+		if (pkt_parse_header(buf + off, len - off, false, 1u << 30, &h, NULL) != PKT_OK ||
+		    h.len > len - off)
+			return false;
+		if (h.type == 'D') {
+			int n;
+			char **row = parse_datarow(buf + off + 5, h.len - 5, &n);
+			if (!row)
+				return false;
+			if (rs->ncols >= 0 && n != rs->ncols) {
+				free_row(row, n);
+				return false;
+			}
+			rs->ncols = n;
+			merge_row(rs, row);
+		}
+		off += h.len;
+	}
+	return true;
+}
+
+void rowset_write(const struct rowset *rs, struct pktbuf *pb)
+{
+	for (int i = 0; i < rs->nrows; i++) {
+		pktbuf_begin(pb, 'D');
+		pktbuf_put_u16(pb, (uint16_t)rs->ncols);
+		for (int j = 0; j < rs->ncols; j++) {
+			const char *v = rs->rows[i][j];
+			if (!v) {
+				pktbuf_put_u32(pb, 0xffffffff);
+				continue;
+			}
+			pktbuf_put_u32(pb, (uint32_t)strlen(v));
+			pktbuf_put_bytes(pb, v, strlen(v));
+		}
+		pktbuf_finish(pb);
+	}
+}
