@@ -32,6 +32,7 @@ enum ipc_type {
 	IPC_ADMIN_RUN,         /* sup -> worker: run it here (reqid = fan-out id) */
 	IPC_ADMIN_PART,        /* worker -> sup -> asking worker: result messages */
 	IPC_ADMIN_DONE,        /* worker -> sup -> asking worker: finished (payload: error text) */
+	IPC_CLIENT_FD,         /* worker -> sup -> worker: a fresh client socket (fd), int32 target */
 	IPC_TYPE_COUNT
 };
 

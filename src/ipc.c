@@ -39,7 +39,7 @@ static const char *const type_names[] = {
 	[IPC_WELCOME_GET] = "WELCOME_GET", [IPC_WELCOME] = "WELCOME",
 	[IPC_LOGIN_FAILED] = "LOGIN_FAILED", [IPC_ADMIN_REQ] = "ADMIN_REQ",
 	[IPC_ADMIN_RUN] = "ADMIN_RUN", [IPC_ADMIN_PART] = "ADMIN_PART",
-	[IPC_ADMIN_DONE] = "ADMIN_DONE",
+	[IPC_ADMIN_DONE] = "ADMIN_DONE", [IPC_CLIENT_FD] = "CLIENT_FD",
 };
 _Static_assert(ARRAY_SIZE(type_names) == IPC_TYPE_COUNT, "ipc type names");
 

@@ -74,6 +74,15 @@ static void send_to(int slot, enum ipc_type type, uint32_t reqid, const void *pa
 		log_warning("could not send %s to worker %d", ipc_type_name(type), slot);
 }
 
+static void send_fd(int slot, int fd)
+{
+	int32_t target = slot;
+	struct ipc_chan *ch = sup.slots[slot].ch;
+	if (!ch || ipc_send(ch, IPC_CLIENT_FD, 0, &target, sizeof(target), fd) < 0)
+		log_warning("could not pass a client connection to worker %d: closing it", slot);
+	close(fd);
+}
+
 /* ---- slot ledger ---- */
 
 static void send_want(int worker, const char *db, const char *user, int n, void *arg)
@@ -341,6 +350,26 @@ static void fans_worker_gone(int slot)
 	}
 }
 
+/* ---- balance ----
+ * A worker above its share hands a just-accepted client socket (no byte
+ * read yet) to the least loaded worker, through us. */
+
+static void pass_client(int from, const struct ipc_hdr *hdr, const void *payload, int fd)
+{
+	int32_t target;
+	if (fd < 0)
+		return;
+	if (hdr->len == sizeof(target)) {
+		memcpy(&target, payload, sizeof(target));
+		if (target >= 0 && target < sup.n_slots && target != from && sup.slots[target].ch) {
+			send_fd(target, fd);
+			return;
+		}
+	}
+	/* The target is gone: the sender keeps the client after all. */
+	send_fd(from, fd);
+}
+
 /* ---- reload ---- */
 
 static void reload_finish(void)
@@ -384,6 +413,10 @@ static void on_worker_msg(struct ipc_chan *ch, const struct ipc_hdr *hdr, const 
 {
 	int slot = (int)(intptr_t)arg;
 	int32_t status;
+	if (hdr->type == IPC_CLIENT_FD) {
+		pass_client(slot, hdr, payload, fd);
+		return;
+	}
 	if (fd >= 0)
 		close(fd);
 	if (hdr->worker != slot)

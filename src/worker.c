@@ -222,6 +222,11 @@ static bool payload_is(const struct ipc_hdr *hdr, size_t len)
 static void on_ipc(struct ipc_chan *ch, const struct ipc_hdr *hdr, const void *payload, int fd, void *arg)
 {
 	int32_t v = 0;
+	if (hdr->type == IPC_CLIENT_FD) {
+		if (fd >= 0)
+			client_accept(fd, false);
+		return;
+	}
 	if (fd >= 0)
 		close(fd);
 	switch (hdr->type) {
@@ -310,8 +315,42 @@ static void on_ipc_eof(struct ipc_chan *ch, void *arg)
 	start_shutdown(SHUTDOWN_IMMEDIATE);
 }
 
+/* Live clients of the workers drift apart when they disconnect unevenly
+ * (the kernel hashes each connection once). A worker above its share by
+ * more than BALANCE_SLACK hands the new socket to the least loaded one. */
+#define BALANCE_PERCENT 110
+#define BALANCE_SLACK 2
+
+static int pick_lighter_worker(void)
+{
+	int n = shm_n_workers();
+	if (n <= 1 || W->shutting_down)
+		return -1;
+	int mine = shm_clients_of(W->id), total = 0, least = -1, least_n = 0;
+	for (int w = 0; w < n; w++) {
+		int k = shm_clients_of(w);
+		total += k;
+		if (w != W->id && (least < 0 || k < least_n)) {
+			least = w;
+			least_n = k;
+		}
+	}
+	/* mine/total > share * BALANCE_PERCENT%, compared in integers */
+	if ((long)mine * n * 100 <= (long)total * BALANCE_PERCENT + (long)BALANCE_SLACK * n * 100)
+		return -1;
+	return least_n + BALANCE_SLACK < mine ? least : -1;
+}
+
 static void on_accept(int fd, bool is_unix, void *arg)
 {
+	int32_t target = is_unix ? -1 : pick_lighter_worker();
+	if (target >= 0) {
+		if (ipc_send(W->sup, IPC_CLIENT_FD, 0, &target, sizeof(target), fd) == 0) {
+			log_noise("client socket handed to worker %d", (int)target);
+			close(fd);
+			return;
+		}
+	}
 	client_accept(fd, is_unix);
 }
 

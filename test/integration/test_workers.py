@@ -337,3 +337,36 @@ def test_console_pause_reaches_every_worker(pg15, make_pooler):
     finally:
         for c in clients:
             c.close()
+
+
+def worker_clients(p):
+    """Live clients per worker from SHOW WORKERS (minus this console)."""
+    with p.admin() as admin:
+        me = worker_of(admin)
+        rows = admin.execute("SHOW WORKERS").fetchall()
+    return {r[0]: r[2] - (1 if r[0] == me else 0) for r in rows}
+
+
+def test_skewed_disconnects_stay_balanced(pg15, make_pooler):
+    """400 clients, all of one worker's leave, 200 more come: the new ones
+    go mostly to the emptied worker, so every worker stays within 25% of
+    the mean."""
+    p = make_pooler(pg15, settings={"workers": WORKERS, "pool_mode": "transaction",
+                                    "max_client_conn": 1000})
+    util.wait_until(lambda: len(children(p.pid)) == WORKERS, 10, what="workers")
+    clients = [p.connect() for _ in range(400)]
+    try:
+        victim = worker_of(clients[0])
+        for c in [c for c in clients if worker_of(c) == victim]:
+            c.close()
+        clients = [c for c in clients if not c.closed]
+        clients += [p.connect() for _ in range(200)]
+        counts = worker_clients(p)
+        mean = sum(counts.values()) / WORKERS
+        print(f"clients per worker after skewed disconnects: {counts}, mean {mean:.0f}")
+        assert sum(counts.values()) == len(clients)
+        for w, n in counts.items():
+            assert abs(n - mean) <= 0.25 * mean, (w, counts)
+    finally:
+        for c in clients:
+            c.close()
