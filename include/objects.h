@@ -117,6 +117,7 @@ struct pool {
 	usec_t login_failed_at;
 	usec_t reserve_since;             /* oldest wait that may use the reserve pool */
 	struct pool_stats stats;
+	struct pool_stats flushed;        /* part of stats already in shared memory */
 	bool paused;
 	/* several workers: slots asked of the supervisor's ledger */
 	int n_slot_wait;                  /* requests not answered yet */

@@ -46,6 +46,14 @@ int shm_name_total(int idx);
 /* A database's host-list position, shared so every worker round-robins
  * over one sequence and skips a host another worker found down. */
 int shm_host(int idx, int advance);       /* returns the value before adding */
+
+/* Traffic counters per database (SHOW STATS, the stats: log line), one cell
+ * per worker. Not zeroed when a worker dies: totals keep counting. */
+#define SHM_STATS 9
+void shm_stats_add(int idx, const uint64_t delta[SHM_STATS]);
+void shm_stats_total(int idx, uint64_t out[SHM_STATS]);
+/* The i-th name slot, if used and of that kind. */
+bool shm_name_at(int i, enum shm_kind kind, char *name, size_t len);
 void shm_host_set(int idx, int value);
 
 #endif

@@ -13,6 +13,7 @@
 #include "proto/error.h"
 #include "server.h"
 #include "shm.h"
+#include "stats.h"
 #include "ipc.h"
 #include "log.h"
 #include "rowmerge.h"
@@ -397,31 +398,51 @@ static void view_lists(struct result *r)
 	res_row(r, "si", "dns_pending", 0);
 }
 
+static void stats_row(struct result *r, const char *name, const uint64_t t[SHM_STATS])
+{
+	/* stats_to_array order: xact, query, in, out, xact_time, query_time,
+	 * wait_time, assignments, errors */
+	res_row(r, "sqqqqqqqq", name, t[7], t[0], t[1], t[2], t[3], t[4], t[5], t[6]);
+}
+
+/* From shared memory: every worker's counts, those of dead workers too. */
 static void view_stats(struct result *r)
 {
+	char name[NAME_MAX_LEN];
+	uint64_t t[SHM_STATS];
 	struct list *it;
+
+	stats_flush();
 	res_begin(r, COLS("database", "total_server_assignment_count", "total_xact_count", "total_query_count",
 			   "total_received", "total_sent", "total_xact_time", "total_query_time", "total_wait_time"),
 		  TYPES(OID_TEXT, OID_INT8, OID_INT8, OID_INT8, OID_INT8, OID_INT8, OID_INT8, OID_INT8, OID_INT8), 9);
+	for (int i = 0; i < SHM_NAMES; i++) {
+		if (!shm_name_at(i, SHM_DB, name, sizeof(name)))
+			continue;
+		shm_stats_total(i, t);
+		struct database *db = pool_find_db(name);
+		bool any = false;
+		for (int k = 0; k < SHM_STATS; k++)
+			any |= t[k] != 0;
+		if (any || (db && !db->dead))
+			stats_row(r, name, t);
+	}
+	/* Databases the shared table had no room for: this worker's counts. */
 	list_for_each(it, &W->databases) {
 		const struct database *db = container_of(it, struct database, node);
-		struct pool_stats t = { 0 };
+		if (db->shm_idx >= 0 || db->dead)
+			continue;
+		uint64_t sum[SHM_STATS] = { 0 }, one[SHM_STATS];
 		struct list *pi;
 		list_for_each(pi, &W->pools) {
 			const struct pool *p = container_of(pi, struct pool, node);
 			if (p->db != db)
 				continue;
-			t.server_assignment_count += p->stats.server_assignment_count;
-			t.xact_count += p->stats.xact_count;
-			t.query_count += p->stats.query_count;
-			t.bytes_in += p->stats.bytes_in;
-			t.bytes_out += p->stats.bytes_out;
-			t.xact_time += p->stats.xact_time;
-			t.query_time += p->stats.query_time;
-			t.wait_time += p->stats.wait_time;
+			stats_to_array(&p->stats, one);
+			for (int k = 0; k < SHM_STATS; k++)
+				sum[k] += one[k];
 		}
-		res_row(r, "sqqqqqqqq", db->name, t.server_assignment_count, t.xact_count, t.query_count,
-			t.bytes_in, t.bytes_out, t.xact_time, t.query_time, t.wait_time);
+		stats_row(r, db->name, sum);
 	}
 }
 
@@ -460,7 +481,7 @@ static const struct view views[] = {
 	{ "databases", view_databases, "kfffffffffff+f+MM", true },
 	{ "users", view_users, "kffff+f+", true },
 	{ "lists", view_lists, "kL", true },
-	{ "stats", view_stats, "k++++++++", true },
+	{ "stats", view_stats, NULL, false },      /* shared memory has all */
 	{ "workers", view_workers, NULL, true },
 };
 

@@ -7,6 +7,7 @@
 #include "config.h"
 #include "pool.h"
 #include "server.h"
+#include "stats.h"
 #include "worker.h"
 
 #include <event2/event.h>
@@ -169,6 +170,7 @@ static void janitor_run(evutil_socket_t fd, short what, void *arg)
 		pool_launch_needed(p);
 	}
 	check_autodb(now);
+	stats_flush();
 	cancel_janitor(now);
 }
 

@@ -8,6 +8,7 @@
 #include "util.h"
 
 #include <sched.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
 
@@ -28,11 +29,13 @@ struct shm_head {
 	_Atomic int clients[SHM_MAX_WORKERS];
 	_Atomic int restarts[SHM_MAX_WORKERS];
 	struct name_slot names[SHM_NAMES];
-	/* followed by _Atomic int counts[SHM_NAMES][n_workers] */
+	/* followed by _Atomic int counts[SHM_NAMES][n_workers]
+	 * and _Atomic uint64_t stats[SHM_NAMES][n_workers][SHM_STATS] */
 };
 
 static struct shm_head *head;
 static _Atomic int *counts;
+static _Atomic uint64_t *stats;
 static size_t map_len;
 static int self = -1;
 
@@ -40,13 +43,16 @@ int shm_create(int n_workers)
 {
 	if (n_workers < 1 || n_workers > SHM_MAX_WORKERS)
 		return -1;
-	map_len = sizeof(*head) + sizeof(_Atomic int) * SHM_NAMES * (size_t)n_workers;
+	size_t cells = (size_t)SHM_NAMES * (size_t)n_workers;
+	size_t counts_len = (sizeof(_Atomic int) * cells + 7) & ~(size_t)7;
+	map_len = sizeof(*head) + counts_len + sizeof(_Atomic uint64_t) * cells * SHM_STATS;
 	void *p = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		return -1;
 	head = p;           /* the kernel gives zeroed pages */
 	head->n_workers = n_workers;
 	counts = (_Atomic int *)(head + 1);
+	stats = (_Atomic uint64_t *)((char *)counts + counts_len);
 	return 0;
 }
 
@@ -56,6 +62,7 @@ void shm_destroy(void)
 		munmap(head, map_len);
 	head = NULL;
 	counts = NULL;
+	stats = NULL;
 }
 
 static _Atomic int *cell(int idx, int w)
@@ -217,6 +224,46 @@ void shm_host_set(int idx, int value)
 {
 	if (head && idx >= 0 && idx < SHM_NAMES)
 		atomic_store(&head->names[idx].host, value);
+}
+
+static _Atomic uint64_t *stat_cell(int idx, int w)
+{
+	return &stats[((size_t)idx * (size_t)head->n_workers + (size_t)w) * SHM_STATS];
+}
+
+void shm_stats_add(int idx, const uint64_t delta[SHM_STATS])
+{
+	if (!valid_idx(idx))
+		return;
+	_Atomic uint64_t *c = stat_cell(idx, self);
+	/* One writer per cell: a relaxed load and store, no locked add. */
+	for (int i = 0; i < SHM_STATS; i++)
+		if (delta[i])
+			atomic_store_explicit(&c[i], atomic_load_explicit(&c[i], memory_order_relaxed) + delta[i],
+					      memory_order_relaxed);
+}
+
+void shm_stats_total(int idx, uint64_t out[SHM_STATS])
+{
+	memset(out, 0, sizeof(uint64_t) * SHM_STATS);
+	if (!head || idx < 0 || idx >= SHM_NAMES)
+		return;
+	for (int w = 0; w < head->n_workers; w++) {
+		_Atomic uint64_t *c = stat_cell(idx, w);
+		for (int i = 0; i < SHM_STATS; i++)
+			out[i] += atomic_load_explicit(&c[i], memory_order_relaxed);
+	}
+}
+
+bool shm_name_at(int i, enum shm_kind kind, char *name, size_t len)
+{
+	if (!head || i < 0 || i >= SHM_NAMES)
+		return false;
+	struct name_slot *s = &head->names[i];
+	if (atomic_load_explicit(&s->state, memory_order_acquire) != SLOT_READY || s->kind != (uint8_t)kind)
+		return false;
+	snprintf(name, len, "%s", s->name);
+	return true;
 }
 
 void shm_name_put(int idx)

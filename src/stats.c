@@ -1,31 +1,65 @@
-/* pgcrew — the periodic statistics line. Counters live in each pool; every
- * stats_period the deltas are summed and logged the way PgBouncer logs them,
- * so existing log parsers keep working. */
+/* pgcrew — statistics. Pools count in their worker; the janitor moves the
+ * counts into shared memory per database (one cell per worker), where SHOW
+ * STATS and the periodic `stats:` line (worker 0 writes it for the whole
+ * instance, in PgBouncer's format) read them; a dead worker's counts stay. */
 #include "stats.h"
 #include "config.h"
 #include "log.h"
 #include "objects.h"
+#include "shm.h"
 #include "worker.h"
 
 #include <event2/event.h>
 
-static struct pool_stats last;
+static uint64_t last[SHM_STATS];
 static usec_t last_time;
 
-static void sum(struct pool_stats *t)
+enum { ST_XACT, ST_QUERY, ST_IN, ST_OUT, ST_XACT_TIME, ST_QUERY_TIME, ST_WAIT_TIME, ST_ASSIGN, ST_ERRORS };
+_Static_assert(ST_ERRORS + 1 == SHM_STATS, "stats columns");
+
+void stats_to_array(const struct pool_stats *s, uint64_t a[SHM_STATS])
+{
+	a[ST_XACT] = s->xact_count;
+	a[ST_QUERY] = s->query_count;
+	a[ST_IN] = s->bytes_in;
+	a[ST_OUT] = s->bytes_out;
+	a[ST_XACT_TIME] = s->xact_time;
+	a[ST_QUERY_TIME] = s->query_time;
+	a[ST_WAIT_TIME] = s->wait_time;
+	a[ST_ASSIGN] = s->server_assignment_count;
+	a[ST_ERRORS] = s->errors;
+}
+
+/* Move what the pools counted since the last flush into shared memory. */
+void stats_flush(void)
 {
 	struct list *it;
-	memset(t, 0, sizeof(*t));
 	list_for_each(it, &W->pools) {
-		const struct pool_stats *s = &container_of(it, struct pool, node)->stats;
-		t->xact_count += s->xact_count;
-		t->query_count += s->query_count;
-		t->bytes_in += s->bytes_in;
-		t->bytes_out += s->bytes_out;
-		t->xact_time += s->xact_time;
-		t->query_time += s->query_time;
-		t->wait_time += s->wait_time;
-		t->server_assignment_count += s->server_assignment_count;
+		struct pool *p = container_of(it, struct pool, node);
+		uint64_t now[SHM_STATS], before[SHM_STATS], delta[SHM_STATS];
+		if (p->db->shm_idx < 0 || p->db->admin)
+			continue;
+		stats_to_array(&p->stats, now);
+		stats_to_array(&p->flushed, before);
+		for (int i = 0; i < SHM_STATS; i++)
+			delta[i] = now[i] - before[i];
+		shm_stats_add(p->db->shm_idx, delta);
+		p->flushed = p->stats;
+	}
+}
+
+/* The instance's totals: every database's counters over every worker. */
+static void sum(uint64_t t[SHM_STATS])
+{
+	char name[64];
+	uint64_t one[SHM_STATS];
+	memset(t, 0, sizeof(uint64_t) * SHM_STATS);
+	for (int i = 0; i < SHM_NAMES; i++) {
+		if (!shm_name_at(i, SHM_DB, name, sizeof(name)))
+			continue;
+		shm_stats_total(i, one);
+		for (int k = 0; k < SHM_STATS; k++)
+			t[k] += one[k];
 	}
 }
 
@@ -36,26 +70,30 @@ static uint64_t per(uint64_t v, uint64_t n)
 
 static void tick(evutil_socket_t fd, short what, void *arg)
 {
-	struct pool_stats now;
+	uint64_t now[SHM_STATS];
 	usec_t t = util_monotonic();
 	uint64_t secs = (uint64_t)((t - last_time) / USEC_PER_SEC);
 
-	sum(&now);
+	stats_flush();
+	/* One line for the instance, as PgBouncer writes one. */
+	if (W->id != 0)
+		return;
+	sum(now);
 	if (!secs)
 		secs = 1;
 	if (W->cfg->log_stats) {
-		uint64_t x = now.xact_count - last.xact_count, q = now.query_count - last.query_count;
-		uint64_t w = now.server_assignment_count - last.server_assignment_count;
+		uint64_t x = now[ST_XACT] - last[ST_XACT], q = now[ST_QUERY] - last[ST_QUERY];
+		uint64_t w = now[ST_ASSIGN] - last[ST_ASSIGN];
 		log_info("stats: %llu xacts/s, %llu queries/s, %llu client parses/s, %llu server parses/s, "
 			 "%llu binds/s, in %llu B/s, out %llu B/s, xact %llu us, query %llu us, wait %llu us",
 			 (unsigned long long)(x / secs), (unsigned long long)(q / secs), 0ULL, 0ULL, 0ULL,
-			 (unsigned long long)((now.bytes_in - last.bytes_in) / secs),
-			 (unsigned long long)((now.bytes_out - last.bytes_out) / secs),
-			 (unsigned long long)per(now.xact_time - last.xact_time, x),
-			 (unsigned long long)per(now.query_time - last.query_time, q),
-			 (unsigned long long)per(now.wait_time - last.wait_time, w));
+			 (unsigned long long)((now[ST_IN] - last[ST_IN]) / secs),
+			 (unsigned long long)((now[ST_OUT] - last[ST_OUT]) / secs),
+			 (unsigned long long)per(now[ST_XACT_TIME] - last[ST_XACT_TIME], x),
+			 (unsigned long long)per(now[ST_QUERY_TIME] - last[ST_QUERY_TIME], q),
+			 (unsigned long long)per(now[ST_WAIT_TIME] - last[ST_WAIT_TIME], w));
 	}
-	last = now;
+	memcpy(last, now, sizeof(last));
 	last_time = t;
 }
 
@@ -64,6 +102,8 @@ void stats_start(void)
 	usec_t p = W->cfg->stats_period > 0 ? W->cfg->stats_period : 60 * USEC_PER_SEC;
 	struct timeval tv = { (time_t)(p / USEC_PER_SEC), (suseconds_t)(p % USEC_PER_SEC) };
 	last_time = util_monotonic();
+	if (W->id == 0)
+		sum(last);
 	W->stats_timer = event_new(W->base, -1, EV_PERSIST, tick, NULL);
 	event_add(W->stats_timer, &tv);
 }

@@ -206,8 +206,14 @@ def test_killed_worker_costs_only_its_clients(pgbench_pg15, make_pooler):
                               else None, 10, what="workers")
     proc = subprocess.Popen(pgbench_command(p, 40, 8), env=pgbench_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    def xacts():
+        with p.admin() as admin:
+            rows = admin.execute("SHOW STATS").fetchall()
+        return sum(r[2] for r in rows if r[0] == "testdb")
+
     try:
         time.sleep(3)
+        before = xacts()
         os.kill(workers[0], signal.SIGKILL)
         output, _ = proc.communicate(timeout=40)
     finally:
@@ -225,6 +231,11 @@ def test_killed_worker_costs_only_its_clients(pgbench_pg15, make_pooler):
         with p.connect() as conn:
             assert conn.execute("SELECT 1").fetchone() == (1,)
     p.wait_for_log(r"worker \d+ \(pid %d\) killed by signal 9" % workers[0])
+    # SHOW STATS keeps counting: the dead worker's transactions stay in.
+    time.sleep(0.5)
+    after = xacts()
+    assert before > 0 and after > before, (before, after)
+    assert after >= summary["processed"] * 0.9, (after, summary["processed"])
 
 
 def config_values(p, key, n=16):
@@ -300,8 +311,9 @@ def test_console_views_cover_every_worker(pg15, make_pooler):
             assert lists["used_clients"] == 13
             assert lists["databases"] == len(dbs)
 
-            stats = {r["database"]: r for r in rows("SHOW STATS")}
-            assert stats["testdb"]["total_query_count"] >= 12
+            # Workers move their counts to shared memory every 200 ms.
+            util.wait_until(lambda: {r["database"]: r for r in rows("SHOW STATS")}
+                            ["testdb"]["total_query_count"] >= 12, 2, what="stats of every worker")
     finally:
         for c in clients:
             c.close()
