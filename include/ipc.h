@@ -33,6 +33,10 @@ enum ipc_type {
 	IPC_ADMIN_PART,        /* worker -> sup -> asking worker: result messages */
 	IPC_ADMIN_DONE,        /* worker -> sup -> asking worker: finished (payload: error text) */
 	IPC_CLIENT_FD,         /* worker -> sup -> worker: a fresh client socket (fd), int32 target */
+	IPC_TAKEOVER,          /* new pgcrew -> running one (control socket): pass your sockets */
+	IPC_LISTEN_FD,         /* running -> new: one listening socket (fd) and its slot */
+	IPC_LISTEN_END,        /* running -> new: int32 number of slots; all sent */
+	IPC_TAKEOVER_DONE,     /* new -> running: int32 pid; my workers run, drain and exit */
 	IPC_TYPE_COUNT
 };
 

@@ -21,6 +21,7 @@ struct listen_set {
 	int n_slots;
 	int unix_fd;               /* shared by every slot, -1 if none */
 	char unix_path[108];
+	bool keep_path;            /* handed to another process: do not unlink */
 };
 
 /* Bind everything; on error logs why (address, errno) and returns -1. */

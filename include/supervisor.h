@@ -14,6 +14,7 @@ struct run_options {
 	bool quiet;                /* -q */
 	int verbose;               /* -v count */
 	const char *user;          /* -u */
+	bool takeover;             /* -R: online restart, take the running pgcrew's sockets */
 };
 
 /* Runs until shutdown; returns the process exit code. Takes ownership of cfg. */

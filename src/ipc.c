@@ -40,6 +40,8 @@ static const char *const type_names[] = {
 	[IPC_LOGIN_FAILED] = "LOGIN_FAILED", [IPC_ADMIN_REQ] = "ADMIN_REQ",
 	[IPC_ADMIN_RUN] = "ADMIN_RUN", [IPC_ADMIN_PART] = "ADMIN_PART",
 	[IPC_ADMIN_DONE] = "ADMIN_DONE", [IPC_CLIENT_FD] = "CLIENT_FD",
+	[IPC_TAKEOVER] = "TAKEOVER", [IPC_LISTEN_FD] = "LISTEN_FD",
+	[IPC_LISTEN_END] = "LISTEN_END", [IPC_TAKEOVER_DONE] = "TAKEOVER_DONE",
 };
 _Static_assert(ARRAY_SIZE(type_names) == IPC_TYPE_COUNT, "ipc type names");
 

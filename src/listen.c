@@ -162,7 +162,8 @@ void listen_close(struct listen_set *ls)
 	ls->n_slots = 0;
 	if (ls->unix_fd >= 0) {
 		close(ls->unix_fd);
-		unlink(ls->unix_path);
+		if (!ls->keep_path)
+			unlink(ls->unix_path);
 	}
 	ls->unix_fd = -1;
 }

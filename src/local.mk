@@ -3,7 +3,7 @@ libpgcrew_a_SOURCES += \
 	src/log.c src/util.c src/ipc.c src/supervisor.c src/worker.c \
 	src/listen.c src/stream.c src/client.c src/server.c src/pool.c \
 	src/varcache.c src/cancel.c src/janitor.c src/stats.c src/admin.c \
-	src/shm.c src/ledger.c src/rowmerge.c
+	src/shm.c src/ledger.c src/rowmerge.c src/takeover.c
 noinst_HEADERS += \
 	include/admin.h \
 	include/cancel.h \
@@ -21,6 +21,7 @@ noinst_HEADERS += \
 	include/stats.h \
 	include/stream.h \
 	include/supervisor.h \
+	include/takeover.h \
 	include/types.h \
 	include/util.h \
 	include/varcache.h \

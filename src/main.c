@@ -28,7 +28,8 @@ static void usage(FILE *f)
 		"Options:\n"
 		"  -d, --daemon         run in the background (as a daemon)\n"
 		"  -q, --quiet          run quietly\n"
-		"  -R, --reboot         not supported (use the upgrade procedure)\n"
+		"  -R, --reboot, --upgrade\n"
+		"                       online restart: take over the running pgcrew's sockets\n"
 		"  -u, --user=USERNAME  assume identity of USERNAME\n"
 		"  -v, --verbose        increase verbosity\n"
 		"  -V, --version        show version, then exit\n"
@@ -82,6 +83,19 @@ static int write_pidfile(const char *path)
 	return ok ? 0 : -1;
 }
 
+/* After an online restart the file names the new process: leave it. */
+static void remove_pidfile_if_ours(const char *path)
+{
+	char buf[32] = "";
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return;
+	bool ours = fgets(buf, sizeof(buf), f) && atoi(buf) == (int)getpid();
+	fclose(f);
+	if (ours)
+		unlink(path);
+}
+
 static int drop_privileges(const char *user)
 {
 	struct passwd *pw = getpwnam(user);
@@ -112,7 +126,8 @@ int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "daemon", no_argument, NULL, 'd' }, { "quiet", no_argument, NULL, 'q' },
-		{ "reboot", no_argument, NULL, 'R' }, { "user", required_argument, NULL, 'u' },
+		{ "reboot", no_argument, NULL, 'R' }, { "upgrade", no_argument, NULL, 'R' },
+		{ "user", required_argument, NULL, 'u' },
 		{ "verbose", no_argument, NULL, 'v' }, { "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
 	};
@@ -127,9 +142,7 @@ int main(int argc, char **argv)
 		case 'v': o.verbose++; break;
 		case 'V': version(); return 0;
 		case 'h': usage(stdout); return 0;
-		case 'R':
-			fprintf(stderr, "%s: -R (online reboot) is not supported\n", PACKAGE_NAME);
-			return 1;
+		case 'R': o.takeover = true; break;
 		default: usage(stderr); return 1;
 		}
 	}
@@ -168,7 +181,7 @@ int main(int argc, char **argv)
 	char *pidfile = cfg->pidfile[0] ? xstrdup(cfg->pidfile) : NULL;
 	int rc = supervisor_run(&o, cfg);
 	if (pidfile)
-		unlink(pidfile);
+		remove_pidfile_if_ours(pidfile);
 	free(pidfile);
 	return rc;
 }

@@ -12,6 +12,7 @@
 #include "worker.h"
 #include "shm.h"
 #include "ledger.h"
+#include "takeover.h"
 
 #include <errno.h>
 #include <event2/event.h>
@@ -50,6 +51,11 @@ static struct {
 	struct config *staged;
 	int reload_pending;
 	bool reload_failed;
+	/* online restart */
+	bool takeover;             /* -R: release the old process once all workers run */
+	int n_ready;
+	struct event *ctl_retry;
+	int ctl_tries;
 } sup;
 
 static void broadcast(enum ipc_type type, const void *payload, uint32_t len)
@@ -406,6 +412,46 @@ static void reload_answered(int slot, bool ok)
 		reload_finish();
 }
 
+/* ---- online restart ---- */
+
+static void shutdown_all(enum shutdown_mode mode);
+
+static void on_taken_over(pid_t new_pid)
+{
+	log_info("online restart: pid %d took over the listening sockets; "
+		 "waiting for clients to leave (SHUTDOWN WAIT_FOR_CLIENTS)", (int)new_pid);
+	sup.ls.keep_path = true;
+	shutdown_all(SHUTDOWN_WAIT_CLIENTS);
+}
+
+/* Serve our sockets to a future `pgcrew -R`. */
+static bool serve_control(void)
+{
+	return takeover_serve(sup.base, sup.cfg->listen_port, &sup.ls, on_taken_over) == 0;
+}
+
+static void on_ctl_retry(evutil_socket_t fd, short what, void *arg)
+{
+	struct timeval tv = { 0, 100000 };
+	if (serve_control())
+		return;
+	if (++sup.ctl_tries < 50)
+		event_add(sup.ctl_retry, &tv);
+	else
+		log_warning("online restart: control socket still taken; a later -R cannot reach this process");
+}
+
+/* Every worker runs: the old process may stop accepting and drain; its
+ * control socket frees up and becomes ours. */
+static void takeover_ready(void)
+{
+	struct timeval tv = { 0, 50000 };
+	sup.takeover = false;
+	takeover_release_old();
+	sup.ctl_retry = event_new(sup.base, -1, 0, on_ctl_retry, NULL);
+	event_add(sup.ctl_retry, &tv);
+}
+
 /* ---- worker messages ---- */
 
 static void on_worker_msg(struct ipc_chan *ch, const struct ipc_hdr *hdr, const void *payload,
@@ -424,6 +470,8 @@ static void on_worker_msg(struct ipc_chan *ch, const struct ipc_hdr *hdr, const 
 	switch (hdr->type) {
 	case IPC_WORKER_READY:
 		log_debug("worker %d ready (pid %d)", slot, (int)sup.slots[slot].pid);
+		if (sup.takeover && ++sup.n_ready == sup.n_slots)
+			takeover_ready();
 		break;
 	case IPC_RELOAD_DONE:
 		if (hdr->len != sizeof(status))
@@ -499,6 +547,7 @@ static void spawn(int slot)
 		for (int i = 0; i < sup.n_slots; i++)
 			if (sup.slots[i].ch)
 				close(ipc_chan_fd(sup.slots[i].ch));
+		takeover_close_in_child();
 		worker_main(slot, sup.cfg, sp[1], &sup.ls);
 	}
 	close(sp[1]);
@@ -677,7 +726,10 @@ int supervisor_run(const struct run_options *opt, struct config *cfg)
 		config_free(cfg);
 		return 1;
 	}
-	if (listen_open(&sup.ls, cfg, sup.n_slots) < 0) {
+	sup.takeover = opt->takeover;
+	int lrc = sup.takeover ? takeover_fetch(cfg->listen_port, sup.n_slots, &sup.ls)
+			       : listen_open(&sup.ls, cfg, sup.n_slots);
+	if (lrc < 0) {
 		shm_destroy();
 		config_free(cfg);
 		return 1;
@@ -686,6 +738,19 @@ int supervisor_run(const struct run_options *opt, struct config *cfg)
 	sup.base = event_base_new();
 	if (!sup.base)
 		fatal("event_base_new failed");
+	if (!sup.takeover && !serve_control()) {
+		/* Like a taken port: another pgcrew serves this listen_port. */
+		if (!cfg->so_reuseport) {
+			log_error("another pgcrew is running for port %d (pgcrew -R takes it over)", cfg->listen_port);
+			listen_close(&sup.ls);
+			event_base_free(sup.base);
+			shm_destroy();
+			config_free(cfg);
+			return 1;
+		}
+		log_warning("so_reuseport: sharing port %d with another pgcrew; -R cannot reach this one",
+			    cfg->listen_port);
+	}
 	static const int sigs[] = { SIGHUP, SIGINT, SIGTERM, SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD };
 	for (size_t i = 0; i < ARRAY_SIZE(sigs); i++)
 		add_signal(sigs[i]);
@@ -707,6 +772,9 @@ int supervisor_run(const struct run_options *opt, struct config *cfg)
 	for (int i = 0; i < sup.n_sig; i++)
 		event_free(sup.sig[i]);
 	free(sup.slots);
+	takeover_free();
+	if (sup.ctl_retry)
+		event_free(sup.ctl_retry);
 	ledger_free(sup.ledger);
 	struct list *it;
 	while ((it = list_first(&sup.welcomes)) != NULL) {

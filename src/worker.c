@@ -318,7 +318,7 @@ static void on_ipc_eof(struct ipc_chan *ch, void *arg)
 /* Live clients of the workers drift apart when they disconnect unevenly
  * (the kernel hashes each connection once). A worker above its share by
  * more than BALANCE_SLACK hands the new socket to the least loaded one. */
-#define BALANCE_PERCENT 110
+#define BALANCE_PERCENT 105
 #define BALANCE_SLACK 2
 
 static int pick_lighter_worker(void)
