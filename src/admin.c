@@ -8,6 +8,7 @@
 #include "client.h"
 #include "config.h"
 #include "config/settings.h"
+#include "peer.h"
 #include "pool.h"
 #include "proto/build.h"
 #include "proto/error.h"
@@ -208,7 +209,7 @@ static void show_help(struct client *c)
 {
 	static const char *const lines[] = {
 		"Console usage",
-		"\tSHOW HELP|CONFIG|DATABASES|POOLS|CLIENTS|SERVERS|USERS|VERSION|LISTS|STATS|WORKERS",
+		"\tSHOW HELP|CONFIG|DATABASES|POOLS|CLIENTS|SERVERS|USERS|VERSION|LISTS|STATS|PEERS|PEER_POOLS|WORKERS",
 		"\tPAUSE [<db>]", "\tRESUME [<db>]", "\tRELOAD", "\tSHUTDOWN",
 	};
 	struct pktbuf pb;
@@ -384,9 +385,9 @@ static void view_lists(struct result *r)
 	res_begin(r, COLS("list", "items"), TYPES(OID_TEXT, OID_INT4), 2);
 	res_row(r, "si", "databases", n_db);
 	res_row(r, "si", "users", n_users);
-	res_row(r, "si", "peers", 0);
+	res_row(r, "si", "peers", W->cfg->n_peers);
 	res_row(r, "si", "pools", n_pools);
-	res_row(r, "si", "peer_pools", 0);
+	res_row(r, "si", "peer_pools", W->cfg->n_peers);
 	res_row(r, "si", "free_clients", free_cl);
 	res_row(r, "si", "used_clients", used_cl);
 	res_row(r, "si", "login_clients", login);
@@ -446,6 +447,31 @@ static void view_stats(struct result *r)
 	}
 }
 
+static void view_peers(struct result *r)
+{
+	const struct config *cfg = W->cfg;
+	res_begin(r, COLS("peer_id", "host", "port", "pool_size"),
+		  TYPES(OID_INT4, OID_TEXT, OID_INT4, OID_INT4), 4);
+	for (int i = 0; i < cfg->n_peers; i++) {
+		const struct peer_def *p = &cfg->peers[i];
+		res_row(r, "isii", p->peer_id, p->host, p->port,
+			p->pool_size >= 0 ? p->pool_size : cfg->default_pool_size);
+	}
+}
+
+static void view_peer_pools(struct result *r)
+{
+	const struct config *cfg = W->cfg;
+	res_begin(r, COLS("peer_id", "cl_active_cancel_req", "cl_waiting_cancel_req", "sv_active_cancel",
+			  "sv_login"),
+		  TYPES(OID_INT4, OID_INT4, OID_INT4, OID_INT4, OID_INT4), 5);
+	for (int i = 0; i < cfg->n_peers; i++) {
+		int connecting, active;
+		peer_counts(cfg->peers[i].peer_id, &connecting, &active);
+		res_row(r, "iiiii", cfg->peers[i].peer_id, connecting + active, 0, active, connecting);
+	}
+}
+
 static void view_workers(struct result *r)
 {
 	struct rusage ru;
@@ -483,6 +509,8 @@ static const struct view views[] = {
 	{ "lists", view_lists, "kL", true },
 	{ "stats", view_stats, NULL, false },      /* shared memory has all */
 	{ "workers", view_workers, NULL, true },
+	{ "peers", view_peers, NULL, false },
+	{ "peer_pools", view_peer_pools, "k++++", true },
 };
 
 static bool word_eq(const char **p, const char *w)

@@ -9,6 +9,8 @@
 #include "auth/crypto.h"
 #include "ipc.h"
 #include "log.h"
+#include "peer.h"
+#include "config.h"
 #include "proto/build.h"
 #include "proto/packet.h"
 #include "server.h"
@@ -49,6 +51,10 @@ void cancel_register(struct client *c)
 		/* Worker id in the top bits so keys never collide across workers. */
 		c->cancel_pid = (v[0] & 0x00ffffffu) | ((uint32_t)(W->id & 0x7f) << 24);
 		c->cancel_key = v[1];
+		/* With peering, the key names this host for the other peers. */
+		if (W->cfg->peer_id > 0)
+			c->cancel_key = (v[1] & ((1u << PEER_KEY_SHIFT) - 1)) |
+					((uint32_t)W->cfg->peer_id << PEER_KEY_SHIFT);
 	} while (cancel_find(c->cancel_pid, c->cancel_key));
 	unsigned b = bucket_of(c->cancel_pid, c->cancel_key);
 	c->cancel_next = buckets[b];
@@ -93,6 +99,18 @@ void cancel_local(uint32_t pid, uint32_t key)
 void cancel_handle_request(struct client *c, uint32_t pid, uint32_t key)
 {
 	int owner = (int)((pid >> 24) & 0x7f);
+	int peer = peer_of_key(key);
+
+	if (W->cfg->peer_id > 0 && peer != W->cfg->peer_id) {
+		/* Another pgcrew host's client: pass it on, as PgBouncer does. */
+		const struct peer_def *pd = config_find_peer(W->cfg, peer);
+		if (pd)
+			peer_forward_cancel(pd, pid, key);
+		else
+			log_debug("cancel request for unknown peer %d: dropped", peer);
+		client_close(c, false, "cancel request handled");
+		return;
+	}
 
 	if (owner != W->id) {
 		/* The kernel picked this worker; the client lives in another. */

@@ -3,7 +3,7 @@ libpgcrew_a_SOURCES += \
 	src/log.c src/util.c src/ipc.c src/supervisor.c src/worker.c \
 	src/listen.c src/stream.c src/client.c src/server.c src/pool.c \
 	src/varcache.c src/cancel.c src/janitor.c src/stats.c src/admin.c \
-	src/shm.c src/ledger.c src/rowmerge.c src/takeover.c
+	src/shm.c src/ledger.c src/rowmerge.c src/takeover.c src/peer.c
 noinst_HEADERS += \
 	include/admin.h \
 	include/cancel.h \
@@ -14,6 +14,7 @@ noinst_HEADERS += \
 	include/listen.h \
 	include/log.h \
 	include/objects.h \
+	include/peer.h \
 	include/pool.h \
 	include/rowmerge.h \
 	include/server.h \

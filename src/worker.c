@@ -13,6 +13,7 @@
 #include "dns.h"
 #include "janitor.h"
 #include "log.h"
+#include "peer.h"
 #include "pool.h"
 #include "server.h"
 #include "stats.h"
@@ -370,6 +371,7 @@ static void reset_signals(void)
 static void worker_cleanup(void)
 {
 	reap(-1, 0, NULL);
+	peer_free_all();
 	dns_shutdown();
 	reap(-1, 0, NULL);
 	janitor_stop();

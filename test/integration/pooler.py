@@ -75,6 +75,7 @@ class Pooler:
         self.users = dict(users or {})
         self.userlist = dict(userlist or {})
         self.hba = hba
+        self.peers = {}  # peer_id -> connection string ([peers] section)
         self.proc = None
         self.daemon_pid = None  # set by start_daemon(): the backgrounded pooler
         self.connections = []
@@ -93,6 +94,9 @@ class Pooler:
         lines.append("")
         lines.append("[users]")
         lines += [f"{name} = {opts}" for name, opts in self.users.items()]
+        if self.peers:
+            lines += ["", "[peers]"]
+            lines += [f"{pid} = {dsn}" for pid, dsn in self.peers.items()]
         return "\n".join(lines) + "\n"
 
     def write_config(self, raw_ini=None):
