@@ -25,10 +25,13 @@ struct slot_req {
 	uint8_t pad[3];
 };
 
-/* IPC_POOL_WANT payload. */
+/* IPC_POOL_WANT payload. n: queued requests elsewhere this pool's idle
+ * servers could serve (give up servers idle for a while); over: servers held
+ * beyond the fair share while others queue (give up as soon as idle). */
 struct pool_want {
 	struct slot_req pool;      /* names only */
 	int32_t n;
+	int32_t over;
 };
 
 /* IPC_LOGIN_FAILED payload: a pool's server login failed; every worker
@@ -59,10 +62,12 @@ void ledger_worker_gone(struct ledger *l, int worker);
 
 /* Wants: for each pool, how many queued requests a worker could serve by
  * closing an idle server of it (same pool elsewhere, or another pool of the
- * database or user whose limit is full). ledger_want_changes() reports, once per
+ * database or user whose limit is full), and how many of its servers it holds
+ * beyond its fair share of the pool. ledger_want_changes() reports, once per
  * change, (worker, db, user, n) notices to send: n > 0 asks worker to give
  * up to n idle servers of that pool back, n == 0 withdraws the ask. */
-typedef void (*ledger_want_fn)(int worker, const char *db, const char *user, int n, void *arg);
+typedef void (*ledger_want_fn)(int worker, const char *db, const char *user, int n, int over,
+			       void *arg);
 void ledger_want_changes(struct ledger *l, ledger_want_fn fn, void *arg);
 
 /* Counts, for SHOW and tests. */

@@ -122,7 +122,8 @@ struct pool {
 	/* several workers: slots asked of the supervisor's ledger */
 	int n_slot_wait;                  /* requests not answered yet */
 	bool reserve_asked;               /* a reserve request is among them */
-	int give_up;                      /* idle servers other workers' waiters want */
+	int give_up;                      /* servers beyond our fair share: give up when idle */
+	int wanted;                       /* other workers' waiters: give up servers idle a while */
 };
 
 struct client {

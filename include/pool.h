@@ -38,8 +38,11 @@ void pool_launch_needed(struct pool *p);
 
 /* Several workers: answers of the supervisor's slot ledger (ledger.h). */
 void pool_slot_answer(const struct slot_req *r, uint32_t why, bool granted);
-/* Other workers' clients wait for n servers of this pool: give idle ones up. */
-void pool_slot_wanted(const struct slot_req *r, int n);
+/* Other workers' clients wait for n servers of this pool, `over` of ours
+ * are beyond our fair share: give idle ones up (see pool.c). */
+void pool_slot_wanted(const struct slot_req *r, int n, int over);
+/* Janitor: give up servers idle for a while that others want. */
+void pool_give_idle(struct pool *p);
 void pool_slot_release(struct pool *p);
 
 /* Server parameters for the welcome of a pool's clients: one not tracked

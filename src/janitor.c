@@ -167,6 +167,8 @@ static void janitor_run(evutil_socket_t fd, short what, void *arg)
 		check_waiting(p, now);
 		check_active(p, now);
 		check_servers(p, now);
+		if (p->wanted > 0)
+			pool_give_idle(p);
 		pool_launch_needed(p);
 	}
 	check_autodb(now);

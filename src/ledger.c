@@ -17,6 +17,8 @@ struct lpool {
 	int total;
 	int *count;                /* per worker */
 	int *told;                 /* per worker: the last want sent */
+	int *told_over;            /* per worker: the last over-share sent */
+	int limit;                 /* pool_limit of the latest request (fair share) */
 };
 
 struct lreq {
@@ -62,6 +64,7 @@ void ledger_free(struct ledger *l)
 		list_del(it);
 		free(p->count);
 		free(p->told);
+		free(p->told_over);
 		free(p);
 	}
 	free_list(&l->dbs, offsetof(struct lcount, node));
@@ -107,6 +110,7 @@ static struct lpool *get_pool(struct ledger *l, const char *db, const char *user
 	p->userc = get_count(&l->users, user);
 	p->count = xcalloc((size_t)l->n, sizeof(int));
 	p->told = xcalloc((size_t)l->n, sizeof(int));
+	p->told_over = xcalloc((size_t)l->n, sizeof(int));
 	list_append(&l->pools, &p->node);
 	return p;
 }
@@ -159,6 +163,8 @@ enum ledger_result ledger_request(struct ledger *l, int worker, uint32_t reqid, 
 	if (worker < 0 || worker >= l->n)
 		return LEDGER_DENIED;
 	struct lpool *p = get_pool(l, req->db, req->user);
+	if (req->wait && req->pool_limit > 0)
+		p->limit = req->pool_limit;
 	/* A request that would not wait (min_pool_size, the reserve) is
 	 * answered now; it cannot take a slot a queued one fits in, as
 	 * those are granted the moment they fit. */
@@ -213,6 +219,7 @@ void ledger_worker_gone(struct ledger *l, int worker)
 		struct lpool *p = container_of(it, struct lpool, node);
 		take(p, worker, -p->count[worker]);
 		p->told[worker] = 0;
+		p->told_over[worker] = 0;
 	}
 	list_for_each_safe(it, tmp, &l->queue) {
 		struct lreq *q = container_of(it, struct lreq, node);
@@ -248,6 +255,40 @@ static int wanted_from(const struct ledger *l, const struct lpool *p, int w)
 	return n;
 }
 
+/*
+ * How many servers of p worker w holds beyond its fair share, while other
+ * workers' clients queue for p. The share is the pool limit divided among
+ * the workers that hold or want its servers, so under steady load every
+ * worker keeps its share instead of servers moving back and forth (each
+ * move costs PostgreSQL a new backend).
+ */
+static int over_share(const struct ledger *l, const struct lpool *p, int w)
+{
+	int queued_elsewhere = 0, demand = 0;
+	bool *seen = xcalloc((size_t)l->n, sizeof(bool));
+	struct list *it;
+
+	if (p->limit <= 0 || p->count[w] == 0) {
+		free(seen);
+		return 0;
+	}
+	for (int v = 0; v < l->n; v++)
+		seen[v] = p->count[v] > 0;
+	list_for_each(it, &l->queue) {
+		const struct lreq *q = container_of(it, struct lreq, node);
+		if (q->pool != p)
+			continue;
+		seen[q->worker] = true;
+		queued_elsewhere += q->worker != w;
+	}
+	for (int v = 0; v < l->n; v++)
+		demand += seen[v];
+	free(seen);
+	int share = (p->limit + demand - 1) / demand;
+	int over = p->count[w] - share;
+	return over <= 0 ? 0 : (over < queued_elsewhere ? over : queued_elsewhere);
+}
+
 void ledger_want_changes(struct ledger *l, ledger_want_fn fn, void *arg)
 {
 	struct list *it;
@@ -255,10 +296,12 @@ void ledger_want_changes(struct ledger *l, ledger_want_fn fn, void *arg)
 		struct lpool *p = container_of(it, struct lpool, node);
 		for (int w = 0; w < l->n; w++) {
 			int n = p->count[w] > 0 ? wanted_from(l, p, w) : 0;
-			if (n == p->told[w])
+			int over = n > 0 ? over_share(l, p, w) : 0;
+			if (n == p->told[w] && over == p->told_over[w])
 				continue;
 			p->told[w] = n;
-			fn(w, p->db, p->user, n, arg);
+			p->told_over[w] = over;
+			fn(w, p->db, p->user, n, over, arg);
 		}
 	}
 }

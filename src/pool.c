@@ -15,6 +15,7 @@
 #include "ipc.h"
 #include "worker.h"
 
+#include <event2/event.h>
 #include <stdio.h>
 
 /* ---- databases ---- */
@@ -355,25 +356,63 @@ void pool_slot_answer(const struct slot_req *r, uint32_t why, bool granted)
 	(void)server_launch(p, true);
 }
 
-/* Other workers have clients waiting for this pool while it is full. */
-static bool give_up_idle(struct pool *p)
+/* Other workers' clients wait for this pool while it is full. A server
+ * beyond our fair share goes as soon as it is idle; any other only once it
+ * has sat idle for GIVE_IDLE_USEC, so momentary idleness under load does
+ * not make servers (and PostgreSQL backends) hop between workers. */
+#define GIVE_IDLE_USEC (20 * 1000)
+
+static struct event *give_timer;
+
+static void on_give_timer(evutil_socket_t fd, short what, void *arg)
 {
-	struct list *it = p->idle_servers.prev;    /* the longest idle */
-	if (p->give_up <= 0 || it == &p->idle_servers)
-		return false;
-	p->give_up--;
-	server_close(container_of(it, struct server, node), "released to another worker");
-	return true;
+	struct list *it;
+	list_for_each(it, &W->pools) {
+		struct pool *p = container_of(it, struct pool, node);
+		if (p->wanted > 0)
+			pool_give_idle(p);
+	}
 }
 
-void pool_slot_wanted(const struct slot_req *r, int n)
+static void give_one(struct pool *p, struct server *sv)
+{
+	if (p->give_up > 0)
+		p->give_up--;
+	if (p->wanted > 0)
+		p->wanted--;
+	server_close(sv, "released to another worker");
+}
+
+void pool_give_idle(struct pool *p)
+{
+	usec_t now = util_monotonic();
+	struct list *it;
+	while (p->wanted > 0 && (it = p->idle_servers.prev) != &p->idle_servers) {
+		struct server *sv = container_of(it, struct server, node);   /* the longest idle */
+		if (p->give_up <= 0 && now - sv->last_used < GIVE_IDLE_USEC) {
+			/* Look again when it will have sat idle long enough. */
+			usec_t left = GIVE_IDLE_USEC - (now - sv->last_used);
+			struct timeval tv = { 0, (suseconds_t)left };
+			if (!give_timer)
+				give_timer = event_new(W->base, -1, 0, on_give_timer, NULL);
+			if (!event_pending(give_timer, EV_TIMEOUT, NULL))
+				event_add(give_timer, &tv);
+			break;
+		}
+		give_one(p, sv);
+	}
+}
+
+void pool_slot_wanted(const struct slot_req *r, int n, int over)
 {
 	struct pool *p = pool_by_names(r->db, r->user);
 	if (!p)
 		return;
-	p->give_up = n;
-	while (give_up_idle(p))
-		;
+	p->wanted = n;
+	p->give_up = over < n ? over : n;
+	log_noise("pool %s/%s: wanted elsewhere %d, beyond our share %d (servers %d, idle %d)",
+		  p->db->name, p->user->name, n, over, pool_total_servers(p), p->n_idle);
+	pool_give_idle(p);
 }
 
 /* max_db_connections or max_user_connections is full: close an idle server
@@ -707,6 +746,8 @@ void pool_server_ready(struct server *sv)
 	}
 	if (p->give_up > 0) {
 		p->give_up--;
+		if (p->wanted > 0)
+			p->wanted--;
 		server_close_soon(sv, "released to another worker");
 		return;
 	}
@@ -761,6 +802,9 @@ void pool_apply_config(const struct config *cfg)
 /* Used at worker exit; every connection is already closed and reaped. */
 void pool_free_all(void)
 {
+	if (give_timer)
+		event_free(give_timer);
+	give_timer = NULL;
 	struct list *it;
 	while ((it = list_first(&W->pools)) != NULL)
 		pool_free(container_of(it, struct pool, node));

@@ -252,7 +252,7 @@ static void on_ipc(struct ipc_chan *ch, const struct ipc_hdr *hdr, const void *p
 		if (!payload_is(hdr, sizeof(w)))
 			break;
 		memcpy(&w, payload, sizeof(w));
-		pool_slot_wanted(&w.pool, w.n);
+		pool_slot_wanted(&w.pool, w.n, w.over);
 		break;
 	}
 	case IPC_WELCOME:

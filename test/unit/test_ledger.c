@@ -436,7 +436,7 @@ static void test_worker_gone(void **state)
 struct notice {
 	int w;
 	char db[LEDGER_NAME], user[LEDGER_NAME];
-	int n;
+	int n, over;
 };
 
 struct notices {
@@ -444,7 +444,7 @@ struct notices {
 	int n;
 };
 
-static void on_want(int worker, const char *db, const char *user, int n, void *arg)
+static void on_want(int worker, const char *db, const char *user, int n, int over, void *arg)
 {
 	struct notices *ns = arg;
 	assert_true(ns->n < MAX_NOTICES);
@@ -453,12 +453,22 @@ static void on_want(int worker, const char *db, const char *user, int n, void *a
 	snprintf(x->db, sizeof(x->db), "%s", db);
 	snprintf(x->user, sizeof(x->user), "%s", user);
 	x->n = n;
+	x->over = over;
 }
 
 static void collect(struct ledger *l, struct notices *ns)
 {
 	ns->n = 0;
 	ledger_want_changes(l, on_want, ns);
+}
+
+/* The over-share told with it, -1 when not told. */
+static int told_over(const struct notices *ns, int w, const char *db, const char *user)
+{
+	for (int i = 0; i < ns->n; i++)
+		if (ns->v[i].w == w && strcmp(ns->v[i].db, db) == 0 && strcmp(ns->v[i].user, user) == 0)
+			return ns->v[i].over;
+	return -1;
 }
 
 /* The n told to worker w about db/user in this batch, -1 when not told. */
@@ -518,9 +528,12 @@ static void test_want_notices(void **state)
 	assert_true(ledger_release(l, 0, "d", "u"));
 	expect_grant(l, 2, 11, "d", "u");
 	collect(l, &ns);
-	assert_int_equal(ns.n, 1);
+	assert_int_equal(ns.n, 2);
 	assert_int_equal(told(&ns, 0, "d", "u"), 0);          /* holds none now */
-	assert_int_equal(told(&ns, 2, "d", "u"), -1);         /* still 1 wanted: unchanged */
+	/* Still 1 wanted, but worker 2 now holds both servers of the pool of
+	 * 2 while worker 0 waits: one is beyond its fair share. */
+	assert_int_equal(told(&ns, 2, "d", "u"), 1);
+	assert_int_equal(told_over(&ns, 2, "d", "u"), 1);
 
 	/* Worker 2 gives one back: the queue empties, every ask is withdrawn. */
 	assert_true(ledger_release(l, 2, "d", "u"));
@@ -531,6 +544,42 @@ static void test_want_notices(void **state)
 	assert_int_equal(told(&ns, 2, "d", "u"), 0);
 	collect(l, &ns);
 	assert_int_equal(ns.n, 0);
+}
+
+/* Under steady load every worker keeps its share of the pool: only the
+ * servers held beyond it are given up at once. */
+static void test_want_fair_share(void **state)
+{
+	struct ledger *l = *state;
+	struct notices ns;
+	struct slot_req p = mkreq("d", "u", 4, 0, 0, 1);
+
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(ledger_request(l, 0, (uint32_t)i, &p), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 1, 10, &p), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 1, 11, &p), LEDGER_QUEUED);
+	assert_int_equal(ledger_request(l, 1, 12, &p), LEDGER_QUEUED);
+	collect(l, &ns);
+	assert_int_equal(ns.n, 1);
+	assert_int_equal(told(&ns, 0, "d", "u"), 2);          /* both would help... */
+	assert_int_equal(told_over(&ns, 0, "d", "u"), 1);     /* ...one is beyond 4/2 */
+	assert_int_equal(told(&ns, 1, "d", "u"), -1);
+
+	/* Worker 0 gives that one up; 2 each now: nobody is over its share. */
+	assert_true(ledger_release(l, 0, "d", "u"));
+	expect_grant(l, 1, 11, "d", "u");
+	collect(l, &ns);
+	assert_int_equal(told(&ns, 0, "d", "u"), 1);
+	assert_int_equal(told_over(&ns, 0, "d", "u"), 0);
+
+	/* A third worker joins the queue: the share drops to 2 of 4 over 3
+	 * workers (rounded up), so worker 0 and worker 1 keep theirs. */
+	assert_int_equal(ledger_request(l, 2, 20, &p), LEDGER_QUEUED);
+	collect(l, &ns);
+	assert_int_equal(told(&ns, 0, "d", "u"), 2);
+	assert_int_equal(told_over(&ns, 0, "d", "u"), 0);
+	assert_int_equal(told(&ns, 1, "d", "u"), 1);
+	assert_int_equal(told_over(&ns, 1, "d", "u"), 0);
 }
 
 static void test_want_requester_not_told(void **state)
@@ -614,6 +663,7 @@ int main(void)
 		T(test_release_not_held),
 		T(test_worker_gone),
 		T(test_want_notices),
+		T(test_want_fair_share),
 		T(test_want_requester_not_told),
 		T(test_invalid_worker),
 	};
