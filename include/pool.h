@@ -53,6 +53,8 @@ void pool_welcome_answer(const void *payload, size_t len);
 /* A failed server login, told to the other workers; and their telling. */
 void pool_login_failed_share(struct pool *p);
 void pool_login_failed_heard(const struct login_failure *f);
+/* Servers of db were opened with settings that no longer hold. */
+void pool_reconnect_db(struct database *db, const char *why);
 /* Apply a config generation: mark-and-sweep databases and users. */
 void pool_apply_config(const struct config *cfg);
 void pool_free_all(void);

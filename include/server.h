@@ -12,6 +12,7 @@
 bool server_launch(struct pool *pool, bool with_slot);
 /* Close after the current loop iteration (see server.c). */
 void server_close_soon(struct server *sv, const char *reason);
+void server_close_with_client(struct server *sv, const char *reason);
 /* Worker exit: drop connections still waiting for their backend to go. */
 void server_linger_free_all(void);
 void server_set_state(struct server *sv, enum server_state st);

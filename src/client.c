@@ -825,6 +825,12 @@ static enum stream_action active_pkt(struct client *c, const struct pkt_hdr *h)
 		client_close(c, false, "client close request");
 		return SA_STOP;
 	}
+	if (h->type == 'Q' && W->cfg->disable_pqexec) {
+		/* PgBouncer's rule: only the extended protocol, so one message
+		 * can never carry several statements. */
+		client_close(c, true, "PQexec disallowed");
+		return SA_STOP;
+	}
 	if (c->state == CLIENT_WAITING || c->state == CLIENT_WAITING_LOGIN)
 		return SA_PAUSE;
 	if (!c->link) {

@@ -29,10 +29,59 @@ static void free_hosts(struct database *db)
 	db->n_hosts = 0;
 }
 
+/* What a server connection of db was opened with: if a reload changes it,
+ * the existing servers are from the old settings. */
+static void conn_signature(const struct database *db, char *buf, size_t len)
+{
+	size_t n = 0;
+	buf[0] = 0;
+	for (int i = 0; i < db->n_hosts && n < len; i++)
+		n += (size_t)snprintf(buf + n, len - n, "%s,", db->hosts[i] ? db->hosts[i] : "");
+	if (n < len)
+		snprintf(buf + n, len - n, "|%d|%s|%s|%s", db->port, db->dbname,
+			 db->forced_user ? db->forced_user : "", db->forced_password ? db->forced_password : "");
+}
+
+/* Servers opened with old settings (a RELOAD changed the database, or the
+ * console's RECONNECT): close idle ones now, the others when released; in
+ * session mode with server_fast_close at the end of their transaction. */
+void pool_reconnect_db(struct database *db, const char *why)
+{
+	struct list *it, *s, *t;
+	list_for_each(it, &W->pools) {
+		struct pool *p = container_of(it, struct pool, node);
+		if (p->db != db)
+			continue;
+		list_for_each_safe(s, t, &p->idle_servers)
+			server_close(container_of(s, struct server, node), why);
+		list_for_each_safe(s, t, &p->active_servers) {
+			struct server *sv = container_of(s, struct server, node);
+			sv->close_needed = true;
+			sv->close_reason = "close_needed";
+			if (W->cfg->server_fast_close && pool_mode_of(p) == POOL_SESSION &&
+			    sv->ready_status == 'I' && sv->expect_rfq == 0 && sv->link && !sv->link->query_running)
+				server_close_with_client(sv, why);
+		}
+		list_for_each(s, &p->tested_servers) {
+			struct server *sv = container_of(s, struct server, node);
+			sv->close_needed = true;
+			sv->close_reason = "close_needed";
+		}
+		list_for_each(s, &p->login_servers) {
+			struct server *sv = container_of(s, struct server, node);
+			sv->close_needed = true;
+			sv->close_reason = "close_needed";
+		}
+	}
+}
+
 static void db_apply_def(struct database *db, const struct db_def *d, const char *dbname)
 {
 	const struct config *cfg = W->cfg;
+	char before[1024], after[1024];
+	bool existed = db->n_hosts > 0;
 
+	conn_signature(db, before, sizeof(before));
 	free_hosts(db);
 	db->n_hosts = d->n_hosts > 0 ? d->n_hosts : 1;
 	db->hosts = xcalloc((size_t)db->n_hosts, sizeof(char *));
@@ -62,6 +111,9 @@ static void db_apply_def(struct database *db, const struct db_def *d, const char
 		varcache_set(&db->startup_vars, "TimeZone", d->timezone);
 	if (d->application_name && d->application_name[0])
 		varcache_set(&db->startup_vars, "application_name", d->application_name);
+	conn_signature(db, after, sizeof(after));
+	if (existed && strcmp(before, after) != 0)
+		pool_reconnect_db(db, "database configuration changed");
 	db->load_balance = d->load_balance_hosts != 0;
 	db->server_lifetime = d->server_lifetime;
 	db->dead = false;
@@ -726,7 +778,7 @@ void pool_server_ready(struct server *sv)
 	sv->link = NULL;
 	sv->s.peer = NULL;
 	if (sv->close_needed || (life > 0 && now - sv->connect_time >= life)) {
-		server_close_soon(sv, "server lifetime over");
+		server_close_soon(sv, sv->close_reason ? sv->close_reason : "server lifetime over");
 		return;
 	}
 	if (p->db->dead) {

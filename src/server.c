@@ -751,7 +751,14 @@ static void ready_for_query(struct server *sv, char status)
 		client_close(c, true, "transaction blocks not allowed in statement pooling mode");
 		return;
 	}
-	/* Pipelined requests still owe ReadyForQuery: keep the link. */
+	/* Pipelined requests still owe ReadyForQuery: keep the link. A session
+	 * keeps its server, unless server_fast_close retires an outdated one
+	 * at the end of its transaction. */
+	if (mode == POOL_SESSION && sv->close_needed && W->cfg->server_fast_close &&
+	    status == 'I' && sv->expect_rfq == 0) {
+		server_close_with_client(sv, "database configuration changed");
+		return;
+	}
 	if (mode != POOL_SESSION && status == 'I' && sv->expect_rfq == 0)
 		server_release(sv);
 }
@@ -848,6 +855,22 @@ void server_release(struct server *sv)
 		return;
 	}
 	pool_server_ready(sv);
+}
+
+/* server_fast_close: the server and its session client go together, the
+ * client told why (PgBouncer's behaviour: the session's state is gone). */
+void server_close_with_client(struct server *sv, const char *reason)
+{
+	struct client *c = sv->link;
+	if (c) {
+		sv->link = NULL;
+		c->link = NULL;
+		stream_forget_peer(&c->s, &sv->s);
+		stream_forget_peer(&sv->s, &c->s);
+	}
+	server_close(sv, reason);
+	if (c)
+		client_close_sqlstate(c, "08P01", reason);
 }
 
 /* Released from inside its own message callback: closing now would lose the

@@ -615,3 +615,81 @@ def test_workers_share_client_limit(pg15, make_pooler):
         err = login_error(p.port, "md5_user", "testdb")
         assert err is not None, "a third client got in despite max_db_client_connections=2"
         assert "max_db_client_connections" in err.get("M", ""), err
+
+
+@pytest.mark.pgcrew_only  # PgBouncer sends cancels through pool connections instead
+def test_cancel_wait_timeout(pg15, make_pooler):
+    """PostgreSQL accepts the cancel connection (kernel backlog) but never
+    answers it: after cancel_wait_timeout the pooler gives up on it, logs
+    why, and the server it held back is usable again."""
+    p = make_pooler(pg15, settings={"pool_mode": "transaction", "default_pool_size": 1,
+                                    "cancel_wait_timeout": 1, "workers": 1})
+    with open(os.path.join(pg15.datadir, "postmaster.pid")) as f:
+        postmaster = int(f.readline())
+    conn = p.connect()
+    result = {}
+
+    def sleeper():
+        try:
+            conn.execute("SELECT pg_sleep(3)")
+            result["done"] = True
+        except psycopg.Error as exc:
+            result["error"] = exc
+
+    t = threading.Thread(target=sleeper)
+    t.start()
+    time.sleep(0.5)
+    os.kill(postmaster, signal.SIGSTOP)   # backends keep running; new connections wait
+    try:
+        conn.cancel()
+        p.wait_for_log(r"cancel request timed out \(cancel_wait_timeout\)", timeout=5)
+    finally:
+        os.kill(postmaster, signal.SIGCONT)
+    t.join(timeout=10)
+    assert not t.is_alive()
+    with p.connect() as other:
+        assert other.execute("SELECT 1").fetchone() == (1,)
+    conn.close()
+
+
+def test_disable_pqexec(pg15, make_pooler):
+    """disable_pqexec: a simple-protocol Query costs the client its
+    connection with PgBouncer's error; the extended protocol works."""
+    p = make_pooler(pg15, settings={"disable_pqexec": 1})
+    with p.connect() as conn:   # psycopg sends parameterless queries extended too
+        assert conn.execute("SELECT %s::int", (7,)).fetchone() == (7,)
+    with wire.RawConn(p.port) as raw:
+        raw.login_trust("trust_user", "testdb")
+        raw.send(wire.query_message("SELECT 1"))
+        kind, payload = raw.read_message()
+        assert kind == b"E"
+        assert wire.error_fields(payload)["M"] == "PQexec disallowed"
+        raw.wait_closed()
+
+
+@pytest.mark.parametrize("fast", [0, 1], ids=["plain", "fast"])
+def test_db_change_retires_servers(pg15, make_pooler, fast):
+    """A RELOAD that changes a database's connection settings retires its
+    servers: a session's when the session ends ("close_needed"), or with
+    server_fast_close at once, taking the client along with PgBouncer's
+    "database configuration changed"."""
+    p = make_pooler(pg15, settings={"pool_mode": "session", "server_fast_close": fast,
+                                    "workers": 1})
+    conn = p.connect()
+    first = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+    p.databases["testdb"] = f"host=localhost port={pg15.port} dbname=testdb"
+    p.write_config()
+    p.reload()
+    p.wait_for_log(r"got SIGHUP", timeout=5)
+    if fast:
+        p.wait_for_log(r"closing because: database configuration changed")
+        with pytest.raises(psycopg.OperationalError):
+            conn.execute("SELECT 1")
+    else:
+        time.sleep(0.5)
+        assert conn.execute("SELECT pg_backend_pid()").fetchone()[0] == first
+        conn.close()
+        p.wait_for_log(r"closing because: close_needed")
+    conn.close()
+    with p.connect() as again:
+        assert again.execute("SELECT pg_backend_pid()").fetchone()[0] != first
