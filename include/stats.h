@@ -11,6 +11,7 @@ void stats_start(void);
 void stats_stop(void);
 /* Pools' new counts into shared memory (the janitor, SHOW STATS). */
 void stats_flush(void);
+void stats_free(void);
 void stats_to_array(const struct pool_stats *s, uint64_t a[SHM_STATS]);
 
 #endif

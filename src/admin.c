@@ -8,6 +8,8 @@
 #include "client.h"
 #include "config.h"
 #include "config/settings.h"
+#include "control.h"
+#include "dns.h"
 #include "peer.h"
 #include "pool.h"
 #include "proto/build.h"
@@ -209,8 +211,12 @@ static void show_help(struct client *c)
 {
 	static const char *const lines[] = {
 		"Console usage",
-		"\tSHOW HELP|CONFIG|DATABASES|POOLS|CLIENTS|SERVERS|USERS|VERSION|LISTS|STATS|PEERS|PEER_POOLS|WORKERS",
-		"\tPAUSE [<db>]", "\tRESUME [<db>]", "\tRELOAD", "\tSHUTDOWN",
+		"\tSHOW HELP|CONFIG|DATABASES|POOLS|CLIENTS|SERVERS|USERS|VERSION",
+		"\tSHOW LISTS|STATS|STATS_TOTALS|STATS_AVERAGES|TOTALS|STATE|DNS_HOSTS|DNS_ZONES",
+		"\tSHOW PEERS|PEER_POOLS|WORKERS",
+		"\tPAUSE [<db>]", "\tRESUME [<db>]", "\tDISABLE <db>", "\tENABLE <db>",
+		"\tRECONNECT [<db>]", "\tKILL [<db>]", "\tKILL_CLIENT <client_id>",
+		"\tWAIT_CLOSE [<db>]", "\tRELOAD", "\tSHUTDOWN [WAIT_FOR_SERVERS|WAIT_FOR_CLIENTS]",
 	};
 	struct pktbuf pb;
 	pktbuf_init(&pb, 512);
@@ -393,58 +399,173 @@ static void view_lists(struct result *r)
 	res_row(r, "si", "login_clients", login);
 	res_row(r, "si", "free_servers", 0);
 	res_row(r, "si", "used_servers", used_sv);
-	res_row(r, "si", "dns_names", 0);
+	res_row(r, "si", "dns_names", (int)dns_cache_count());
 	res_row(r, "si", "dns_zones", 0);
-	res_row(r, "si", "dns_queries", 0);
+	res_row(r, "si", "dns_queries", (int)dns_pending_count());
 	res_row(r, "si", "dns_pending", 0);
 }
 
-static void stats_row(struct result *r, const char *name, const uint64_t t[SHM_STATS])
+/* Statistics views. Arrays are in stats_to_array order: xact, query, in,
+ * out, xact_time, query_time, wait_time, assignments, errors. The parse and
+ * bind counts belong to prepared-statement tracking, not built yet: 0. */
+enum stats_view { SV_STATS, SV_TOTALS, SV_AVERAGES };
+
+static const int stats_order[] = { 7, 0, 1, 2, 3, 4, 5, 6 };  /* PgBouncer's column order */
+
+static void stats_header(struct result *r, enum stats_view v)
 {
-	/* stats_to_array order: xact, query, in, out, xact_time, query_time,
-	 * wait_time, assignments, errors */
-	res_row(r, "sqqqqqqqq", name, t[7], t[0], t[1], t[2], t[3], t[4], t[5], t[6]);
+	static const char *const base[] = {
+		"server_assignment_count", "xact_count", "query_count", "received", "sent",
+		"xact_time", "query_time", "wait_time", "client_parse_count",
+		"server_parse_count", "bind_count",
+	};
+	const char *names[1 + 2 * ARRAY_SIZE(base)];
+	char buf[2 * ARRAY_SIZE(base)][48];
+	int types[1 + 2 * ARRAY_SIZE(base)];
+	int n = 0;
+
+	names[n] = "database";
+	types[n++] = OID_TEXT;
+	for (int pass = 0; pass < 2; pass++) {
+		bool avg = pass == 1;
+		if ((v == SV_TOTALS && avg) || (v == SV_AVERAGES && !avg))
+			continue;
+		for (size_t k = 0; k < ARRAY_SIZE(base); k++) {
+			const char *b = base[k];
+			char *out = buf[pass * ARRAY_SIZE(base) + k];
+			if (v == SV_STATS && avg && strcmp(b, "received") == 0)
+				b = "recv";
+			if (v == SV_STATS)
+				snprintf(out, 48, "%s_%s", avg ? "avg" : "total", b);
+			else if (strcmp(b, "received") == 0 || strcmp(b, "sent") == 0)
+				snprintf(out, 48, "bytes_%s", b);
+			else
+				snprintf(out, 48, "%s", b);
+			names[n] = out;
+			types[n++] = OID_INT8;
+		}
+	}
+	res_begin(r, names, types, n);
 }
 
-/* From shared memory: every worker's counts, those of dead workers too. */
-static void view_stats(struct result *r)
+static void stats_values(struct result *r, enum stats_view v, const char *name,
+			 const uint64_t tot[SHM_STATS], const uint64_t avg[SHM_STATS])
+{
+	char fmt[32];
+	uint64_t vals[22];
+	int n = 0;
+	for (int pass = 0; pass < 2; pass++) {
+		const uint64_t *src = pass ? avg : tot;
+		if ((v == SV_TOTALS && pass) || (v == SV_AVERAGES && !pass))
+			continue;
+		for (size_t k = 0; k < ARRAY_SIZE(stats_order); k++)
+			vals[n++] = src[stats_order[k]];
+		vals[n++] = 0;
+		vals[n++] = 0;
+		vals[n++] = 0;
+	}
+	/* res_row takes varargs: one row of 1 + n columns. */
+	fmt[0] = 's';
+	memset(fmt + 1, 'q', (size_t)n);
+	fmt[1 + n] = 0;
+	if (n == 11)
+		res_row(r, fmt, name, vals[0], vals[1], vals[2], vals[3], vals[4], vals[5], vals[6],
+			vals[7], vals[8], vals[9], vals[10]);
+	else
+		res_row(r, fmt, name, vals[0], vals[1], vals[2], vals[3], vals[4], vals[5], vals[6],
+			vals[7], vals[8], vals[9], vals[10], vals[11], vals[12], vals[13], vals[14],
+			vals[15], vals[16], vals[17], vals[18], vals[19], vals[20], vals[21]);
+}
+
+/* Every database's totals (shared memory: every worker, dead ones too). */
+static void stats_rows(struct result *r, enum stats_view v)
 {
 	char name[NAME_MAX_LEN];
-	uint64_t t[SHM_STATS];
-	struct list *it;
+	uint64_t t[SHM_STATS], a[SHM_STATS];
 
 	stats_flush();
-	res_begin(r, COLS("database", "total_server_assignment_count", "total_xact_count", "total_query_count",
-			   "total_received", "total_sent", "total_xact_time", "total_query_time", "total_wait_time"),
-		  TYPES(OID_TEXT, OID_INT8, OID_INT8, OID_INT8, OID_INT8, OID_INT8, OID_INT8, OID_INT8, OID_INT8), 9);
+	stats_header(r, v);
 	for (int i = 0; i < SHM_NAMES; i++) {
 		if (!shm_name_at(i, SHM_DB, name, sizeof(name)))
 			continue;
 		shm_stats_total(i, t);
+		shm_avg_get(i, a);
 		struct database *db = pool_find_db(name);
 		bool any = false;
 		for (int k = 0; k < SHM_STATS; k++)
 			any |= t[k] != 0;
 		if (any || (db && !db->dead))
-			stats_row(r, name, t);
+			stats_values(r, v, name, t, a);
 	}
-	/* Databases the shared table had no room for: this worker's counts. */
-	list_for_each(it, &W->databases) {
-		const struct database *db = container_of(it, struct database, node);
-		if (db->shm_idx >= 0 || db->dead)
+}
+
+static void view_stats(struct result *r) { stats_rows(r, SV_STATS); }
+static void view_stats_totals(struct result *r) { stats_rows(r, SV_TOTALS); }
+static void view_stats_averages(struct result *r) { stats_rows(r, SV_AVERAGES); }
+
+/* SHOW TOTALS: SHOW STATS summed over databases, as name/value rows. */
+static void view_totals(struct result *r)
+{
+	static const char *const names[] = {
+		"server_assignment_count", "xact_count", "query_count", "received", "sent",
+		"xact_time", "query_time", "wait_time",
+	};
+	char name[NAME_MAX_LEN], key[64];
+	uint64_t t[SHM_STATS], a[SHM_STATS], tot[SHM_STATS] = { 0 }, avg[SHM_STATS] = { 0 };
+	uint64_t weight[SHM_STATS] = { 0 };
+
+	stats_flush();
+	for (int i = 0; i < SHM_NAMES; i++) {
+		if (!shm_name_at(i, SHM_DB, name, sizeof(name)))
 			continue;
-		uint64_t sum[SHM_STATS] = { 0 }, one[SHM_STATS];
-		struct list *pi;
-		list_for_each(pi, &W->pools) {
-			const struct pool *p = container_of(pi, struct pool, node);
-			if (p->db != db)
-				continue;
-			stats_to_array(&p->stats, one);
-			for (int k = 0; k < SHM_STATS; k++)
-				sum[k] += one[k];
-		}
-		stats_row(r, db->name, sum);
+		shm_stats_total(i, t);
+		shm_avg_get(i, a);
+		for (int k = 0; k < SHM_STATS; k++)
+			tot[k] += t[k];
+		/* Rates add up; per-event times are weighted by their event rate. */
+		for (int k = 0; k < SHM_STATS; k++)
+			avg[k] += a[k];
+		weight[4] += a[4] * a[0];
+		weight[5] += a[5] * a[1];
+		weight[6] += a[6] * a[7];
 	}
+	avg[4] = avg[0] ? weight[4] / avg[0] : 0;
+	avg[5] = avg[1] ? weight[5] / avg[1] : 0;
+	avg[6] = avg[7] ? weight[6] / avg[7] : 0;
+	res_begin(r, COLS("name", "value"), TYPES(OID_TEXT, OID_INT8), 2);
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t k = 0; k < ARRAY_SIZE(names); k++) {
+			const char *b = names[k];
+			if (pass && strcmp(b, "received") == 0)
+				b = "recv";
+			snprintf(key, sizeof(key), "%s_%s", pass ? "avg" : "total", b);
+			res_row(r, "sq", key, (pass ? avg : tot)[stats_order[k]]);
+		}
+}
+
+static void view_state(struct result *r)
+{
+	res_begin(r, COLS("key", "value"), TYPES(OID_TEXT, OID_TEXT), 2);
+	res_row(r, "ss", "active", W->paused ? "no" : "yes");
+	res_row(r, "ss", "paused", W->paused ? "yes" : "no");
+	res_row(r, "ss", "suspended", "no");
+}
+
+static void dns_row(void *arg, const char *host, int64_t ttl_left_usec, const char *addrs)
+{
+	res_row(arg, "sqs", host, (uint64_t)(ttl_left_usec > 0 ? ttl_left_usec / USEC_PER_SEC : 0), addrs);
+}
+
+static void view_dns_hosts(struct result *r)
+{
+	res_begin(r, COLS("hostname", "ttl", "addrs"), TYPES(OID_TEXT, OID_INT8, OID_TEXT), 3);
+	(void)dns_cache_foreach(dns_row, r);
+}
+
+static void view_dns_zones(struct result *r)
+{
+	/* dns_zone_check_period is not used: c-ares has no SOA polling here. */
+	res_begin(r, COLS("zonename", "serial", "count"), TYPES(OID_TEXT, OID_INT8, OID_INT4), 3);
 }
 
 static void view_peers(struct result *r)
@@ -508,6 +629,12 @@ static const struct view views[] = {
 	{ "users", view_users, "kffff+f+", true },
 	{ "lists", view_lists, "kL", true },
 	{ "stats", view_stats, NULL, false },      /* shared memory has all */
+	{ "stats_totals", view_stats_totals, NULL, false },
+	{ "stats_averages", view_stats_averages, NULL, false },
+	{ "totals", view_totals, NULL, false },
+	{ "state", view_state, NULL, false },
+	{ "dns_hosts", view_dns_hosts, "kMf", true },
+	{ "dns_zones", view_dns_zones, NULL, true },
 	{ "workers", view_workers, NULL, true },
 	{ "peers", view_peers, NULL, false },
 	{ "peer_pools", view_peer_pools, "k++++", true },
@@ -534,32 +661,14 @@ static const struct view *find_view(const char *p)
 	return NULL;
 }
 
-/* Apply PAUSE/RESUME [db] in this worker; false and *err when db is unknown. */
-static bool apply_paused(const char *arg, bool pause, char *err, size_t errlen)
-{
-	if (!*arg) {
-		W->paused = pause;
-	} else {
-		struct database *db = pool_find_db(arg);
-		if (!db || db->dead) {
-			snprintf(err, errlen, "no such database: %s", arg);
-			return false;
-		}
-		db->paused = pause;
-	}
-	if (!pause) {
-		struct list *it;
-		list_for_each(it, &W->pools)
-			pool_launch_needed(container_of(it, struct pool, node));
-	}
-	return true;
-}
+/* What a command is, after trimming: a view, a control command for every
+ * worker (control.h), or something the supervisor does (signals). */
+enum cmd_kind {
+	CMD_VIEW, CMD_HELP, CMD_CONTROL, CMD_RELOAD, CMD_SHUTDOWN, CMD_SHUTDOWN_SERVERS,
+	CMD_SHUTDOWN_CLIENTS, CMD_UNKNOWN_SHOW, CMD_UNKNOWN
+};
 
-/* What a command is, after trimming: a view, PAUSE/RESUME (with arg), or
- * something run here only. */
-enum cmd_kind { CMD_VIEW, CMD_HELP, CMD_PAUSE, CMD_RESUME, CMD_RELOAD, CMD_SHUTDOWN, CMD_UNKNOWN_SHOW, CMD_UNKNOWN };
-
-static enum cmd_kind parse_command(char *sql, const struct view **v, const char **arg)
+static enum cmd_kind parse_command(char *sql, const struct view **v, const char **arg, enum ctl_cmd *ctl)
 {
 	while (isspace((unsigned char)*sql))
 		memmove(sql, sql + 1, strlen(sql));
@@ -575,18 +684,18 @@ static enum cmd_kind parse_command(char *sql, const struct view **v, const char 
 		*v = find_view(*arg);
 		return *v ? CMD_VIEW : CMD_UNKNOWN_SHOW;
 	}
-	if (word_eq(&p, "pause")) {
-		*arg = p;
-		return CMD_PAUSE;
-	}
-	if (word_eq(&p, "resume")) {
-		*arg = p;
-		return CMD_RESUME;
-	}
+	if (ctl_parse(p, ctl, arg))
+		return CMD_CONTROL;
 	if (word_eq(&p, "reload") && !*p)
 		return CMD_RELOAD;
-	if (word_eq(&p, "shutdown") && !*p)
-		return CMD_SHUTDOWN;
+	if (word_eq(&p, "shutdown")) {
+		if (!*p)
+			return CMD_SHUTDOWN;
+		if (word_eq(&p, "wait_for_servers") && !*p)
+			return CMD_SHUTDOWN_SERVERS;
+		if (word_eq(&p, "wait_for_clients") && !*p)
+			return CMD_SHUTDOWN_CLIENTS;
+	}
 	return CMD_UNKNOWN;
 }
 
@@ -604,7 +713,6 @@ static void write_result(struct client *c, struct result *r)
 static void run_local(struct client *c, enum cmd_kind k, const struct view *v, const char *arg, const char *sql)
 {
 	struct result r;
-	char err[256];
 
 	switch (k) {
 	case CMD_HELP:
@@ -614,21 +722,18 @@ static void run_local(struct client *c, enum cmd_kind k, const struct view *v, c
 		v->fn(&r);
 		write_result(c, &r);
 		break;
-	case CMD_PAUSE:
-	case CMD_RESUME:
-		if (apply_paused(arg, k == CMD_PAUSE, err, sizeof(err)))
-			send_command_complete(c, k == CMD_PAUSE ? "PAUSE" : "RESUME");
-		else
-			send_admin_error(c, "%s", err);
-		break;
 	case CMD_RELOAD:
 		/* The supervisor reloads every worker, all or none (two phases). */
 		kill(getppid(), SIGHUP);
 		send_command_complete(c, "RELOAD");
 		break;
 	case CMD_SHUTDOWN:
+	case CMD_SHUTDOWN_SERVERS:
+	case CMD_SHUTDOWN_CLIENTS:
+		/* The supervisor's signals, PgBouncer's meanings: now, once
+		 * servers are released, once clients have left. */
 		send_command_complete(c, "SHUTDOWN");
-		kill(getppid(), SIGQUIT);
+		kill(getppid(), k == CMD_SHUTDOWN ? SIGQUIT : k == CMD_SHUTDOWN_SERVERS ? SIGINT : SIGTERM);
 		break;
 	case CMD_UNKNOWN_SHOW:
 		send_admin_error(c, "unknown SHOW command: %s", arg);
@@ -642,6 +747,7 @@ static void run_local(struct client *c, enum cmd_kind k, const struct view *v, c
 
 struct admin_fanout {
 	enum cmd_kind kind;
+	enum ctl_cmd ctl;
 	const struct view *view;
 	struct pktbuf header;      /* the first RowDescription seen */
 	struct rowset rows;
@@ -650,17 +756,21 @@ struct admin_fanout {
 	bool bad;                  /* a worker's answer did not parse */
 };
 
+/* Control commands always go through the supervisor (one worker too): it
+ * collects every worker's answer, deferred ones included. */
 static bool wants_fanout(enum cmd_kind k, const struct view *v)
 {
-	if (shm_n_workers() <= 1)
-		return false;
-	return (k == CMD_VIEW && v->per_worker) || k == CMD_PAUSE || k == CMD_RESUME;
+	if (k == CMD_CONTROL)
+		return true;
+	return shm_n_workers() > 1 && k == CMD_VIEW && v->per_worker;
 }
 
-static bool start_fanout(struct client *c, enum cmd_kind k, const struct view *v, const char *sql)
+static bool start_fanout(struct client *c, enum cmd_kind k, const struct view *v, enum ctl_cmd ctl,
+			 const char *sql)
 {
 	struct admin_fanout *f = xcalloc(1, sizeof(*f));
 	f->kind = k;
+	f->ctl = ctl;
 	f->view = v;
 	pktbuf_init(&f->header, 256);
 	rowset_init(&f->rows, v ? v->rule : NULL);
@@ -692,8 +802,8 @@ static void finish_fanout(struct client *c)
 		send_admin_error(c, "%s", "a worker's answer could not be read");
 	else if (f->err[0])
 		send_admin_error(c, "%s", f->err);
-	else if (f->kind == CMD_PAUSE || f->kind == CMD_RESUME)
-		send_command_complete(c, f->kind == CMD_PAUSE ? "PAUSE" : "RESUME");
+	else if (f->kind == CMD_CONTROL)
+		send_command_complete(c, ctl_name(f->ctl));
 	else {
 		pktbuf_init(&pb, f->header.len + 1024);
 		pktbuf_put_bytes(&pb, f->header.buf, f->header.len);
@@ -760,12 +870,13 @@ void admin_remote_run(uint32_t fanid, const char *text, size_t len)
 	char sql[ADMIN_MAX_QUERY], err[256] = "";
 	const struct view *v = NULL;
 	const char *arg;
+	enum ctl_cmd ctl = CTL_COUNT;
 
 	if (len == 0 || len > sizeof(sql) || text[len - 1] != 0) {
 		snprintf(err, sizeof(err), "malformed console command");
 	} else {
 		memcpy(sql, text, len);
-		enum cmd_kind k = parse_command(sql, &v, &arg);
+		enum cmd_kind k = parse_command(sql, &v, &arg, &ctl);
 		if (k == CMD_VIEW) {
 			struct result r;
 			v->fn(&r);
@@ -784,8 +895,9 @@ void admin_remote_run(uint32_t fanid, const char *text, size_t len)
 			if (off > start)
 				send_part(fanid, r.pb.buf + start, off - start);
 			pktbuf_free(&r.pb);
-		} else if (k == CMD_PAUSE || k == CMD_RESUME) {
-			(void)apply_paused(arg, k == CMD_PAUSE, err, sizeof(err));
+		} else if (k == CMD_CONTROL) {
+			if (control_apply(ctl, arg, fanid, err, sizeof(err)) == CTL_LATER)
+				return;     /* answered by control_janitor() */
 		} else {
 			snprintf(err, sizeof(err), "not a command for every worker");
 		}
@@ -829,11 +941,16 @@ enum stream_action admin_on_pkt(struct client *c, const struct pkt_hdr *h,
 	} else {
 		const struct view *v = NULL;
 		const char *arg;
-		enum cmd_kind k = parse_command(sql, &v, &arg);
+		enum ctl_cmd ctl = CTL_COUNT;
+		enum cmd_kind k = parse_command(sql, &v, &arg, &ctl);
 		if (c->stats_only && k != CMD_VIEW && k != CMD_HELP && k != CMD_UNKNOWN_SHOW) {
 			send_admin_error(c, "%s", "admin access needed");
 		} else if (wants_fanout(k, v)) {
-			if (start_fanout(c, k, v, sql))
+			if (k == CMD_CONTROL && *arg)
+				log_info("%s '%s' command issued", ctl_name(ctl), arg);
+			else if (k == CMD_CONTROL)
+				log_info("%s command issued", ctl_name(ctl));
+			if (start_fanout(c, k, v, ctl, sql))
 				return SA_PAUSE;
 			send_admin_error(c, "%s", "could not reach the other workers");
 		} else {

@@ -5,6 +5,7 @@
 #include "cancel.h"
 #include "client.h"
 #include "config.h"
+#include "control.h"
 #include "pool.h"
 #include "server.h"
 #include "stats.h"
@@ -173,6 +174,7 @@ static void janitor_run(evutil_socket_t fd, short what, void *arg)
 	}
 	check_autodb(now);
 	stats_flush();
+	control_janitor();
 	cancel_janitor(now);
 }
 

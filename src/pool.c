@@ -6,6 +6,7 @@
 #include "pool.h"
 #include "client.h"
 #include "config.h"
+#include "control.h"
 #include "config/userlist.h"
 #include "log.h"
 #include "proto/build.h"
@@ -803,6 +804,8 @@ void pool_server_ready(struct server *sv)
 		server_close_soon(sv, "released to another worker");
 		return;
 	}
+	if (control_close_if_paused(sv))
+		return;
 	server_set_state(sv, SERVER_IDLE);
 	worker_check_shutdown();
 }

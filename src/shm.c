@@ -31,6 +31,7 @@ struct shm_head {
 	struct name_slot names[SHM_NAMES];
 	/* followed by _Atomic int counts[SHM_NAMES][n_workers]
 	 * and _Atomic uint64_t stats[SHM_NAMES][n_workers][SHM_STATS] */
+	_Atomic uint64_t avgs[SHM_NAMES][SHM_STATS];
 };
 
 static struct shm_head *head;
@@ -253,6 +254,21 @@ void shm_stats_total(int idx, uint64_t out[SHM_STATS])
 		for (int i = 0; i < SHM_STATS; i++)
 			out[i] += atomic_load_explicit(&c[i], memory_order_relaxed);
 	}
+}
+
+void shm_avg_set(int idx, const uint64_t avg[SHM_STATS])
+{
+	if (!head || idx < 0 || idx >= SHM_NAMES)
+		return;
+	for (int i = 0; i < SHM_STATS; i++)
+		atomic_store_explicit(&head->avgs[idx][i], avg[i], memory_order_relaxed);
+}
+
+void shm_avg_get(int idx, uint64_t avg[SHM_STATS])
+{
+	for (int i = 0; i < SHM_STATS; i++)
+		avg[i] = head && idx >= 0 && idx < SHM_NAMES ?
+			atomic_load_explicit(&head->avgs[idx][i], memory_order_relaxed) : 0;
 }
 
 bool shm_name_at(int i, enum shm_kind kind, char *name, size_t len)

@@ -7,6 +7,7 @@
 #include "log.h"
 #include "objects.h"
 #include "shm.h"
+#include "util.h"
 #include "worker.h"
 
 #include <event2/event.h>
@@ -48,6 +49,57 @@ void stats_flush(void)
 	}
 }
 
+static uint64_t per(uint64_t v, uint64_t n);
+
+/* Worker 0, every stats_period: per-database averages over the period, as
+ * PgBouncer computes them (rates per second; times per transaction, query,
+ * assignment). */
+static uint64_t (*db_last)[SHM_STATS];
+
+static void per_db_averages(uint64_t secs)
+{
+	char name[64];
+	uint64_t now[SHM_STATS], avg[SHM_STATS];
+	if (!db_last)
+		db_last = xcalloc(SHM_NAMES, sizeof(*db_last));
+	for (int i = 0; i < SHM_NAMES; i++) {
+		if (!shm_name_at(i, SHM_DB, name, sizeof(name)))
+			continue;
+		shm_stats_total(i, now);
+		uint64_t d[SHM_STATS];
+		for (int k = 0; k < SHM_STATS; k++)
+			d[k] = now[k] - db_last[i][k];
+		avg[ST_XACT] = d[ST_XACT] / secs;
+		avg[ST_QUERY] = d[ST_QUERY] / secs;
+		avg[ST_IN] = d[ST_IN] / secs;
+		avg[ST_OUT] = d[ST_OUT] / secs;
+		avg[ST_ASSIGN] = d[ST_ASSIGN] / secs;
+		avg[ST_XACT_TIME] = per(d[ST_XACT_TIME], d[ST_XACT]);
+		avg[ST_QUERY_TIME] = per(d[ST_QUERY_TIME], d[ST_QUERY]);
+		avg[ST_WAIT_TIME] = per(d[ST_WAIT_TIME], d[ST_ASSIGN]);
+		avg[ST_ERRORS] = d[ST_ERRORS] / secs;
+		shm_avg_set(i, avg);
+		memcpy(db_last[i], now, sizeof(now));
+	}
+}
+
+/* A restarted worker 0 starts its first period from the current totals. */
+static void snapshot_db_last(void)
+{
+	char name[64];
+	if (!db_last)
+		db_last = xcalloc(SHM_NAMES, sizeof(*db_last));
+	for (int i = 0; i < SHM_NAMES; i++)
+		if (shm_name_at(i, SHM_DB, name, sizeof(name)))
+			shm_stats_total(i, db_last[i]);
+}
+
+void stats_free(void)
+{
+	free(db_last);
+	db_last = NULL;
+}
+
 /* The instance's totals: every database's counters over every worker. */
 static void sum(uint64_t t[SHM_STATS])
 {
@@ -81,6 +133,7 @@ static void tick(evutil_socket_t fd, short what, void *arg)
 	sum(now);
 	if (!secs)
 		secs = 1;
+	per_db_averages(secs);
 	if (W->cfg->log_stats) {
 		uint64_t x = now[ST_XACT] - last[ST_XACT], q = now[ST_QUERY] - last[ST_QUERY];
 		uint64_t w = now[ST_ASSIGN] - last[ST_ASSIGN];
@@ -102,8 +155,10 @@ void stats_start(void)
 	usec_t p = W->cfg->stats_period > 0 ? W->cfg->stats_period : 60 * USEC_PER_SEC;
 	struct timeval tv = { (time_t)(p / USEC_PER_SEC), (suseconds_t)(p % USEC_PER_SEC) };
 	last_time = util_monotonic();
-	if (W->id == 0)
+	if (W->id == 0) {
 		sum(last);
+		snapshot_db_last();
+	}
 	W->stats_timer = event_new(W->base, -1, EV_PERSIST, tick, NULL);
 	event_add(W->stats_timer, &tv);
 }

@@ -277,7 +277,9 @@ struct fan {
 	uint32_t origin_req;
 	int pending;
 	bool *owed;
-	char err[256];
+	int n_ok;                  /* workers that carried it out */
+	char err[256];             /* the first error */
+	char not_here[256];        /* "?..." answers: an error only if nobody did it */
 };
 
 static struct fan *find_fan(uint32_t id)
@@ -296,10 +298,16 @@ static void fan_answered(struct fan *f, int slot, const char *err)
 	if (!f->owed[slot])
 		return;
 	f->owed[slot] = false;
-	if (err && *err && !f->err[0])
+	if (err && *err == '?' && !f->not_here[0])
+		snprintf(f->not_here, sizeof(f->not_here), "%s", err + 1);
+	else if (err && *err && *err != '?' && !f->err[0])
 		snprintf(f->err, sizeof(f->err), "%s", err);
+	else if (err && !*err)
+		f->n_ok++;
 	if (--f->pending > 0)
 		return;
+	if (!f->err[0] && f->n_ok == 0 && f->not_here[0])
+		snprintf(f->err, sizeof(f->err), "%s", f->not_here);
 	if (f->origin >= 0)
 		send_to(f->origin, IPC_ADMIN_DONE, f->origin_req, f->err, (uint32_t)strlen(f->err) + 1);
 	list_del(&f->node);

@@ -10,6 +10,7 @@
 #include "cancel.h"
 #include "client.h"
 #include "config.h"
+#include "control.h"
 #include "dns.h"
 #include "janitor.h"
 #include "log.h"
@@ -376,8 +377,10 @@ static void worker_cleanup(void)
 	reap(-1, 0, NULL);
 	janitor_stop();
 	stats_stop();
+	stats_free();
 	cancel_free_all();
 	server_linger_free_all();
+	control_free();
 	pool_free_all();
 	admin_free();
 	listener_free(W->listener);

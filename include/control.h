@@ -1,0 +1,32 @@
+/* pgcrew — the console's control commands as each worker carries them out:
+ * PAUSE, RESUME, DISABLE, ENABLE, KILL, KILL_CLIENT, RECONNECT, WAIT_CLOSE.
+ * The console fans a command out to every worker (admin.c); each answers
+ * done, "not here" (a client id or auto-database it does not have), an
+ * error, or later: PAUSE and WAIT_CLOSE answer once their servers are gone. */
+#ifndef PGCREW_CONTROL_H
+#define PGCREW_CONTROL_H
+
+#include "types.h"
+
+struct server;
+
+enum ctl_cmd {
+	CTL_PAUSE, CTL_RESUME, CTL_DISABLE, CTL_ENABLE, CTL_KILL, CTL_KILL_CLIENT,
+	CTL_RECONNECT, CTL_WAIT_CLOSE, CTL_COUNT
+};
+
+enum ctl_result { CTL_DONE, CTL_NOT_HERE, CTL_ERROR, CTL_LATER };
+
+const char *ctl_name(enum ctl_cmd cmd);        /* "PAUSE", ... (the command tag) */
+/* Parse "<name> [arg]"; false if text is not a control command. */
+bool ctl_parse(const char *text, enum ctl_cmd *cmd, const char **arg);
+/* Carry it out here. CTL_LATER: the answer (IPC_ADMIN_DONE for fanid)
+ * follows from control_janitor(). err gets the text for ERROR/NOT_HERE. */
+enum ctl_result control_apply(enum ctl_cmd cmd, const char *arg, uint32_t fanid, char *err, size_t len);
+/* Janitor tick: answer PAUSE/WAIT_CLOSE whose servers are gone. */
+void control_janitor(void);
+/* A paused database's server became free: close it instead of parking it. */
+bool control_close_if_paused(struct server *sv);
+void control_free(void);
+
+#endif

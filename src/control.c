@@ -1,0 +1,309 @@
+/* pgcrew — console control commands, carried out in one worker (see
+ * control.h). PgBouncer's wording for errors and logs; PAUSE disconnects
+ * servers as they are released and answers when none is left, as
+ * PgBouncer's PAUSE "will not return before all server connections have
+ * been disconnected". */
+#include "control.h"
+#include "client.h"
+#include "config.h"
+#include "ipc.h"
+#include "log.h"
+#include "pool.h"
+#include "server.h"
+#include "util.h"
+#include "worker.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <strings.h>
+
+static const char *const names[CTL_COUNT] = {
+	[CTL_PAUSE] = "PAUSE", [CTL_RESUME] = "RESUME", [CTL_DISABLE] = "DISABLE",
+	[CTL_ENABLE] = "ENABLE", [CTL_KILL] = "KILL", [CTL_KILL_CLIENT] = "KILL_CLIENT",
+	[CTL_RECONNECT] = "RECONNECT", [CTL_WAIT_CLOSE] = "WAIT_CLOSE",
+};
+
+/* A PAUSE or WAIT_CLOSE waiting for servers to go. */
+struct waiting {
+	struct list node;
+	uint32_t fanid;
+	enum ctl_cmd cmd;
+	char db[64];               /* "" = every database */
+};
+
+static struct list waits = LIST_INIT(waits);
+
+const char *ctl_name(enum ctl_cmd cmd)
+{
+	return cmd < CTL_COUNT ? names[cmd] : "?";
+}
+
+bool ctl_parse(const char *text, enum ctl_cmd *cmd, const char **arg)
+{
+	for (int i = 0; i < CTL_COUNT; i++) {
+		size_t n = strlen(names[i]);
+		if (strncasecmp(text, names[i], n) != 0)
+			continue;
+		const char *p = text + n;
+		if (*p && !isspace((unsigned char)*p))
+			continue;
+		while (isspace((unsigned char)*p))
+			p++;
+		*cmd = (enum ctl_cmd)i;
+		*arg = p;
+		return true;
+	}
+	return false;
+}
+
+static bool in_scope(const struct database *db, const char *name)
+{
+	return !db->admin && (!*name || strcmp(db->name, name) == 0);
+}
+
+/* Servers PAUSE (all) or WAIT_CLOSE (close_needed ones) still waits for. */
+static int remaining(const struct waiting *w)
+{
+	int n = 0;
+	struct list *it;
+	list_for_each(it, &W->all_servers) {
+		const struct server *sv = container_of(it, struct server, all_node);
+		if (sv->state == SERVER_JUSTFREE || !in_scope(sv->pool->db, w->db))
+			continue;
+		n += w->cmd == CTL_PAUSE || sv->close_needed;
+	}
+	return n;
+}
+
+static void answer(uint32_t fanid, const char *err)
+{
+	if (ipc_send(W->sup, IPC_ADMIN_DONE, fanid, err, (uint32_t)strlen(err) + 1, -1) < 0)
+		log_warning("could not answer a console command");
+}
+
+void control_janitor(void)
+{
+	struct list *it, *tmp;
+	list_for_each_safe(it, tmp, &waits) {
+		struct waiting *w = container_of(it, struct waiting, node);
+		if (remaining(w) > 0)
+			continue;
+		answer(w->fanid, "");
+		list_del(&w->node);
+		free(w);
+	}
+}
+
+static enum ctl_result later(enum ctl_cmd cmd, const char *db, uint32_t fanid)
+{
+	struct waiting *w = xcalloc(1, sizeof(*w));
+	w->cmd = cmd;
+	w->fanid = fanid;
+	strlcpy_(w->db, db, sizeof(w->db));
+	if (remaining(w) == 0) {
+		free(w);
+		return CTL_DONE;
+	}
+	list_append(&waits, &w->node);
+	return CTL_LATER;
+}
+
+bool control_close_if_paused(struct server *sv)
+{
+	if (!(W->paused || sv->pool->db->paused))
+		return false;
+	server_close_soon(sv, "pause mode");
+	return true;
+}
+
+/* The named database, or an error/"not here" text. Auto-databases exist
+ * only in the workers whose clients made them. */
+static struct database *find_db(const char *arg, char *err, size_t len, enum ctl_result *why)
+{
+	struct database *db = pool_find_db(arg);
+	if (db && !db->dead)
+		return db;
+	snprintf(err, len, "?no such database: %s", arg);
+	*why = CTL_NOT_HERE;
+	return NULL;
+}
+
+static void close_idle(struct database *only, const char *reason)
+{
+	struct list *it, *s, *t;
+	list_for_each(it, &W->pools) {
+		struct pool *p = container_of(it, struct pool, node);
+		if (p->db->admin || (only && p->db != only))
+			continue;
+		list_for_each_safe(s, t, &p->idle_servers)
+			server_close(container_of(s, struct server, node), reason);
+	}
+}
+
+static void relaunch_all(void)
+{
+	struct list *it;
+	list_for_each(it, &W->pools)
+		pool_launch_needed(container_of(it, struct pool, node));
+}
+
+static enum ctl_result do_pause(const char *arg, uint32_t fanid, char *err, size_t len, bool pause)
+{
+	enum ctl_result r = CTL_ERROR;
+	struct database *db = NULL;
+
+	if (*arg && !(db = find_db(arg, err, len, &r)))
+		return r;
+	if (db && db->admin) {
+		snprintf(err, len, "cannot pause admin db: %s", arg);
+		return CTL_ERROR;
+	}
+	if (!pause) {
+		if (db)
+			db->paused = false;
+		else
+			W->paused = false;
+		relaunch_all();
+		return CTL_DONE;
+	}
+	if (db)
+		db->paused = true;
+	else
+		W->paused = true;
+	close_idle(db, "pause mode");
+	return later(CTL_PAUSE, db ? db->name : "", fanid);
+}
+
+static void kill_db(struct database *db)
+{
+	struct list *it, *tmp;
+	db->paused = true;     /* new clients wait until RESUME, as in PgBouncer */
+	list_for_each_safe(it, tmp, &W->all_clients) {
+		struct client *c = container_of(it, struct client, all_node);
+		if (c->state != CLIENT_JUSTFREE && c->db == db && !c->admin)
+			client_close_sqlstate(c, "08P01", "database removed");
+	}
+	list_for_each_safe(it, tmp, &W->all_servers) {
+		struct server *sv = container_of(it, struct server, all_node);
+		if (sv->state != SERVER_JUSTFREE && sv->pool->db == db)
+			server_close(sv, "database removed");
+	}
+}
+
+static enum ctl_result do_kill(const char *arg, char *err, size_t len)
+{
+	enum ctl_result r = CTL_ERROR;
+	struct database *db;
+	struct list *it;
+
+	if (!*arg) {
+		list_for_each(it, &W->databases) {
+			db = container_of(it, struct database, node);
+			if (!db->admin && !db->dead)
+				kill_db(db);
+		}
+		return CTL_DONE;
+	}
+	if (!(db = find_db(arg, err, len, &r)))
+		return r;
+	if (db->admin) {
+		snprintf(err, len, "cannot kill admin db: %s", arg);
+		return CTL_ERROR;
+	}
+	kill_db(db);
+	return CTL_DONE;
+}
+
+static enum ctl_result do_kill_client(const char *arg, char *err, size_t len)
+{
+	char *end;
+	unsigned long long id = strtoull(arg, &end, 10);
+	struct list *it;
+
+	if (!*arg || *end) {
+		snprintf(err, len, "invalid client id: %s", arg);
+		return CTL_ERROR;
+	}
+	list_for_each(it, &W->all_clients) {
+		struct client *c = container_of(it, struct client, all_node);
+		if (c->id != id || c->state == CLIENT_JUSTFREE)
+			continue;
+		client_close_sqlstate(c, "08P01", "client killed by admin");
+		return CTL_DONE;
+	}
+	snprintf(err, len, "?client not found: %s", arg);
+	return CTL_NOT_HERE;
+}
+
+static enum ctl_result do_able(const char *arg, char *err, size_t len, bool disable)
+{
+	enum ctl_result r = CTL_ERROR;
+	struct database *db;
+	if (!*arg) {
+		snprintf(err, len, "a database is required");
+		return CTL_ERROR;
+	}
+	if (!(db = find_db(arg, err, len, &r)))
+		return r;
+	if (db->admin) {
+		snprintf(err, len, "cannot disable admin db: %s", arg);
+		return CTL_ERROR;
+	}
+	db->disabled = disable;
+	return CTL_DONE;
+}
+
+static enum ctl_result do_reconnect(const char *arg, uint32_t fanid, char *err, size_t len, bool wait)
+{
+	enum ctl_result r = CTL_ERROR;
+	struct database *db = NULL;
+	struct list *it;
+
+	if (*arg && !(db = find_db(arg, err, len, &r)))
+		return r;
+	if (wait)
+		return later(CTL_WAIT_CLOSE, db ? db->name : "", fanid);
+	list_for_each(it, &W->databases) {
+		struct database *d = container_of(it, struct database, node);
+		if (in_scope(d, db ? db->name : "") && !d->dead)
+			pool_reconnect_db(d, "close_needed");
+	}
+	return CTL_DONE;
+}
+
+enum ctl_result control_apply(enum ctl_cmd cmd, const char *arg, uint32_t fanid, char *err, size_t len)
+{
+	err[0] = 0;
+	if (strlen(arg) >= 64 && cmd != CTL_KILL_CLIENT) {
+		snprintf(err, len, "?no such database: %.63s", arg);
+		return CTL_NOT_HERE;
+	}
+	switch (cmd) {
+	case CTL_PAUSE:
+	case CTL_RESUME:
+		return do_pause(arg, fanid, err, len, cmd == CTL_PAUSE);
+	case CTL_DISABLE:
+	case CTL_ENABLE:
+		return do_able(arg, err, len, cmd == CTL_DISABLE);
+	case CTL_KILL:
+		return do_kill(arg, err, len);
+	case CTL_KILL_CLIENT:
+		return do_kill_client(arg, err, len);
+	case CTL_RECONNECT:
+	case CTL_WAIT_CLOSE:
+		return do_reconnect(arg, fanid, err, len, cmd == CTL_WAIT_CLOSE);
+	default:
+		snprintf(err, len, "unknown command");
+		return CTL_ERROR;
+	}
+}
+
+void control_free(void)
+{
+	struct list *it;
+	while ((it = list_first(&waits)) != NULL) {
+		list_del(it);
+		free(container_of(it, struct waiting, node));
+	}
+}

@@ -1,0 +1,231 @@
+"""The admin console across four workers: PgBouncer's statistics views with
+their columns, counts summed over workers, and the control commands (PAUSE
+waits for running transactions, KILL, KILL_CLIENT, DISABLE/ENABLE,
+RECONNECT, WAIT_CLOSE, SHUTDOWN WAIT_FOR_CLIENTS), access rules and bad
+input."""
+
+import subprocess
+import threading
+import time
+
+import psycopg
+import pytest
+
+import util
+from pg_cluster import password
+
+pytestmark = pytest.mark.pgcrew_only  # workers = 4; PgBouncer 1.18 lacks several views
+
+WORKERS = 4
+INT8, INT4, TEXT = 20, 23, 25
+
+STATS_BASE = ["server_assignment_count", "xact_count", "query_count", "received", "sent",
+              "xact_time", "query_time", "wait_time", "client_parse_count",
+              "server_parse_count", "bind_count"]
+
+
+def bytes_names(names):
+    return ["bytes_" + n if n in ("received", "sent") else n for n in names]
+
+
+EXPECTED = {
+    "STATS": ["database"] + ["total_" + n for n in STATS_BASE]
+             + ["avg_" + ("recv" if n == "received" else n) for n in STATS_BASE],
+    "STATS_TOTALS": ["database"] + bytes_names(STATS_BASE),
+    "STATS_AVERAGES": ["database"] + bytes_names(STATS_BASE),
+    "TOTALS": ["name", "value"],
+    "STATE": ["key", "value"],
+    "DNS_HOSTS": ["hostname", "ttl", "addrs"],
+    "DNS_ZONES": ["zonename", "serial", "count"],
+    "WORKERS": ["worker", "pid", "clients", "servers", "pools", "cpu_user_ms",
+                "cpu_system_ms", "restarts"],
+}
+
+
+def pooler(pg, make_pooler, **settings):
+    base = {"workers": WORKERS, "pool_mode": "transaction", "admin_users": "trust_user",
+            "stats_users": "md5_user", "auth_type": "md5", "stats_period": 1}
+    base.update(settings)
+    return make_pooler(pg, settings=base)
+
+
+def admin(p, user="trust_user"):
+    return p.connect("pgbouncer", user, password=password(user))
+
+
+def client(p, **kw):
+    return p.connect("testdb", "trust_user", password=password("trust_user"), **kw)
+
+
+def columns(conn, cmd):
+    cur = conn.execute(cmd)
+    return [(d.name, d.type_code) for d in cur.description], cur.fetchall()
+
+
+def test_stats_views_have_pgbouncer_columns(pg15, make_pooler):
+    p = pooler(pg15, make_pooler)
+    with admin(p) as a:
+        for view, names in EXPECTED.items():
+            cols, _ = columns(a, f"SHOW {view}")
+            assert [c[0] for c in cols] == names, view
+            if view.startswith("STATS"):
+                assert cols[0][1] == TEXT and all(t == INT8 for _, t in cols[1:]), view
+    # psql (simple protocol) runs every command too.
+    for view in EXPECTED:
+        out = subprocess.run(["psql", "-X", "-h", p.host, "-p", str(p.port), "-U", "trust_user",
+                              "-d", "pgbouncer", "-c", f"SHOW {view}"],
+                             env={"PGPASSWORD": password("trust_user"), "PATH": "/usr/bin:/bin"},
+                             capture_output=True, text=True, timeout=20)
+        assert out.returncode == 0, (view, out.stderr)
+
+
+def test_transactions_are_counted_over_workers(pg15, make_pooler):
+    p = pooler(pg15, make_pooler)
+
+    def xacts():
+        with admin(p) as a:
+            return {r[0]: r[2] for r in a.execute("SHOW STATS").fetchall()}.get("testdb", 0)
+
+    before = xacts()
+    conns = [client(p) for _ in range(20)]
+    try:
+        from test_workers import worker_of
+        assert len({worker_of(c) for c in conns}) > 1
+        for c in conns:
+            for i in range(10):
+                # distinct texts: psycopg would prepare a repeated query
+                c.execute(f"SELECT {i}")
+    finally:
+        for c in conns:
+            c.close()
+    util.wait_until(lambda: xacts() - before == 200, 3, what="200 transactions in SHOW STATS")
+    time.sleep(0.5)
+    assert xacts() - before == 200
+
+
+def test_pause_waits_for_running_transactions(pg15, make_pooler):
+    p = pooler(pg15, make_pooler)
+    busy = client(p)
+    busy.autocommit = False
+    busy.execute("SELECT 1")               # a transaction holds a server
+    done = {}
+
+    def pause():
+        with admin(p) as a:
+            a.execute("PAUSE")
+            done["at"] = time.monotonic()
+
+    t = threading.Thread(target=pause)
+    t.start()
+    time.sleep(1.0)
+    assert "at" not in done, "PAUSE returned while a transaction was running"
+    committed = time.monotonic()
+    busy.commit()
+    t.join(timeout=5)
+    assert "at" in done and done["at"] - committed < 2
+    # While paused a new query waits; RESUME releases it.
+    other = client(p)
+    got = {}
+    q = threading.Thread(target=lambda: got.setdefault("r", other.execute("SELECT 2").fetchone()))
+    q.start()
+    time.sleep(0.7)
+    assert "r" not in got, "a query ran while paused"
+    with admin(p) as a:
+        a.execute("RESUME")
+    q.join(timeout=5)
+    assert got.get("r") == (2,)
+    other.close()
+    busy.close()
+
+
+def test_kill_kill_client_disable_enable(pg15, make_pooler):
+    p = pooler(pg15, make_pooler)
+    victims = [client(p) for _ in range(6)]
+    for v in victims:
+        v.execute("SELECT 1")
+    with admin(p) as a:
+        ids = [r for r in a.execute("SHOW CLIENTS").fetchall() if r[2] == "testdb"]
+        assert len(ids) == 6
+        target = ids[0][-1]
+        a.execute(f"KILL_CLIENT {target}")
+        with pytest.raises(psycopg.Error, match="client not found"):
+            a.execute("KILL_CLIENT 987654321")
+        left = [r for r in a.execute("SHOW CLIENTS").fetchall() if r[2] == "testdb"]
+        assert len(left) == 5 and target not in [r[-1] for r in left]
+
+        a.execute("KILL testdb")
+        for v in victims:
+            with pytest.raises(psycopg.OperationalError):
+                v.execute("SELECT 1")
+        assert not [r for r in a.execute("SHOW SERVERS").fetchall() if r[2] == "testdb"]
+        a.execute("RESUME testdb")
+
+        with pytest.raises(psycopg.Error, match="a database is required"):
+            a.execute("DISABLE")
+        with pytest.raises(psycopg.Error, match="no such database: nosuchdb"):
+            a.execute("DISABLE nosuchdb")
+        a.execute("DISABLE testdb")
+        with pytest.raises(psycopg.OperationalError, match="does not allow connections"):
+            client(p, connect_timeout=5)
+        a.execute("ENABLE testdb")
+    with client(p) as c:
+        assert c.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_reconnect_and_wait_close(pg15, make_pooler):
+    p = pooler(pg15, make_pooler, pool_mode="session", workers=1)
+    holder = client(p)
+    first = holder.execute("SELECT pg_backend_pid()").fetchone()[0]
+    with admin(p) as a:
+        a.execute("RECONNECT testdb")
+        servers = [r for r in a.execute("SHOW SERVERS").fetchall() if r[2] == "testdb"]
+        assert servers and all(r[13] == 1 for r in servers), "close_needed not set"
+        done = {}
+
+        def wait_close():
+            with admin(p) as b:
+                b.execute("WAIT_CLOSE testdb")
+                done["at"] = time.monotonic()
+
+        t = threading.Thread(target=wait_close)
+        t.start()
+        time.sleep(0.7)
+        assert "at" not in done, "WAIT_CLOSE returned while the old server was in use"
+        holder.close()
+        t.join(timeout=5)
+        assert "at" in done
+    with client(p) as c:
+        assert c.execute("SELECT pg_backend_pid()").fetchone()[0] != first
+
+
+def test_console_access_and_bad_input(pg15, make_pooler):
+    p = pooler(pg15, make_pooler)
+    with admin(p, "md5_user") as stats_user:
+        assert stats_user.execute("SHOW POOLS").fetchall() is not None
+        for cmd in ("PAUSE", "KILL testdb", "KILL_CLIENT 1", "RECONNECT", "SHUTDOWN"):
+            with pytest.raises(psycopg.Error, match="admin access needed"):
+                stats_user.execute(cmd)
+    with pytest.raises(psycopg.OperationalError, match="not allowed"):
+        admin(p, "scram_user")
+    with admin(p) as a:
+        for cmd in ("SHOW NOSUCHVIEW", "FROBNICATE", "PAUSE " + "x" * 5000,
+                    "DISABLE testdb; DROP TABLE pgbench_accounts", "KILL_CLIENT 1 OR 1=1",
+                    "SHOW POOLS; SHOW CLIENTS"):
+            with pytest.raises(psycopg.Error):
+                a.execute(cmd)
+        assert a.execute("SHOW VERSION").fetchone()[0].startswith("pgcrew")
+    with client(p) as c:
+        assert c.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_shutdown_wait_for_clients(pg15, make_pooler):
+    p = pooler(pg15, make_pooler)
+    last = client(p)
+    last.execute("SELECT 1")
+    with admin(p) as a:
+        a.execute("SHUTDOWN WAIT_FOR_CLIENTS")
+    time.sleep(0.5)
+    assert p.proc.poll() is None, "exited while a client was connected"
+    assert last.execute("SELECT 3").fetchone() == (3,)
+    last.close()
+    p.proc.wait(timeout=10)
