@@ -29,4 +29,15 @@ void control_janitor(void);
 bool control_close_if_paused(struct server *sv);
 void control_free(void);
 
+/* The console's SET key = value / SET key TO 'value'. Parse; then apply to
+ * a config (reloadable keys only), err naming the reason. The supervisor
+ * applies it to its own copy first (and refuses it for every worker on an
+ * error), then each worker to its current configuration. */
+bool ctl_parse_set(const char *text, char *key, size_t klen, char *val, size_t vlen);
+struct config;
+int ctl_apply_set(struct config *cfg, const char *key, const char *val, char *err, size_t len);
+/* Parameters drivers set on connect that the console accepts and ignores
+ * (PgBouncer's "SET ignored"). */
+bool ctl_fake_param(const char *key);
+
 #endif

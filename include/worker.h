@@ -52,5 +52,6 @@ void worker_schedule_reap(void);
 void worker_check_shutdown(void);
 /* Apply a config generation (reload); takes ownership of cfg. */
 void worker_apply_config(struct config *cfg);
+void worker_refresh_config(void);
 
 #endif

@@ -664,8 +664,8 @@ static const struct view *find_view(const char *p)
 /* What a command is, after trimming: a view, a control command for every
  * worker (control.h), or something the supervisor does (signals). */
 enum cmd_kind {
-	CMD_VIEW, CMD_HELP, CMD_CONTROL, CMD_RELOAD, CMD_SHUTDOWN, CMD_SHUTDOWN_SERVERS,
-	CMD_SHUTDOWN_CLIENTS, CMD_UNKNOWN_SHOW, CMD_UNKNOWN
+	CMD_VIEW, CMD_HELP, CMD_CONTROL, CMD_SET, CMD_SET_IGNORED, CMD_RELOAD, CMD_SHUTDOWN,
+	CMD_SHUTDOWN_SERVERS, CMD_SHUTDOWN_CLIENTS, CMD_BAD_SET, CMD_UNKNOWN_SHOW, CMD_UNKNOWN
 };
 
 static enum cmd_kind parse_command(char *sql, const struct view **v, const char **arg, enum ctl_cmd *ctl)
@@ -686,6 +686,12 @@ static enum cmd_kind parse_command(char *sql, const struct view **v, const char 
 	}
 	if (ctl_parse(p, ctl, arg))
 		return CMD_CONTROL;
+	char key[64], val[1024];
+	if (strncasecmp(p, "set", 3) == 0 && isspace((unsigned char)p[3])) {
+		if (!ctl_parse_set(p, key, sizeof(key), val, sizeof(val)))
+			return CMD_BAD_SET;
+		return ctl_fake_param(key) ? CMD_SET_IGNORED : CMD_SET;
+	}
 	if (word_eq(&p, "reload") && !*p)
 		return CMD_RELOAD;
 	if (word_eq(&p, "shutdown")) {
@@ -738,6 +744,19 @@ static void run_local(struct client *c, enum cmd_kind k, const struct view *v, c
 	case CMD_UNKNOWN_SHOW:
 		send_admin_error(c, "unknown SHOW command: %s", arg);
 		break;
+	case CMD_SET_IGNORED: {
+		/* What drivers send on connect: accepted, as PgBouncer does. */
+		struct pktbuf pb;
+		pktbuf_init(&pb, 64);
+		pkt_write_notice(&pb, "NOTICE", "00000", "SET ignored");
+		(void)stream_write(&c->s, &pb);
+		pktbuf_free(&pb);
+		send_command_complete(c, "SET");
+		break;
+	}
+	case CMD_BAD_SET:
+		send_admin_error(c, "%s", "SET failed: expected SET key = value");
+		break;
 	default:
 		send_admin_error(c, "unknown command: %s", sql);
 	}
@@ -748,6 +767,7 @@ static void run_local(struct client *c, enum cmd_kind k, const struct view *v, c
 struct admin_fanout {
 	enum cmd_kind kind;
 	enum ctl_cmd ctl;
+	char tag[1100];            /* CommandComplete of a SET: "SET key=value" */
 	const struct view *view;
 	struct pktbuf header;      /* the first RowDescription seen */
 	struct rowset rows;
@@ -760,7 +780,7 @@ struct admin_fanout {
  * collects every worker's answer, deferred ones included. */
 static bool wants_fanout(enum cmd_kind k, const struct view *v)
 {
-	if (k == CMD_CONTROL)
+	if (k == CMD_CONTROL || k == CMD_SET)
 		return true;
 	return shm_n_workers() > 1 && k == CMD_VIEW && v->per_worker;
 }
@@ -772,6 +792,11 @@ static bool start_fanout(struct client *c, enum cmd_kind k, const struct view *v
 	f->kind = k;
 	f->ctl = ctl;
 	f->view = v;
+	if (k == CMD_SET) {
+		char key[64], val[1024];
+		if (ctl_parse_set(sql, key, sizeof(key), val, sizeof(val)))
+			snprintf(f->tag, sizeof(f->tag), "SET %s=%s", key, val);
+	}
 	pktbuf_init(&f->header, 256);
 	rowset_init(&f->rows, v ? v->rule : NULL);
 	c->fanout = f;
@@ -804,6 +829,8 @@ static void finish_fanout(struct client *c)
 		send_admin_error(c, "%s", f->err);
 	else if (f->kind == CMD_CONTROL)
 		send_command_complete(c, ctl_name(f->ctl));
+	else if (f->kind == CMD_SET)
+		send_command_complete(c, f->tag);
 	else {
 		pktbuf_init(&pb, f->header.len + 1024);
 		pktbuf_put_bytes(&pb, f->header.buf, f->header.len);
@@ -898,6 +925,11 @@ void admin_remote_run(uint32_t fanid, const char *text, size_t len)
 		} else if (k == CMD_CONTROL) {
 			if (control_apply(ctl, arg, fanid, err, sizeof(err)) == CTL_LATER)
 				return;     /* answered by control_janitor() */
+		} else if (k == CMD_SET) {
+			char key[64], val[1024];
+			if (ctl_parse_set(sql, key, sizeof(key), val, sizeof(val)) &&
+			    ctl_apply_set(W->cfg, key, val, err, sizeof(err)) == 0)
+				worker_refresh_config();
 		} else {
 			snprintf(err, sizeof(err), "not a command for every worker");
 		}

@@ -6,6 +6,7 @@
 #include "control.h"
 #include "client.h"
 #include "config.h"
+#include "config/settings.h"
 #include "ipc.h"
 #include "log.h"
 #include "pool.h"
@@ -297,6 +298,86 @@ enum ctl_result control_apply(enum ctl_cmd cmd, const char *arg, uint32_t fanid,
 		snprintf(err, len, "unknown command");
 		return CTL_ERROR;
 	}
+}
+
+bool ctl_parse_set(const char *text, char *key, size_t klen, char *val, size_t vlen)
+{
+	const char *p = text;
+	size_t n = 0;
+
+	if (strncasecmp(p, "set", 3) != 0 || !isspace((unsigned char)p[3]))
+		return false;
+	p += 3;
+	while (isspace((unsigned char)*p))
+		p++;
+	while ((isalnum((unsigned char)*p) || *p == '_') && n + 1 < klen)
+		key[n++] = (char)tolower((unsigned char)*p++);
+	key[n] = 0;
+	while (isspace((unsigned char)*p))
+		p++;
+	if (*p == '=')
+		p++;
+	else if (strncasecmp(p, "to", 2) == 0 && isspace((unsigned char)p[2]))
+		p += 2;
+	else
+		return false;
+	while (isspace((unsigned char)*p))
+		p++;
+	n = 0;
+	if (*p == '\'') {
+		/* A quoted string; '' is a quote. */
+		for (p++; *p; p++) {
+			if (*p == '\'' && p[1] != '\'')
+				break;
+			if (*p == '\'')
+				p++;
+			if (n + 1 >= vlen)
+				return false;
+			val[n++] = *p;
+		}
+		if (*p != '\'')
+			return false;
+		p++;
+	} else {
+		while (*p && !isspace((unsigned char)*p) && n + 1 < vlen)
+			val[n++] = *p++;
+	}
+	val[n] = 0;
+	while (isspace((unsigned char)*p))
+		p++;
+	return key[0] && !*p;
+}
+
+bool ctl_fake_param(const char *key)
+{
+	static const char *const fake[] = {
+		"client_encoding", "datestyle", "timezone", "standard_conforming_strings",
+		"application_name", "extra_float_digits", "default_transaction_isolation",
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(fake); i++)
+		if (strcasecmp(key, fake[i]) == 0)
+			return true;
+	return false;
+}
+
+int ctl_apply_set(struct config *cfg, const char *key, const char *val, char *err, size_t len)
+{
+	const struct setting *s = setting_find(key);
+	char msg[256];
+
+	if (!s) {
+		snprintf(err, len, "SET failed: unknown setting %s", key);
+		return -1;
+	}
+	if (!setting_reloadable(s)) {
+		snprintf(err, len, "SET failed: %s cannot be changed while running (restart needed)", key);
+		return -1;
+	}
+	if (setting_parse(cfg, s, val, msg, sizeof(msg)) < 0) {
+		snprintf(err, len, "SET failed: %s: %s", key, msg);
+		return -1;
+	}
+	return 0;
 }
 
 void control_free(void)

@@ -13,6 +13,7 @@
 #include "shm.h"
 #include "ledger.h"
 #include "takeover.h"
+#include "control.h"
 
 #include <errno.h>
 #include <event2/event.h>
@@ -315,11 +316,34 @@ static void fan_answered(struct fan *f, int slot, const char *err)
 	free(f);
 }
 
+/* SET: the supervisor's copy first, so a bad value or a key that cannot be
+ * changed online reaches no worker, and respawned workers keep the value.
+ * False when it answered the asker itself. */
+static bool admin_set_here(int slot, const struct ipc_hdr *hdr, const void *payload)
+{
+	char key[64], val[1024], err[256];
+	const char *text = payload;
+	if (hdr->len == 0 || text[hdr->len - 1] != 0)
+		return true;
+	while (*text == ' ' || *text == '\t')
+		text++;
+	if (!ctl_parse_set(text, key, sizeof(key), val, sizeof(val)))
+		return true;
+	if (ctl_apply_set(sup.cfg, key, val, err, sizeof(err)) == 0) {
+		log_info("SET %s = %s", key, val);
+		return true;
+	}
+	send_to(slot, IPC_ADMIN_DONE, hdr->reqid, err, (uint32_t)strlen(err) + 1);
+	return false;
+}
+
 static void on_admin_msg(int slot, const struct ipc_hdr *hdr, const void *payload)
 {
 	struct fan *f;
 	switch (hdr->type) {
 	case IPC_ADMIN_REQ:
+		if (!admin_set_here(slot, hdr, payload))
+			break;
 		f = xcalloc(1, sizeof(*f));
 		f->id = ++sup.next_fan;
 		f->origin = slot;

@@ -162,16 +162,23 @@ static void start_shutdown(enum shutdown_mode mode)
 
 /* ---- reload ---- */
 
-void worker_apply_config(struct config *cfg)
+/* The current generation changed in place (the console's SET). */
+void worker_refresh_config(void)
 {
-	struct config *old = W->cfg;
-	W->cfg = cfg;
+	struct config *cfg = W->cfg;
 	log_verbose = cfg->verbose > log_verbose ? cfg->verbose : log_verbose;
 	(void)setup_tls(cfg);
 	struct dns_settings ds;
 	dns_settings_of(cfg, &ds);
 	dns_apply_settings(&ds);
 	pool_apply_config(cfg);
+}
+
+void worker_apply_config(struct config *cfg)
+{
+	struct config *old = W->cfg;
+	W->cfg = cfg;
+	worker_refresh_config();
 	config_free(old);
 }
 

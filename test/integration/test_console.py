@@ -229,3 +229,32 @@ def test_shutdown_wait_for_clients(pg15, make_pooler):
     assert last.execute("SELECT 3").fetchone() == (3,)
     last.close()
     p.proc.wait(timeout=10)
+
+
+def test_set_applies_in_every_worker(pg15, make_pooler):
+    p = pooler(pg15, make_pooler)
+    with admin(p) as a:
+        a.execute("SET server_idle_timeout = 123")
+        a.execute("SET query_wait_timeout TO '7'")
+        with pytest.raises(psycopg.Error, match="cannot be changed while running"):
+            a.execute("SET listen_port = 1")
+        with pytest.raises(psycopg.Error, match="SET failed"):
+            a.execute("SET max_client_conn = lots")
+        with pytest.raises(psycopg.Error, match="unknown setting"):
+            a.execute("SET no_such_key = 1")
+        a.execute("SET application_name = 'psql'")   # what drivers send: ignored
+    from test_workers import worker_of
+
+    def values(key, n=16):
+        seen = {}
+        for _ in range(n):
+            with admin(p) as a:
+                rows = a.execute("SHOW CONFIG").fetchall()
+                seen.setdefault(worker_of(a), set()).update(r[1] for r in rows if r[0] == key)
+        return seen
+
+    seen = values("server_idle_timeout")
+    assert len(seen) > 1 and all(v == {"123"} for v in seen.values()), seen
+    assert all(v == {"7"} for v in values("query_wait_timeout").values())
+    # the refused values changed nothing anywhere
+    assert all(v == {"100"} for v in values("max_client_conn").values())
