@@ -162,6 +162,7 @@ struct client {
 	const char *close_reason;
 	uint64_t counted_in, counted_out;  /* stream bytes already added to pool stats */
 	struct admin_fanout *fanout;      /* console command waiting for every worker */
+	struct admin_ext *admin_ext;      /* console extended-protocol state */
 };
 
 struct server {

@@ -8,6 +8,7 @@
 #include "client.h"
 #include "config.h"
 #include "config/settings.h"
+#include "admin_ext.h"
 #include "control.h"
 #include "dns.h"
 #include "peer.h"
@@ -186,9 +187,13 @@ static void send_command_complete(struct client *c, const char *tag)
 	pktbuf_free(&pb);
 }
 
+/* Set by every console error: the extended protocol then skips to Sync. */
+static bool cmd_failed;
+
 static void send_admin_error(struct client *c, const char *fmt, const char *arg)
 {
 	struct pktbuf pb;
+	cmd_failed = true;
 	pktbuf_init(&pb, 128);
 	pkt_write_error(&pb, "ERROR", "08P01", fmt, arg);
 	(void)stream_write(&c->s, &pb);
@@ -705,12 +710,27 @@ static enum cmd_kind parse_command(char *sql, const struct view **v, const char 
 	return CMD_UNKNOWN;
 }
 
+/* How the result of the command being run is sent: with its
+ * RowDescription (simple query) or without, after an Execute, and with the
+ * result formats a Bind asked for. */
+static struct out_mode { bool header; const int16_t *formats; int n_formats; } out = { true, NULL, 0 };
+
+/* Send T (if wanted) + D... messages of buf, then CommandComplete. */
+static void send_rows(struct client *c, const uint8_t *buf, size_t len, const char *tag)
+{
+	struct pktbuf pb;
+	pktbuf_init(&pb, len + 64);
+	admin_ext_encode_rows(&pb, buf, len, out.header, out.formats, out.n_formats);
+	pktbuf_begin(&pb, 'C');
+	pktbuf_put_string(&pb, tag);
+	pktbuf_finish(&pb);
+	(void)stream_write(&c->s, &pb);
+	pktbuf_free(&pb);
+}
+
 static void write_result(struct client *c, struct result *r)
 {
-	pktbuf_begin(&r->pb, 'C');
-	pktbuf_put_string(&r->pb, "SHOW");
-	pktbuf_finish(&r->pb);
-	(void)stream_write(&c->s, &r->pb);
+	send_rows(c, r->pb.buf, r->pb.len, "SHOW");
 	pktbuf_free(&r->pb);
 }
 
@@ -835,10 +855,7 @@ static void finish_fanout(struct client *c)
 		pktbuf_init(&pb, f->header.len + 1024);
 		pktbuf_put_bytes(&pb, f->header.buf, f->header.len);
 		rowset_write(&f->rows, &pb);
-		pktbuf_begin(&pb, 'C');
-		pktbuf_put_string(&pb, "SHOW");
-		pktbuf_finish(&pb);
-		(void)stream_write(&c->s, &pb);
+		send_rows(c, pb.buf, pb.len, "SHOW");
 		pktbuf_free(&pb);
 	}
 	admin_fanout_free(c);
@@ -938,32 +955,17 @@ void admin_remote_run(uint32_t fanid, const char *text, size_t len)
 		log_warning("could not answer a console command of another worker");
 }
 
-enum stream_action admin_on_pkt(struct client *c, const struct pkt_hdr *h,
-				const uint8_t *data, size_t avail)
+/*
+ * Run one console command for c. SA_PAUSE: it went to every worker and
+ * the same message is offered again once they answered; SA_CONSUMED: the
+ * answer (without ReadyForQuery) is written. *failed tells whether it was an
+ * error. header/formats say how rows are sent (admin_ext.c for Execute).
+ */
+enum stream_action admin_run_text(struct client *c, char *sql, bool header, const int16_t *formats,
+				  int n_formats, bool *failed)
 {
-	char sql[ADMIN_MAX_QUERY];
-	struct pktbuf pb;
-
-	if (h->type == 'X') {
-		client_close(c, false, "client close request");
-		return SA_STOP;
-	}
-	if (h->type != 'Q') {
-		client_close(c, true, "the admin console accepts only simple queries");
-		return SA_STOP;
-	}
-	if (h->len > ADMIN_MAX_QUERY) {
-		client_close(c, true, "admin command too long");
-		return SA_STOP;
-	}
-	if (avail < h->len)
-		return SA_NEED_FULL;
-	size_t len = h->len - 5;
-	if (len == 0 || data[h->len - 1] != 0) {
-		client_close(c, true, "malformed query message");
-		return SA_STOP;
-	}
-	memcpy(sql, data + 5, len);
+	out = (struct out_mode){ header, formats, n_formats };
+	cmd_failed = false;
 	c->last_activity = util_monotonic();
 	if (c->fanout) {
 		/* Resumed: every worker has answered this very query. */
@@ -989,6 +991,61 @@ enum stream_action admin_on_pkt(struct client *c, const struct pkt_hdr *h,
 			run_local(c, k, v, arg, sql);
 		}
 	}
+	out = (struct out_mode){ true, NULL, 0 };
+	*failed = cmd_failed;
+	return SA_CONSUMED;
+}
+
+/* RowDescription of the view a command shows, for Describe; false: the
+ * command returns no rows (NoData). */
+bool admin_describe(const char *text, struct pktbuf *pb)
+{
+	char sql[ADMIN_MAX_QUERY];
+	const struct view *v = NULL;
+	const char *arg;
+	enum ctl_cmd ctl;
+	struct result r;
+	struct pkt_hdr h;
+
+	strlcpy_(sql, text, sizeof(sql));
+	if (parse_command(sql, &v, &arg, &ctl) != CMD_VIEW)
+		return false;
+	v->fn(&r);     /* cheap; the rows are dropped, the header is the same everywhere */
+	bool ok = r.pb.len >= 5 && r.pb.buf[0] == 'T' &&
+		  pkt_parse_header(r.pb.buf, r.pb.len, false, 1u << 30, &h, NULL) == PKT_OK;
+	if (ok)
+		pktbuf_put_bytes(pb, r.pb.buf, h.len);
+	pktbuf_free(&r.pb);
+	return ok;
+}
+
+enum stream_action admin_on_pkt(struct client *c, const struct pkt_hdr *h,
+				const uint8_t *data, size_t avail)
+{
+	char sql[ADMIN_MAX_QUERY];
+	struct pktbuf pb;
+	bool failed;
+
+	if (h->type == 'X') {
+		client_close(c, false, "client close request");
+		return SA_STOP;
+	}
+	if (h->len > ADMIN_MAX_QUERY) {
+		client_close(c, true, "admin command too long");
+		return SA_STOP;
+	}
+	if (avail < h->len)
+		return SA_NEED_FULL;
+	if (h->type != 'Q')
+		return admin_ext_message(c, h->type, data + 5, h->len - 5);
+	size_t len = h->len - 5;
+	if (len == 0 || data[h->len - 1] != 0) {
+		client_close(c, true, "malformed query message");
+		return SA_STOP;
+	}
+	memcpy(sql, data + 5, len);
+	if (admin_run_text(c, sql, true, NULL, 0, &failed) == SA_PAUSE)
+		return SA_PAUSE;
 	pktbuf_init(&pb, 8);
 	pkt_write_ready(&pb, 'I');
 	(void)stream_write(&c->s, &pb);

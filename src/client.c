@@ -4,6 +4,7 @@
  * connection and nobody else anything. */
 #include "client.h"
 #include "admin.h"
+#include "admin_ext.h"
 #include "auth/crypto.h"
 #include "auth/md5.h"
 #include "auth/scram.h"
@@ -202,6 +203,7 @@ void client_free(struct client *c)
 	list_del(&c->all_node);
 	varcache_clear(&c->vars);
 	admin_fanout_free(c);
+	admin_ext_free(c);
 	free(c);
 }
 

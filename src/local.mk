@@ -3,9 +3,11 @@ libpgcrew_a_SOURCES += \
 	src/log.c src/util.c src/ipc.c src/supervisor.c src/worker.c \
 	src/listen.c src/stream.c src/client.c src/server.c src/pool.c \
 	src/varcache.c src/cancel.c src/janitor.c src/stats.c src/admin.c \
-	src/shm.c src/ledger.c src/rowmerge.c src/takeover.c src/peer.c src/control.c
+	src/shm.c src/ledger.c src/rowmerge.c src/takeover.c src/peer.c src/control.c \
+	src/admin_ext.c
 noinst_HEADERS += \
 	include/admin.h \
+	include/admin_ext.h \
 	include/cancel.h \
 	include/client.h \
 	include/control.h \

@@ -258,3 +258,37 @@ def test_set_applies_in_every_worker(pg15, make_pooler):
     assert all(v == {"7"} for v in values("query_wait_timeout").values())
     # the refused values changed nothing anywhere
     assert all(v == {"100"} for v in values("max_client_conn").values())
+
+
+def test_extended_protocol_on_console(pg15, make_pooler):
+    """Drivers that always use the extended protocol can run SHOW commands:
+    prepared statements, text and binary results, errors up to Sync, and
+    control commands."""
+    p = pooler(pg15, make_pooler)
+    with client(p) as c:
+        c.execute("SELECT 1")
+    with admin(p) as a:
+        for _ in range(2):      # the second run reuses the prepared statement
+            cur = a.execute("SHOW POOLS", prepare=True)
+            names = [d.name for d in cur.description]
+            assert names[:4] == ["database", "user", "cl_active", "cl_waiting"]
+            assert any(r[0] == "testdb" for r in cur.fetchall())
+        def xacts():
+            cur = a.cursor(binary=True)
+            cur.execute("SHOW STATS", prepare=True)
+            rows = {r[0]: r for r in cur.fetchall()}
+            assert isinstance(rows["testdb"][2], int)
+            return rows["testdb"][2]
+
+        util.wait_until(lambda: xacts() >= 1, 3, what="binary SHOW STATS counts")
+        cur = a.cursor(binary=True)
+        cur.execute("SHOW WORKERS", prepare=True)
+        assert sorted(r[0] for r in cur.fetchall()) == list(range(WORKERS))
+        with pytest.raises(psycopg.Error, match="unknown SHOW command"):
+            a.execute("SHOW NOTHING", prepare=True)
+        a.execute("PAUSE testdb", prepare=True)
+        a.execute("RESUME testdb", prepare=True)
+        assert a.execute("SHOW VERSION", prepare=True).fetchone()[0].startswith("pgcrew")
+        with pytest.raises(psycopg.Error, match="no parameters"):
+            a.execute("SHOW POOLS %s", (1,))
+        assert a.execute("SHOW STATE").fetchone()[0] == "active"
