@@ -191,6 +191,7 @@ struct server {
 	bool dns_pending;                 /* resolving; no socket yet */
 	int host_idx;
 	bool has_slot;                    /* counted in the supervisor's ledger */
+	struct event *ssl_ev;             /* waiting for the answer to SSLRequest */
 	bool used;                        /* has served a client: server_check_query applies */
 	struct list close_node;           /* worker.closing_servers */
 	const char *close_reason;         /* set with close_node */

@@ -326,7 +326,8 @@ static void view_servers(struct result *r)
 		snprintf(id, sizeof(id), "%llu", (unsigned long long)sv->id);
 		res_row(r, "ssssssisissiiississqs", "S", sv->pool->user->name, sv->pool->db->name, "no",
 			server_state_name(sv->state), sv->addr, sv->port, sv->laddr, sv->lport, ct, ct, 0, 0,
-			sv->close_needed ? 1 : 0, ptr, sv->link ? link : "", (int)sv->be_pid, "",
+			sv->close_needed ? 1 : 0, ptr, sv->link ? link : "", (int)sv->be_pid,
+			sv->s.tls ? tls_conn_version(sv->s.tls) : "",
 			varcache_get(&sv->vars, varcache_lookup("application_name")) ?: "", (uint64_t)0, id);
 	}
 }

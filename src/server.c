@@ -16,10 +16,12 @@
 #include "pool.h"
 #include "proto/build.h"
 #include "proto/error.h"
+#include "tls.h"
 #include "worker.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <event2/event.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/un.h>
@@ -168,6 +170,10 @@ void server_close(struct server *sv, const char *reason)
 	if (sv->state == SERVER_JUSTFREE)
 		return;
 	list_del(&sv->close_node);
+	if (sv->ssl_ev) {
+		event_free(sv->ssl_ev);
+		sv->ssl_ev = NULL;
+	}
 	if (sv->dns) {
 		dns_cancel(sv->dns);
 		sv->dns = NULL;
@@ -353,6 +359,61 @@ static void send_startup(struct server *sv)
 	pktbuf_free(&pb);
 }
 
+/* ---- TLS toward the server (server_tls_sslmode, PgBouncer's default
+ * "prefer") ---- */
+
+static bool start_server_tls(struct server *sv)
+{
+	struct tls_conn *t = tls_conn_connect(W->server_tls, sv->s.fd, sv->addr);
+	if (!t) {
+		server_close(sv, "TLS setup failed");
+		return false;
+	}
+	stream_start_tls(&sv->s, t);
+	return true;
+}
+
+/* The one-byte answer to SSLRequest: 'S' TLS follows, 'N' plain or give up. */
+static void on_ssl_answer(evutil_socket_t fd, short what, void *arg)
+{
+	struct server *sv = arg;
+	char answer = 0;
+	ssize_t n = recv(fd, &answer, 1, 0);
+
+	if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+		event_add(sv->ssl_ev, NULL);
+		return;
+	}
+	event_free(sv->ssl_ev);
+	sv->ssl_ev = NULL;
+	if (n == 1 && answer == 'S') {
+		(void)start_server_tls(sv);
+		return;
+	}
+	if (n == 1 && answer == 'N' && W->cfg->server_tls_sslmode < SSLMODE_REQUIRE) {
+		stream_start_reading(&sv->s);
+		send_startup(sv);
+		return;
+	}
+	sv->pool->login_failed_at = util_monotonic();
+	server_close(sv, n == 1 && answer == 'N' ? "server refused SSL" : "bad SSL response from server");
+}
+
+static void ask_for_tls(struct server *sv)
+{
+	static const uint8_t ssl_request[8] = { 0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f };
+	if (W->cfg->server_tls_sslnegotiation == SSLNEG_DIRECT) {
+		(void)start_server_tls(sv);     /* PostgreSQL 17+: TLS from the first byte */
+		return;
+	}
+	if (send(sv->s.fd, ssl_request, sizeof(ssl_request), MSG_NOSIGNAL) != (ssize_t)sizeof(ssl_request)) {
+		server_close(sv, "could not send SSLRequest");
+		return;
+	}
+	sv->ssl_ev = event_new(W->base, sv->s.fd, EV_READ, on_ssl_answer, sv);
+	event_add(sv->ssl_ev, NULL);
+}
+
 static void on_connected(struct server *sv)
 {
 	struct sockaddr_storage ss;
@@ -364,6 +425,15 @@ static void on_connected(struct server *sv)
 		util_tune_tcp(sv->s.fd, W->cfg);
 	if (W->cfg->log_connections)
 		log_server(sv, LG_LOG, "new connection to server (from %s:%d)", sv->laddr, sv->lport);
+	/* As PgBouncer: no TLS over Unix sockets; none without a context. */
+	if (ss.ss_family != AF_UNIX && W->server_tls && W->cfg->server_tls_sslmode != SSLMODE_DISABLE) {
+		ask_for_tls(sv);
+		return;
+	}
+	if (W->cfg->server_tls_sslmode >= SSLMODE_REQUIRE && ss.ss_family != AF_UNIX) {
+		server_close(sv, "server TLS required but not configured");
+		return;
+	}
 	stream_start_reading(&sv->s);
 	send_startup(sv);
 }
@@ -828,7 +898,13 @@ static void server_on_event(struct stream *s, enum stream_event ev)
 		server_close(sv, sv->state == SERVER_IDLE ? "server closed connection" : "server conn crashed?");
 		break;
 	case SE_ERROR:
+		if (sv->state == SERVER_LOGIN)
+			sv->pool->login_failed_at = util_monotonic();
 		server_close(sv, s->errmsg ? s->errmsg : "server connection error");
+		break;
+	case SE_TLS_READY:
+		stream_start_reading(&sv->s);
+		send_startup(sv);
 		break;
 	default:
 		break;

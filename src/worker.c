@@ -71,11 +71,45 @@ static void tls_settings_client(const struct config *cfg, struct tls_settings *t
 	};
 }
 
+static void tls_settings_server(const struct config *cfg, struct tls_settings *ts)
+{
+	*ts = (struct tls_settings){
+		.sslmode = cfg->server_tls_sslmode, .key_file = cfg->server_tls_key_file,
+		.cert_file = cfg->server_tls_cert_file, .ca_file = cfg->server_tls_ca_file,
+		.protocols = cfg->server_tls_protocols, .ciphers = cfg->server_tls_ciphers,
+		.tls13_ciphers = cfg->server_tls13_ciphers,
+	};
+}
+
+/* The server-facing context (pgcrew as TLS client); on error keep the old
+ * one and say why. */
+static void setup_server_tls(const struct config *cfg)
+{
+	char err[512] = "";
+	struct tls_settings ts;
+
+	if (cfg->server_tls_sslmode == SSLMODE_DISABLE) {
+		tls_ctx_free(W->server_tls);
+		W->server_tls = NULL;
+		return;
+	}
+	tls_settings_server(cfg, &ts);
+	struct tls_ctx *ctx = tls_ctx_new_client(&ts, err, sizeof(err));
+	if (!ctx) {
+		log_error("server TLS setup failed: %s", err);
+		return;
+	}
+	tls_ctx_free(W->server_tls);
+	W->server_tls = ctx;
+}
+
 /* Build the client-facing context; on error keep the old one (reload). */
 static int setup_tls(const struct config *cfg)
 {
 	char err[512] = "";
 	struct tls_settings ts;
+
+	setup_server_tls(cfg);
 
 	if (cfg->client_tls_sslmode == SSLMODE_DISABLE) {
 		tls_ctx_free(W->client_tls);
@@ -394,6 +428,7 @@ static void worker_cleanup(void)
 	ipc_chan_free(W->sup);
 	event_free(W->reaper);
 	tls_ctx_free(W->client_tls);
+	tls_ctx_free(W->server_tls);
 	stream_cache_free();
 	varcache_set_tracked(NULL);
 	event_base_free(W->base);

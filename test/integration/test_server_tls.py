@@ -1,0 +1,98 @@
+"""TLS from the pooler to PostgreSQL (server_tls_sslmode, PgBouncer's
+default "prefer"): a PostgreSQL 15 with ssl = on and a certificate from a
+test CA; require, verify-full with the right and a wrong CA, and require
+against a server without TLS."""
+
+import os
+import shutil
+import subprocess
+
+import psycopg
+import pytest
+
+import pg_cluster
+import util
+from pg_cluster import password
+
+
+def openssl(*args, cwd):
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
+
+
+def make_ca(d, name):
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", f"/CN={name}",
+            "-keyout", f"{name}.key", "-out", f"{name}.crt", cwd=d)
+
+
+@pytest.fixture(scope="module")
+def tls_pg(session_dir):
+    """A PostgreSQL 15 with ssl = on, its certificate valid for 127.0.0.1."""
+    base = os.path.join(session_dir, "pgtls")
+    os.makedirs(base)
+    os.chmod(base, 0o755)
+    certs = os.path.join(base, "certs")
+    os.makedirs(certs)
+    make_ca(certs, "ca")
+    make_ca(certs, "otherca")
+    with open(os.path.join(certs, "san.ext"), "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1\n")
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
+            "-keyout", "server.key", "-out", "server.csr", cwd=certs)
+    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+            "-CAcreateserial", "-days", "2", "-extfile", "san.ext", "-out", "server.crt", cwd=certs)
+    cluster = pg_cluster.PgCluster("pgtls", pg_cluster.PG15_BINDIR, os.path.join(base, "pg"))
+    os.makedirs(cluster.basedir, exist_ok=True)
+    try:
+        cluster.init()
+        for name in ("server.crt", "server.key"):
+            shutil.copy(os.path.join(certs, name), os.path.join(cluster.datadir, name))
+            os.chmod(os.path.join(cluster.datadir, name), 0o600)
+        with open(os.path.join(cluster.datadir, "postgresql.conf"), "a") as f:
+            f.write("ssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\n")
+        util.give_to_service_user(cluster.basedir)
+        cluster.restart()
+        cluster.certs = certs
+        util.give_to_service_user(certs)
+        yield cluster
+    finally:
+        cluster.stop("immediate")
+
+
+def backend_uses_tls(conn):
+    return conn.execute("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()").fetchone()[0]
+
+
+@pytest.mark.parametrize("mode", ["prefer", "require", "verify-full"])
+def test_server_connections_use_tls(tls_pg, make_pooler, pooler_kind, mode):
+    settings = {"server_tls_sslmode": mode, "pool_mode": "session"}
+    if mode == "verify-full":
+        settings["server_tls_ca_file"] = os.path.join(tls_pg.certs, "ca.crt")
+    p = make_pooler(tls_pg, settings=settings)
+    with p.connect(user="scram_user", password=password("scram_user")) as conn:
+        assert backend_uses_tls(conn)
+    if pooler_kind == "pgcrew":   # PgBouncer 1.18 leaves the servers' tls column empty
+        with p.admin() as a:
+            tls = [r[17] for r in a.execute("SHOW SERVERS").fetchall()]
+            assert tls and all(t.startswith("TLSv1") for t in tls), tls
+
+
+def test_verify_full_refuses_an_unknown_ca(tls_pg, make_pooler):
+    p = make_pooler(tls_pg, settings={"server_tls_sslmode": "verify-full",
+                                      "server_tls_ca_file": os.path.join(tls_pg.certs, "otherca.crt"),
+                                      "server_login_retry": 1})
+    with pytest.raises(psycopg.OperationalError):
+        p.connect(connect_timeout=3).execute("SELECT 1")
+    p.wait_for_log(r"certificate verify failed|TLS", timeout=5)
+
+
+def test_require_against_a_server_without_tls(pg15, make_pooler):
+    p = make_pooler(pg15, settings={"server_tls_sslmode": "require", "server_login_retry": 1})
+    with pytest.raises(psycopg.OperationalError):
+        p.connect(connect_timeout=3).execute("SELECT 1")
+    p.wait_for_log(r"server refused SSL", timeout=5)
+
+
+def test_disable_keeps_plain_tcp(tls_pg, make_pooler):
+    p = make_pooler(tls_pg, settings={"server_tls_sslmode": "disable"})
+    with p.connect() as conn:
+        assert not backend_uses_tls(conn)
