@@ -341,6 +341,8 @@ static void put_row(struct pktbuf *pb, const uint8_t *body, size_t len, const ui
 	for (int i = 0; i < n && !r.failed; i++) {
 		int32_t vlen = pkt_get_i32(&r);
 		const uint8_t *v = vlen > 0 ? pkt_get_bytes(&r, (size_t)vlen) : (const uint8_t *)"";
+		if (!v)
+			break;           /* a field past the message: nothing more to copy */
 		put_value(pb, v, vlen, format_of(formats, nf, i) == 1, i < ncols ? oids[i] : 0);
 	}
 	pktbuf_finish(pb);
@@ -349,7 +351,7 @@ static void put_row(struct pktbuf *pb, const uint8_t *body, size_t len, const ui
 void admin_ext_encode_rows(struct pktbuf *pb, const uint8_t *buf, size_t len, bool header,
 			   const int16_t *formats, int n_formats)
 {
-	uint32_t oids[128];
+	uint32_t oids[1600];        /* PostgreSQL's column limit */
 	int ncols = 0;
 	bool any_binary = false;
 	for (int i = 0; i < n_formats; i++)
@@ -365,7 +367,9 @@ void admin_ext_encode_rows(struct pktbuf *pb, const uint8_t *buf, size_t len, bo
 		const uint8_t *body = buf + off + 5;
 		size_t blen = h.len - 5;
 		if (h.type == 'T') {
-			ncols = row_types(body, blen, oids, 128);
+			ncols = row_types(body, blen, oids, (int)ARRAY_SIZE(oids));
+			if (ncols > (int)ARRAY_SIZE(oids))
+				ncols = (int)ARRAY_SIZE(oids);
 			if (header)
 				put_header(pb, body, blen, formats, n_formats);
 		} else if (h.type == 'D' && any_binary) {

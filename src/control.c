@@ -313,6 +313,8 @@ bool ctl_parse_set(const char *text, char *key, size_t klen, char *val, size_t v
 	while ((isalnum((unsigned char)*p) || *p == '_') && n + 1 < klen)
 		key[n++] = (char)tolower((unsigned char)*p++);
 	key[n] = 0;
+	if (isalnum((unsigned char)*p) || *p == '_')
+		return false;            /* longer than any setting name */
 	while (isspace((unsigned char)*p))
 		p++;
 	if (*p == '=')
@@ -341,6 +343,8 @@ bool ctl_parse_set(const char *text, char *key, size_t klen, char *val, size_t v
 	} else {
 		while (*p && !isspace((unsigned char)*p) && n + 1 < vlen)
 			val[n++] = *p++;
+		if (n == 0)
+			return false;        /* a value is required; '' writes an empty one */
 	}
 	val[n] = 0;
 	while (isspace((unsigned char)*p))

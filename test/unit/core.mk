@@ -1,5 +1,5 @@
 # unit tests: core relay modules (stream transport, varcache, ipc, slot
-# ledger, shared memory).
+# ledger, shared memory, SHOW row merging, console parsers, admin_ext).
 check_PROGRAMS += test/unit/test_stream
 TESTS += test/unit/test_stream
 test_unit_test_stream_SOURCES = test/unit/test_stream.c
@@ -29,3 +29,21 @@ TESTS += test/unit/test_shm
 test_unit_test_shm_SOURCES = test/unit/test_shm.c
 test_unit_test_shm_CFLAGS = $(UNIT_CFLAGS)
 test_unit_test_shm_LDADD = $(UNIT_LDADD)
+
+check_PROGRAMS += test/unit/test_rowmerge
+TESTS += test/unit/test_rowmerge
+test_unit_test_rowmerge_SOURCES = test/unit/test_rowmerge.c
+test_unit_test_rowmerge_CFLAGS = $(UNIT_CFLAGS)
+test_unit_test_rowmerge_LDADD = $(UNIT_LDADD)
+
+check_PROGRAMS += test/unit/test_console_parse
+TESTS += test/unit/test_console_parse
+test_unit_test_console_parse_SOURCES = test/unit/test_console_parse.c
+test_unit_test_console_parse_CFLAGS = $(UNIT_CFLAGS)
+test_unit_test_console_parse_LDADD = $(UNIT_LDADD)
+
+check_PROGRAMS += test/unit/test_admin_ext
+TESTS += test/unit/test_admin_ext
+test_unit_test_admin_ext_SOURCES = test/unit/test_admin_ext.c
+test_unit_test_admin_ext_CFLAGS = $(UNIT_CFLAGS)
+test_unit_test_admin_ext_LDADD = $(UNIT_LDADD)
