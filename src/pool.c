@@ -374,9 +374,11 @@ static struct pool *pool_by_names(const char *db, const char *user)
 	return NULL;
 }
 
+/* DISABLE only refuses new clients: existing ones still get servers.
+ * While paused nothing is opened (PAUSE waits for servers to go). */
 static bool launch_blocked(const struct pool *p)
 {
-	return p->db->dead || p->db->disabled || p->db->admin || W->shutting_down;
+	return p->db->dead || p->db->admin || W->shutting_down || W->paused || p->db->paused || p->paused;
 }
 
 static bool slot_still_needed(const struct pool *p, enum slot_why why)

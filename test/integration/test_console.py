@@ -292,3 +292,25 @@ def test_extended_protocol_on_console(pg15, make_pooler):
         with pytest.raises(psycopg.Error, match="no parameters"):
             a.execute("SHOW POOLS %s", (1,))
         assert a.execute("SHOW STATE").fetchone()[0] == "active"
+
+
+def test_pause_with_min_pool_size_completes(pg15, make_pooler):
+    """min_pool_size must not reopen servers while PAUSE waits for them to go;
+    DISABLE keeps serving the clients already connected."""
+    p = pooler(pg15, make_pooler, workers=2)
+    p.databases["testdb"] = pg15.dsn("testdb") + " min_pool_size=2"
+    p.write_config()
+    p.reload()
+    with client(p) as c:
+        c.execute("SELECT 1")
+        util.wait_until(lambda: pg15.server_connections("testdb") >= 2, 5, what="min_pool_size servers")
+        with admin(p) as a:
+            a.execute("PAUSE testdb")
+            assert pg15.server_connections("testdb") == 0 or util.wait_until(
+                lambda: pg15.server_connections("testdb") == 0, 5, what="servers closed by PAUSE")
+            time.sleep(0.5)
+            assert pg15.server_connections("testdb") == 0, "servers reopened while paused"
+            a.execute("RESUME testdb")
+            a.execute("DISABLE testdb")
+            assert c.execute("SELECT 2").fetchone() == (2,)
+            a.execute("ENABLE testdb")
