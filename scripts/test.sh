@@ -5,6 +5,9 @@
 # Exits non-zero on any failure. Extra arguments go to pytest.
 # PGCREW_BIN=/usr/sbin/pgbouncer scripts/test.sh validates the integration
 # suite against PgBouncer instead (no build, no unit tests).
+# Optional last step, in CI (CI set) or with PGCREW_PACKAGING_TEST=1, and
+# never with PGCREW_PACKAGING_TEST=0: the packaging tests (test/packaging/:
+# .deb built, installed, run and purged; .rpm built), which need root.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD
@@ -46,6 +49,24 @@ if [ -n "${CI:-}" ]; then export PGBENCH_SECONDS=${PGBENCH_SECONDS:-5}; fi
 .venv/bin/python -m pytest test/integration -v "$@"
 it_rc=$?
 
+# ---- optional: packaging (test/packaging/run.sh), a few minutes ----
+pkg_ran=no
+pkg_rc=0
+pkg_secs=0
+if [ "${PGCREW_PACKAGING_TEST:-}" = 1 ] ||
+   { [ -n "${CI:-}" ] && [ "${PGCREW_PACKAGING_TEST:-}" != 0 ]; }; then
+    step "packaging tests (test/packaging/run.sh)"
+    pkg_ran=yes
+    pkg_start=$SECONDS
+    if scripts/deps.sh packaging; then
+        timeout --kill-after=30 1500 bash test/packaging/run.sh || pkg_rc=$?
+    else
+        echo "FAILED: scripts/deps.sh packaging"
+        pkg_rc=1
+    fi
+    pkg_secs=$((SECONDS - pkg_start))
+fi
+
 step "summary"
 if [ $unit_ran = no ]; then
     echo "unit tests: not run (PGCREW_BIN given)"
@@ -53,4 +74,9 @@ else
     echo "unit tests: $([ $unit_rc -eq 0 ] && echo ok || echo "FAILED ($unit_rc)")"
 fi
 echo "integration tests: $([ $it_rc -eq 0 ] && echo ok || echo "FAILED ($it_rc)")"
-[ $unit_rc -eq 0 ] && [ $it_rc -eq 0 ]
+if [ $pkg_ran = no ]; then
+    echo "packaging tests: not run (CI or PGCREW_PACKAGING_TEST=1 runs them)"
+else
+    echo "packaging tests: $([ $pkg_rc -eq 0 ] && echo ok || echo "FAILED ($pkg_rc)") in ${pkg_secs} s"
+fi
+[ $unit_rc -eq 0 ] && [ $it_rc -eq 0 ] && [ $pkg_rc -eq 0 ]
