@@ -4,7 +4,7 @@ libpgcrew_a_SOURCES += \
 	src/listen.c src/stream.c src/client.c src/server.c src/pool.c \
 	src/varcache.c src/cancel.c src/janitor.c src/stats.c src/admin.c \
 	src/shm.c src/ledger.c src/rowmerge.c src/takeover.c src/peer.c src/control.c \
-	src/admin_ext.c
+	src/admin_ext.c src/sdnotify.c
 noinst_HEADERS += \
 	include/admin.h \
 	include/admin_ext.h \
@@ -20,6 +20,7 @@ noinst_HEADERS += \
 	include/peer.h \
 	include/pool.h \
 	include/rowmerge.h \
+	include/sdnotify.h \
 	include/server.h \
 	include/shm.h \
 	include/stats.h \

@@ -13,6 +13,7 @@
 #include "shm.h"
 #include "ledger.h"
 #include "takeover.h"
+#include "sdnotify.h"
 #include "control.h"
 
 #include <errno.h>
@@ -413,6 +414,7 @@ static void pass_client(int from, const struct ipc_hdr *hdr, const void *payload
 
 static void reload_finish(void)
 {
+	sdnotify("READY=1\nSTATUS=%s", sup.reload_failed ? "reload failed" : "reloaded");
 	if (sup.reload_failed) {
 		log_error("config reload failed in a worker, keeping the old configuration everywhere");
 		broadcast(IPC_RELOAD_ABORT, NULL, 0);
@@ -503,8 +505,12 @@ static void on_worker_msg(struct ipc_chan *ch, const struct ipc_hdr *hdr, const 
 	switch (hdr->type) {
 	case IPC_WORKER_READY:
 		log_debug("worker %d ready (pid %d)", slot, (int)sup.slots[slot].pid);
-		if (sup.takeover && ++sup.n_ready == sup.n_slots)
-			takeover_ready();
+		if (++sup.n_ready == sup.n_slots) {
+			sdnotify("READY=1\nSTATUS=%d workers, accepting connections\nMAINPID=%d",
+				 sup.n_slots, (int)getpid());
+			if (sup.takeover)
+				takeover_ready();
+		}
 		break;
 	case IPC_RELOAD_DONE:
 		if (hdr->len != sizeof(status))
@@ -581,6 +587,7 @@ static void spawn(int slot)
 			if (sup.slots[i].ch)
 				close(ipc_chan_fd(sup.slots[i].ch));
 		takeover_close_in_child();
+		sdnotify_forget();
 		worker_main(slot, sup.cfg, sp[1], &sup.ls);
 	}
 	close(sp[1]);
@@ -663,12 +670,15 @@ static void do_reload(void)
 		log_warning("config reload already in progress, SIGHUP ignored");
 		return;
 	}
+	sdnotify("RELOADING=1\nMONOTONIC_USEC=%llu", (unsigned long long)util_monotonic());
 	if (config_load(sup.cfg->conffile, &cfg, &err) < 0) {
 		log_error("config reload failed, keeping the old configuration: %s", err.msg);
+		sdnotify("READY=1\nSTATUS=reload failed: %s", err.msg);
 		return;
 	}
 	if (config_check_reload(sup.cfg, cfg, &err) < 0) {
 		log_error("config reload failed, keeping the old configuration: %s", err.msg);
+		sdnotify("READY=1\nSTATUS=reload failed: %s", err.msg);
 		config_free(cfg);
 		return;
 	}
@@ -695,6 +705,7 @@ static void shutdown_all(enum shutdown_mode mode)
 		mode = SHUTDOWN_IMMEDIATE;
 	sup.shutting_down = true;
 	sup.mode = mode;
+	sdnotify("STOPPING=1");
 	int32_t v = (int32_t)mode;
 	broadcast(IPC_SHUTDOWN, &v, sizeof(v));
 	if (running_workers() == 0)

@@ -145,8 +145,8 @@ exec_start=$(unit_key ExecStart)
 run_user=$(unit_key User)
 run_group=$(unit_key Group)
 run_umask=$(unit_key UMask)
-check "the unit: Type=simple, KillSignal=SIGINT, ExecReload=kill -HUP" bash -c "
-    grep -qx 'Type=simple' $unit && grep -qx 'KillSignal=SIGINT' $unit &&
+check "the unit: Type=notify, KillSignal=SIGINT, ExecReload=kill -HUP" bash -c "
+    grep -qx 'Type=notify' $unit && grep -qx 'KillSignal=SIGINT' $unit &&
     grep -qx 'ExecReload=/bin/kill -HUP \$MAINPID' $unit"
 check "the unit runs pgcrew /etc/pgcrew/pgcrew.ini as pgcrew:pgcrew" bash -c "
     [ '$exec_start' = '/usr/sbin/pgcrew /etc/pgcrew/pgcrew.ini' ] &&
