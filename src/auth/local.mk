@@ -1,4 +1,5 @@
-# auth module: crypto primitives, SCRAM-SHA-256, md5.
+# auth module: crypto primitives, SCRAM-SHA-256, md5, HBA/ident files.
 libpgcrew_a_SOURCES += \
-	src/auth/crypto.c src/auth/scram.c src/auth/md5.c
-noinst_HEADERS += include/auth/crypto.h include/auth/scram.h include/auth/md5.h
+	src/auth/crypto.c src/auth/scram.c src/auth/md5.c src/auth/hba.c
+noinst_HEADERS += include/auth/crypto.h include/auth/scram.h include/auth/md5.h \
+	include/auth/hba.h

@@ -1,6 +1,8 @@
 # unit tests: auth
-check_PROGRAMS += test/unit/test_crypto test/unit/test_md5 test/unit/test_scram
-TESTS += test/unit/test_crypto test/unit/test_md5 test/unit/test_scram
+check_PROGRAMS += test/unit/test_crypto test/unit/test_md5 test/unit/test_scram \
+	test/unit/test_hba
+TESTS += test/unit/test_crypto test/unit/test_md5 test/unit/test_scram \
+	test/unit/test_hba
 test_unit_test_crypto_SOURCES = test/unit/test_crypto.c
 test_unit_test_crypto_CFLAGS = $(UNIT_CFLAGS)
 test_unit_test_crypto_LDADD = $(UNIT_LDADD)
@@ -10,3 +12,6 @@ test_unit_test_md5_LDADD = $(UNIT_LDADD)
 test_unit_test_scram_SOURCES = test/unit/test_scram.c
 test_unit_test_scram_CFLAGS = $(UNIT_CFLAGS)
 test_unit_test_scram_LDADD = $(UNIT_LDADD)
+test_unit_test_hba_SOURCES = test/unit/test_hba.c
+test_unit_test_hba_CFLAGS = $(UNIT_CFLAGS)
+test_unit_test_hba_LDADD = $(UNIT_LDADD)
