@@ -39,6 +39,8 @@ struct worker {
 	struct event *stats_timer;       /* log_stats */
 	struct tls_ctx *client_tls;      /* NULL when client TLS is disabled */
 	struct tls_ctx *server_tls;
+	struct hba *hba;                 /* auth_type = hba: the rules, NULL = reject all */
+	struct hba_ident *hba_ident;
 	uint8_t secret[32];              /* per-process random: cancel keys, mock salts */
 };
 

@@ -6,6 +6,7 @@
 #include "admin.h"
 #include "admin_ext.h"
 #include "auth/crypto.h"
+#include "auth/hba.h"
 #include "auth/md5.h"
 #include "auth/scram.h"
 #include "cancel.h"
@@ -381,12 +382,60 @@ static void request_sasl(struct client *c)
 }
 
 /* Pick the exchange for auth_type and the kind of secret we hold. */
+/* PostgreSQL's wording for a login no HBA line lets in. */
+static void hba_refused(struct client *c, bool rejected)
+{
+	char msg[512];
+	snprintf(msg, sizeof(msg), "%s for host \"%s\", user \"%s\", database \"%s\", %s",
+		 rejected ? "pg_hba.conf rejects connection" : "no pg_hba.conf entry",
+		 c->is_unix ? "[local]" : c->addr, c->user_name, c->db_name,
+		 c->s.tls ? "SSL encryption" : "no encryption");
+	client_close_sqlstate(c, "28000", msg);
+}
+
+/* auth_type = hba: the first matching line decides the method. */
+static int hba_method_of(struct client *c)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	struct hba_conn hc = {
+		.kind = c->is_unix ? HBA_LOCAL : HBA_HOST, .tls = c->s.tls != NULL,
+		.database = c->db_name, .user = c->user_name,
+	};
+	if (!c->is_unix && getpeername(c->s.fd, (struct sockaddr *)&ss, &len) == 0)
+		hc.addr = (const struct sockaddr *)&ss;
+	const struct hba_rule *r = hba_match(W->hba, &hc);
+	if (!r) {
+		hba_refused(c, false);
+		return -1;
+	}
+	const char *why = hba_rule_unusable(r);
+	if (why) {
+		log_client(c, LG_WARNING, "pg_hba line %d cannot be used: %s", hba_rule_line(r), why);
+		hba_refused(c, true);
+		return -1;
+	}
+	switch (hba_rule_method(r)) {
+	case HBA_TRUST: return AUTH_TRUST;
+	case HBA_REJECT: hba_refused(c, true); return -1;
+	case HBA_MD5: return AUTH_MD5;
+	case HBA_PASSWORD: return AUTH_PLAIN;
+	case HBA_SCRAM_SHA_256: return AUTH_SCRAM;
+	default:
+		client_close_sqlstate(c, "28000", "authentication method not supported yet");
+		return -1;
+	}
+}
+
 void client_start_auth(struct client *c)
 {
 	const char *secret = user_secret(c);
 	int kind = secret && *secret ? (int)userlist_secret_kind(secret) : -1;
+	int method = W->cfg->auth_type;
 
-	switch (W->cfg->auth_type) {
+	if (method == AUTH_HBA && (method = hba_method_of(c)) < 0)
+		return;
+	switch (method) {
 	case AUTH_ANY:
 		finish_login(c);
 		return;

@@ -7,6 +7,7 @@
 #include "ledger.h"
 #include "admin.h"
 #include "auth/crypto.h"
+#include "auth/hba.h"
 #include "cancel.h"
 #include "client.h"
 #include "config.h"
@@ -196,10 +197,39 @@ static void start_shutdown(enum shutdown_mode mode)
 
 /* ---- reload ---- */
 
+/* auth_type = hba: load auth_hba_file (and auth_ident_file) in this worker.
+ * Bad lines are skipped with a warning naming file and line, as PgBouncer
+ * does; an unreadable file leaves no rules, so every login is refused. */
+static void load_hba(const struct config *cfg)
+{
+	char path[4096], ipath[4096], err[512];
+	hba_free(W->hba);
+	hba_ident_free(W->hba_ident);
+	W->hba = NULL;
+	W->hba_ident = NULL;
+	if (cfg->auth_type != AUTH_HBA)
+		return;
+	if (cfg->auth_ident_file[0]) {
+		const char *ip = config_resolve_path(cfg, cfg->auth_ident_file, ipath, sizeof(ipath));
+		if (hba_ident_load(ip, &W->hba_ident, err, sizeof(err)) < 0)
+			log_warning("%s", err);
+		for (size_t i = 0; W->hba_ident && i < hba_ident_problem_count(W->hba_ident); i++)
+			log_warning("%s", hba_ident_problem(W->hba_ident, i));
+	}
+	const char *p = config_resolve_path(cfg, cfg->auth_hba_file, path, sizeof(path));
+	if (hba_load(p, W->hba_ident, &W->hba, err, sizeof(err)) < 0) {
+		log_error("%s: every login is refused until it can be read", err);
+		return;
+	}
+	for (size_t i = 0; i < hba_problem_count(W->hba); i++)
+		log_warning("%s", hba_problem(W->hba, i));
+}
+
 /* The current generation changed in place (the console's SET). */
 void worker_refresh_config(void)
 {
 	struct config *cfg = W->cfg;
+	load_hba(cfg);
 	log_verbose = cfg->verbose > log_verbose ? cfg->verbose : log_verbose;
 	(void)setup_tls(cfg);
 	struct dns_settings ds;
@@ -429,6 +459,8 @@ static void worker_cleanup(void)
 	event_free(W->reaper);
 	tls_ctx_free(W->client_tls);
 	tls_ctx_free(W->server_tls);
+	hba_free(W->hba);
+	hba_ident_free(W->hba_ident);
 	stream_cache_free();
 	varcache_set_tracked(NULL);
 	event_base_free(W->base);
@@ -473,6 +505,7 @@ void worker_main(int id, struct config *cfg, int ipc_fd, const struct listen_set
 	if (dns_init(W->base, &ds) < 0)
 		fatal("worker %d: DNS resolver initialisation failed", id);
 	pool_apply_config(cfg);
+	load_hba(cfg);
 	W->reaper = event_new(W->base, -1, 0, reap, NULL);
 	W->sup = ipc_chan_new(W->base, ipc_fd, id, on_ipc, on_ipc_eof, NULL);
 	W->listener = listener_start(W->base, ls, id, on_accept, NULL);
