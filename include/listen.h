@@ -24,7 +24,9 @@ struct listen_set {
 	bool keep_path;            /* handed to another process: do not unlink */
 };
 
-/* Bind everything; on error logs why (address, errno) and returns -1. */
+/* Bind everything, or adopt the sockets systemd passed (LISTEN_FDS; then
+ * listen_addr and unix_socket_dir are ignored, as in PgBouncer, and every
+ * slot shares each passed TCP socket). On error logs why and returns -1. */
 int listen_open(struct listen_set *ls, const struct config *cfg, int n_slots) MUSTCHECK;
 void listen_close(struct listen_set *ls);   /* also unlinks the unix socket */
 

@@ -1,13 +1,15 @@
 /* pgcrew — listening sockets: bound by the supervisor (one SO_REUSEPORT
- * socket per address per worker slot, plus the shared Unix socket), accepted
- * on by the worker of each slot. Startup resolution may block: it runs
- * before any client exists. */
+ * socket per address per worker slot, plus the shared Unix socket) or taken
+ * from systemd (socket activation), accepted on by the worker of each slot.
+ * Startup resolution may block: it runs before any client exists. */
 #include "listen.h"
 #include "config.h"
 #include "log.h"
 #include "util.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
 #include <event2/event.h>
 #include <grp.h>
 #include <netdb.h>
@@ -128,12 +130,113 @@ static int open_unix(struct listen_set *ls, const struct config *cfg)
 	return 0;
 }
 
+/* sd_listen_fds(3) without libsystemd: sockets start at fd 3; LISTEN_PID
+ * must name this process (a forked daemon is not the one systemd started).
+ * The variables are removed so no child process takes them for its own. */
+#define SD_LISTEN_FDS_START 3
+
+static int systemd_fd_count(void)
+{
+	const char *pid = getenv("LISTEN_PID"), *fds = getenv("LISTEN_FDS");
+	if (!pid || !fds)
+		return 0;
+	char *end;
+	long p = strtol(pid, &end, 10);
+	if (*end || p != (long)getpid())
+		return 0;
+	long n = strtol(fds, &end, 10);
+	unsetenv("LISTEN_PID");
+	unsetenv("LISTEN_FDS");
+	unsetenv("LISTEN_FDNAMES");
+	if (*end || n < 0 || n > LISTEN_MAX_FDS + 1) {
+		log_error("LISTEN_FDS=%s from the service manager is not a socket count", fds);
+		return -1;
+	}
+	return (int)n;
+}
+
+/* One passed socket: a listening stream socket, made non-blocking (every
+ * worker polls the same one) and close-on-exec. */
+static int adopt_fd(struct listen_set *ls, const struct config *cfg, int fd)
+{
+	int type = 0, acc = 0;
+	socklen_t tl = sizeof(type), al = sizeof(acc);
+	struct sockaddr_storage ss;
+	socklen_t ssl = sizeof(ss);
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 || type != SOCK_STREAM ||
+	    getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &al) < 0 || !acc ||
+	    getsockname(fd, (struct sockaddr *)&ss, &ssl) < 0) {
+		log_error("fd %d passed from service manager is not a listening stream socket", fd);
+		return -1;
+	}
+	(void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	(void)fcntl(fd, F_SETFD, FD_CLOEXEC);
+	if (ss.ss_family == AF_UNIX) {
+		if (ls->unix_fd >= 0) {
+			log_error("service manager passed more than one unix socket (fd %d)", fd);
+			return -1;
+		}
+		const struct sockaddr_un *un = (const struct sockaddr_un *)&ss;
+		ls->unix_fd = fd;
+		ls->keep_path = true;   /* the service manager owns the path */
+		strlcpy_(ls->unix_path, un->sun_path, sizeof(ls->unix_path));
+	} else {
+		if (ls->slots[0].n_fds >= LISTEN_MAX_FDS) {
+			log_error("too many listen addresses");
+			return -1;
+		}
+		if (cfg->tcp_defer_accept) {
+			int secs = 45;
+			(void)setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &secs, sizeof(secs));
+		}
+		/* No SO_REUSEPORT group here: systemd bound one socket as root, so
+		 * every worker accepts from that one queue through its own dup. */
+		for (int s = 0; s < ls->n_slots; s++) {
+			struct listen_slot *slot = &ls->slots[s];
+			int dfd = s == 0 ? fd : fcntl(fd, F_DUPFD_CLOEXEC, 0);
+			if (dfd < 0) {
+				log_msg_errno(LG_ERROR, "dup of fd %d failed", fd);
+				return -1;
+			}
+			slot->fds[slot->n_fds++] = dfd;
+		}
+	}
+	log_info("socket passed from service manager (fd %d)", fd);
+	return 0;
+}
+
+static int adopt_systemd(struct listen_set *ls, const struct config *cfg, int n)
+{
+	if (cfg->listen_addr[0])
+		log_warning("sockets passed from service manager, cf_listen_addr ignored");
+	if (cfg->unix_socket_dir[0] && strcmp(cfg->unix_socket_dir, "/tmp") != 0)
+		log_warning("sockets passed from service manager, cf_unix_socket_dir ignored");
+	int rc = 0;
+	for (int i = 0; i < n; i++) {
+		int fd = SD_LISTEN_FDS_START + i;
+		if (rc == 0)
+			rc = adopt_fd(ls, cfg, fd);
+		else
+			close(fd);   /* not adopted: listen_close would miss it */
+	}
+	return rc;
+}
+
 int listen_open(struct listen_set *ls, const struct config *cfg, int n_slots)
 {
 	memset(ls, 0, sizeof(*ls));
 	ls->unix_fd = -1;
 	ls->n_slots = n_slots;
 	ls->slots = xcalloc((size_t)n_slots, sizeof(*ls->slots));
+
+	int sd = systemd_fd_count();
+	if (sd != 0) {
+		if (sd < 0 || adopt_systemd(ls, cfg, sd) < 0) {
+			listen_close(ls);
+			return -1;
+		}
+		return 0;
+	}
 
 	char *addrs = xstrdup(cfg->listen_addr);
 	char *save = NULL;
