@@ -2,20 +2,24 @@
 # Installs what pgcrew needs on Debian 12: build tools and libraries, and for
 # "demo" PostgreSQL 15, for "test" also PgBouncer, a Python venv (.venv) and
 # PostgreSQL 18 from npm (.cache/npm), for "packaging" (test/packaging/) the
-# Debian and RPM packaging tools, pandoc and lintian with PostgreSQL 15.
+# Debian and RPM packaging tools, pandoc and lintian with PostgreSQL 15, for
+# "fuzz" (and "test", which runs a short fuzz pass) clang with libFuzzer.
 # Idempotent: only missing pieces are fetched.
-# usage: scripts/deps.sh [build|demo|test|packaging]     (default: test)
+# usage: scripts/deps.sh [build|demo|test|packaging|fuzz]     (default: test)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 want=${1:-test}
-case $want in build|demo|test|packaging) ;;
-    *) echo "usage: $0 [build|demo|test|packaging]" >&2; exit 2 ;;
+case $want in build|demo|test|packaging|fuzz) ;;
+    *) echo "usage: $0 [build|demo|test|packaging|fuzz]" >&2; exit 2 ;;
 esac
 
 pkgs=(build-essential autoconf automake libtool pkg-config
       libevent-dev libssl-dev libc-ares-dev libcmocka-dev)
-if [ "$want" != build ]; then
+if [ "$want" = test ] || [ "$want" = fuzz ]; then
+    pkgs+=(clang libclang-rt-14-dev)
+fi
+if [ "$want" != build ] && [ "$want" != fuzz ]; then
     pkgs+=(postgresql-15 postgresql-client-15 openssl procps util-linux)
 fi
 if [ "$want" = test ]; then

@@ -2,7 +2,9 @@
 # The project's test command (CI runs it through .ci/run): installs what is
 # needed, builds pgcrew with ASan+UBSan in _build/sanitize, runs the cmocka
 # unit tests (make check) and the pytest integration suite against that build.
-# Exits non-zero on any failure. Extra arguments go to pytest.
+# Then a short fuzz pass (scripts/fuzz.sh: every libFuzzer target of
+# test/fuzz, FUZZ_CI_RUNS executions each, default 20000; clang build in
+# _build/fuzz). Exits non-zero on any failure. Extra arguments go to pytest.
 # PGCREW_BIN=/usr/sbin/pgbouncer scripts/test.sh validates the integration
 # suite against PgBouncer instead (no build, no unit tests).
 # Optional last step, in CI (CI set) or with PGCREW_PACKAGING_TEST=1, and
@@ -43,6 +45,14 @@ else
     export PGCREW_BIN=$root/$builddir/pgcrew
 fi
 
+fuzz_rc=0
+fuzz_ran=no
+if [ $unit_ran = yes ]; then
+    step "fuzz, short pass (scripts/fuzz.sh ${FUZZ_CI_RUNS:-20000})"
+    fuzz_ran=yes
+    timeout --kill-after=30 900 scripts/fuzz.sh "${FUZZ_CI_RUNS:-20000}" || fuzz_rc=$?
+fi
+
 step "integration tests ($PGCREW_BIN)"
 # pgbench runs 10 s per benchmark test locally, 5 s in CI to save time.
 if [ -n "${CI:-}" ]; then export PGBENCH_SECONDS=${PGBENCH_SECONDS:-5}; fi
@@ -73,10 +83,13 @@ if [ $unit_ran = no ]; then
 else
     echo "unit tests: $([ $unit_rc -eq 0 ] && echo ok || echo "FAILED ($unit_rc)")"
 fi
+if [ $fuzz_ran = yes ]; then
+    echo "fuzz (short): $([ $fuzz_rc -eq 0 ] && echo ok || echo "FAILED ($fuzz_rc)")"
+fi
 echo "integration tests: $([ $it_rc -eq 0 ] && echo ok || echo "FAILED ($it_rc)")"
 if [ $pkg_ran = no ]; then
     echo "packaging tests: not run (CI or PGCREW_PACKAGING_TEST=1 runs them)"
 else
     echo "packaging tests: $([ $pkg_rc -eq 0 ] && echo ok || echo "FAILED ($pkg_rc)") in ${pkg_secs} s"
 fi
-[ $unit_rc -eq 0 ] && [ $it_rc -eq 0 ] && [ $pkg_rc -eq 0 ]
+[ $unit_rc -eq 0 ] && [ $fuzz_rc -eq 0 ] && [ $it_rc -eq 0 ] && [ $pkg_rc -eq 0 ]

@@ -1,0 +1,23 @@
+/* pgcrew — shared helpers of the libFuzzer targets in test/fuzz/: input as a
+ * NUL-terminated string, as a file (for the parsers that read paths), and
+ * split into parts at NUL bytes. Each target is one fuzz_<name>.c. */
+#ifndef PGCREW_FUZZ_H
+#define PGCREW_FUZZ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* A malloc'd NUL-terminated copy (embedded NULs end it early, as in C). */
+char *fuzz_str(const uint8_t *data, size_t size);
+
+/* Writes data to this process's scratch file (name fixed per process and
+ * tag) and returns its path; the file is rewritten on every call. */
+const char *fuzz_file(const char *tag, const uint8_t *data, size_t size);
+
+/* The next part of *data up to a NUL (or the end), as a malloc'd string;
+ * advances *data and *size past the NUL. */
+char *fuzz_next_part(const uint8_t **data, size_t *size, size_t *len);
+
+#endif

@@ -1,0 +1,44 @@
+/* pgcrew — the helpers of fuzz.h, linked into every fuzz target. */
+#include "fuzz.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+char *fuzz_str(const uint8_t *data, size_t size)
+{
+	char *s = malloc(size + 1);
+	if (!s)
+		abort();
+	memcpy(s, data, size);
+	s[size] = '\0';
+	return s;
+}
+
+const char *fuzz_file(const char *tag, const uint8_t *data, size_t size)
+{
+	static char path[256];
+	const char *dir = getenv("TMPDIR");
+	snprintf(path, sizeof(path), "%s/pgcrew-fuzz-%ld-%s", dir && *dir ? dir : "/tmp",
+		 (long)getpid(), tag);
+	FILE *f = fopen(path, "wb");
+	if (!f)
+		abort();
+	if (size && fwrite(data, 1, size, f) != size)
+		abort();
+	fclose(f);
+	return path;
+}
+
+char *fuzz_next_part(const uint8_t **data, size_t *size, size_t *len)
+{
+	const uint8_t *nul = *size ? memchr(*data, 0, *size) : NULL;
+	size_t n = nul ? (size_t)(nul - *data) : *size;
+	char *s = fuzz_str(*data, n);
+	*data += nul ? n + 1 : n;
+	*size -= nul ? n + 1 : n;
+	if (len)
+		*len = n;
+	return s;
+}
