@@ -20,7 +20,7 @@ if [ "$want" = test ] || [ "$want" = fuzz ]; then
     pkgs+=(clang libclang-rt-14-dev)
 fi
 if [ "$want" != build ] && [ "$want" != fuzz ]; then
-    pkgs+=(postgresql-15 postgresql-client-15 openssl procps util-linux)
+    pkgs+=(postgresql-15 postgresql-client-15 openssl procps util-linux iproute2)
 fi
 if [ "$want" = test ]; then
     pkgs+=(pgbouncer python3 python3-venv)
