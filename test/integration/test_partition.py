@@ -127,6 +127,7 @@ def _query(p, sql="SELECT 1"):
 def test_partition_detected_by_keepalive(pg15, make_pooler, netns):
     ns, host_if, host_ip = netns
     relay = Relay(host_ip, pg15.port)
+    p = None
     try:
         p = make_pooler(pg15, start=False, settings={
             "workers": 1, "listen_addr": "127.0.0.1",
@@ -162,8 +163,12 @@ def test_partition_detected_by_keepalive(pg15, make_pooler, netns):
             ip("link", "set", host_if, "up")
         util.wait_until(lambda: _query(p) == (1,), 20, what="service after the partition")
     finally:
+        # Stop pgcrew while its namespace still exists (fixtures are torn
+        # down first), then the relay; backends the relay kept (pg_sleep
+        # does not notice a vanished client) are ended.
+        if p is not None and p.proc is not None:
+            p.stop()
         relay.close()
-        # pg_sleep does not notice that its client went away: end it.
         with pg15.connect() as conn:
             conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                         " WHERE query = 'SELECT pg_sleep(30)'")
+                         " WHERE backend_type = 'client backend' AND usename = 'trust_user'")
