@@ -646,6 +646,14 @@ static const struct view views[] = {
 	{ "peer_pools", view_peer_pools, "k++++", true },
 };
 
+const char *admin_view_rule(const char *view)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(views); i++)
+		if (strcasecmp(views[i].name, view) == 0)
+			return views[i].rule;
+	return NULL;
+}
+
 static bool word_eq(const char **p, const char *w)
 {
 	size_t n = strlen(w);

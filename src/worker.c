@@ -13,6 +13,7 @@
 #include "config.h"
 #include "control.h"
 #include "dns.h"
+#include "hist.h"
 #include "janitor.h"
 #include "log.h"
 #include "peer.h"
@@ -488,6 +489,7 @@ void worker_main(int id, struct config *cfg, int ipc_fd, const struct listen_set
 	reset_signals();
 	log_set_worker(id);
 	shm_attach_worker(id);
+	hist_attach_worker(id);
 	if (crypto_init() < 0)
 		fatal("worker %d: crypto initialisation failed", id);
 	if (!crypto_random(W->secret, sizeof(W->secret)))
