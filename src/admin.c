@@ -211,7 +211,7 @@ static void show_help(struct client *c)
 		"\tSHOW FDS|SOCKETS|ACTIVE_SOCKETS|MEM",
 		"\tSHOW PEERS|PEER_POOLS|WORKERS",
 		"\tPAUSE [<db>]", "\tRESUME [<db>]", "\tDISABLE <db>", "\tENABLE <db>",
-		"\tRECONNECT [<db>]", "\tKILL [<db>]", "\tKILL_CLIENT <client_id>",
+		"\tRECONNECT [<db>]", "\tKILL [<db>]", "\tKILL_CLIENT <client_id>", "\tSUSPEND",
 		"\tWAIT_CLOSE [<db>]", "\tRELOAD", "\tSHUTDOWN [WAIT_FOR_SERVERS|WAIT_FOR_CLIENTS]",
 	};
 	struct pktbuf pb;
@@ -543,9 +543,9 @@ static void view_totals(struct result *r)
 static void view_state(struct result *r)
 {
 	res_begin(r, COLS("key", "value"), TYPES(OID_TEXT, OID_TEXT), 2);
-	res_row(r, "ss", "active", W->paused ? "no" : "yes");
+	res_row(r, "ss", "active", W->paused || W->suspended ? "no" : "yes");
 	res_row(r, "ss", "paused", W->paused ? "yes" : "no");
-	res_row(r, "ss", "suspended", "no");
+	res_row(r, "ss", "suspended", W->suspended ? "yes" : "no");
 }
 
 static void dns_row(void *arg, const char *host, int64_t ttl_left_usec, const char *addrs)

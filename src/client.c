@@ -266,6 +266,7 @@ void client_accept(int fd, bool is_unix)
 	else if (W->shutting_down)
 		c->close_reason = "pooler is shutting down";
 	c->s.sniff_tls = true;
+	c->s.suspended = W->suspended;    /* handed over from another worker during SUSPEND */
 	stream_start_reading(&c->s);
 }
 

@@ -381,7 +381,8 @@ static struct pool *pool_by_names(const char *db, const char *user)
  * While paused nothing is opened (PAUSE waits for servers to go). */
 static bool launch_blocked(const struct pool *p)
 {
-	return p->db->dead || p->db->admin || W->shutting_down || W->paused || p->db->paused || p->paused;
+	return p->db->dead || p->db->admin || W->shutting_down || W->paused || W->suspended ||
+	       p->db->paused || p->paused;
 }
 
 static bool slot_still_needed(const struct pool *p, enum slot_why why)

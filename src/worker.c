@@ -368,12 +368,7 @@ static void on_ipc(struct ipc_chan *ch, const struct ipc_hdr *hdr, const void *p
 		W->paused = true;
 		break;
 	case IPC_RESUME:
-		W->paused = false;
-		{
-			struct list *it;
-			list_for_each(it, &W->pools)
-				pool_launch_needed(container_of(it, struct pool, node));
-		}
+		control_resume_all();      /* SIGUSR2: after PAUSE or SUSPEND, as in PgBouncer */
 		break;
 	case IPC_LOG_REOPEN:
 		log_reopen();
