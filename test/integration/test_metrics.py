@@ -204,3 +204,23 @@ def test_bad_value_is_a_config_error(pg15, make_pooler, value):
     out = subprocess.run([p.binary, p.ini_path], capture_output=True, text=True, timeout=20)
     assert out.returncode != 0
     assert f"pgbouncer.ini:{line}" in out.stderr and "metrics_listen" in out.stderr, out.stderr
+
+
+def test_online_restart_hands_over_the_endpoint(pg15, make_pooler):
+    """pgcrew -R: the old process lets go of metrics_listen when it hands
+    over its sockets, the new one binds it and serves the scrapes."""
+    from test_upgrade import start_takeover, stop
+    p = start(pg15, make_pooler, workers=2)
+    assert scrape(p)[1]["pgcrew_workers"].samples[0].value == 2
+    new = start_takeover(p)
+    try:
+        p.wait_for_log(r"online restart: pid %d took over" % new.pid, timeout=10)
+        p.proc.wait(timeout=15)          # no clients: the old one exits at once
+        util.wait_until(lambda: util.port_accepts(p.metrics_port), 10, what="the new metrics listener")
+        _, fam = scrape(p)
+        assert sample(fam, "pgbouncer_up", "pgbouncer_up") == 1
+        log = open(os.path.join(p.workdir, "pooler.log")).read()
+        assert log.count("metrics: listening on") == 2, log
+        assert new.poll() is None
+    finally:
+        stop(new)
