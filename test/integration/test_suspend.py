@@ -10,6 +10,8 @@ import time
 import psycopg
 import pytest
 
+import util
+import wire
 from pg_cluster import password
 
 pytestmark = pytest.mark.pgcrew_only
@@ -100,3 +102,33 @@ def test_sigusr2_resumes_after_suspend(pg15, make_pooler):
         assert got.get("r") == (5,)
         assert state(a)["suspended"] == "no"
     c.close()
+
+
+def test_suspend_waits_for_buffers_then_suspend_timeout(pg15, make_pooler):
+    """A client that does not read its big result leaves bytes queued in
+    pgcrew: SHOW ACTIVE_SOCKETS lists those sockets, SUSPEND does not return
+    while they are queued, and suspend_timeout closes them."""
+    p = make_pooler(pg15, settings={"workers": 2, "pool_mode": "session", "suspend_timeout": 2})
+    raw = wire.RawConn(p.port, timeout=10)
+    try:
+        raw.login_trust("trust_user", "testdb")
+        raw.send(wire.query_message("SELECT repeat('x', 1048576) FROM generate_series(1, 256)"))
+        with p.connect("pgbouncer", "trust_user") as a:
+            def stuck():
+                rows = a.execute("SHOW ACTIVE_SOCKETS").fetchall()
+                return [r for r in rows if r[2] == "testdb"]
+            active = util.wait_until(stuck, 10, what="a socket with queued bytes")
+            assert any(r[0] == "S" and r[27] > 0 for r in active), active     # send_avail
+            t0 = time.monotonic()
+            a.execute("SUSPEND")
+            took = time.monotonic() - t0
+            assert 1.5 <= took < 6, took
+            assert state(a)["suspended"] == "yes"
+            a.execute("RESUME")
+            # The stalled pair was closed; the kernel still hands the client
+            # what it had buffered, then EOF.
+            assert not [r for r in a.execute("SHOW SOCKETS").fetchall() if r[2] == "testdb"]
+        p.wait_for_log("closing because: suspend_timeout", timeout=5)
+        raw.wait_closed(timeout=20)
+    finally:
+        raw.close()
