@@ -1,6 +1,6 @@
 /* pgcrew — the Prometheus endpoint (metrics_listen): an evhttp server in the
  * supervisor answering GET /metrics in text format 0.0.4 for the whole
- * instance. Counters and histograms come from shared memory, pool and
+ * instance. Counters and histograms come from shared memory, pool, server and
  * database gauges from a console fan-out over every worker. */
 #ifndef PGCREW_METRICS_H
 #define PGCREW_METRICS_H

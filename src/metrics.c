@@ -1,5 +1,5 @@
 /* pgcrew — the Prometheus endpoint, served by the supervisor (metrics.h).
- * A scrape asks every worker for SHOW POOLS, DATABASES and LISTS through the
+ * A scrape asks every worker for SHOW POOLS, DATABASES, LISTS and SERVERS through the
  * console fan-out, merges the rows as the console does, and adds what shared
  * memory holds: per-database counters, latency histograms, worker restarts.
  * Names follow the community pgbouncer_exporter; pgcrew's own are pgcrew_*. */
@@ -30,9 +30,9 @@
 #define RETRY_USEC 100000
 #define RETRY_TRIES 100            /* -R: the old process lets the port go within 10 s */
 
-enum { V_POOLS, V_DATABASES, V_LISTS, N_VIEWS };
-static const char *const view_cmd[N_VIEWS] = { "SHOW POOLS", "SHOW DATABASES", "SHOW LISTS" };
-static const char *const view_name[N_VIEWS] = { "pools", "databases", "lists" };
+enum { V_POOLS, V_DATABASES, V_LISTS, V_SERVERS, N_VIEWS };
+static const char *const view_cmd[N_VIEWS] = { "SHOW POOLS", "SHOW DATABASES", "SHOW LISTS", "SHOW SERVERS" };
+static const char *const view_name[N_VIEWS] = { "pools", "databases", "lists", "servers" };
 
 struct scrape;
 
@@ -347,6 +347,39 @@ static void render_lists(struct evbuffer *b, const struct rowset *rs)
 	}
 }
 
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The exporter's server count: SHOW SERVERS rows grouped by user,
+ * database, state, addr_port and close_needed. */
+static void render_servers(struct evbuffer *b, const struct rowset *rs)
+{
+	char u[160], d[160], st[64], a[160], l[640];
+	char **keys = xcalloc((size_t)(rs->nrows ? rs->nrows : 1), sizeof(char *));
+	for (int r = 0; r < rs->nrows; r++) {
+		esc(cell(rs, r, 1), u, sizeof(u));
+		esc(cell(rs, r, 2), d, sizeof(d));
+		esc(cell(rs, r, 4), st, sizeof(st));
+		esc(cell(rs, r, 5), a, sizeof(a));
+		snprintf(l, sizeof(l), "user=\"%s\",database=\"%s\",state=\"%s\",addr=\"%s_%s\",close_needed=\"%s\"",
+			 u, d, st, a, cell(rs, r, 6), strcmp(cell(rs, r, 13), "1") == 0 ? "true" : "false");
+		keys[r] = xstrdup(l);
+	}
+	qsort(keys, (size_t)rs->nrows, sizeof(char *), cmp_str);
+	family(b, "pgbouncer_server_connections", "gauge", "Server connections with state information");
+	for (int r = 0, n = 1; r < rs->nrows; r++, n++) {
+		if (r + 1 < rs->nrows && strcmp(keys[r], keys[r + 1]) == 0)
+			continue;
+		evbuffer_add_printf(b, "pgbouncer_server_connections{%s} %d\n", keys[r], n);
+		n = 0;
+	}
+	for (int r = 0; r < rs->nrows; r++)
+		free(keys[r]);
+	free(keys);
+}
+
 static void render(struct evbuffer *b, const struct scrape *s)
 {
 	const struct config *cfg = supervisor_config();
@@ -363,6 +396,7 @@ static void render(struct evbuffer *b, const struct scrape *s)
 		render_maxwait(b, &s->parts[V_POOLS].rows);
 		render_gauges(b, &s->parts[V_DATABASES].rows, db_gauges, ARRAY_SIZE(db_gauges), db_labels);
 		render_lists(b, &s->parts[V_LISTS].rows);
+		render_servers(b, &s->parts[V_SERVERS].rows);
 	}
 	render_stats(b);
 	render_histograms(b);

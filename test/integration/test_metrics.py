@@ -107,6 +107,13 @@ def test_metrics_parse_and_count_transactions(pg15, make_pooler):
                       database="testdb", user="trust_user") == n_conn
         assert sample(f, "pgbouncer_used_clients", "pgbouncer_used_clients") >= n_conn
         assert sample(f, "pgbouncer_databases_pool_size", "pgbouncer_databases_pool_size", name="testdb") == 20
+        # The exporter's server count, grouped as it groups SHOW SERVERS.
+        with admin(p) as a:
+            servers = [r for r in a.execute("SHOW SERVERS").fetchall() if r[2] == "testdb"]
+        counted = [s for s in f["pgbouncer_server_connections"].samples if s.labels["database"] == "testdb"]
+        assert servers and sum(s.value for s in counted) == len(servers)
+        assert {s.labels["addr"] for s in counted} == {f"{r[5]}_{r[6]}" for r in servers}
+        assert {s.labels["close_needed"] for s in counted} == {"false"}
     finally:
         for c in conns:
             c.close()
