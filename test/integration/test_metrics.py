@@ -6,6 +6,7 @@ value is a config error naming file, line and key."""
 
 import http.client
 import os
+import socket
 import subprocess
 import time
 
@@ -161,6 +162,19 @@ def test_unknown_path_and_method(pg15, make_pooler):
     assert get(p.metrics_port, "/metrics/../x")[0] == 404
     assert get(p.metrics_port, "/metrics", method="POST")[0] == 405
     assert get(p.metrics_port, "/metrics?x=1")[0] == 200
+    # Garbage, an oversized header and a request cut short cost only their
+    # own connection.
+    for junk in [b"\x16\x03\x01garbage\r\n\r\n", b"GET /metrics HTTP/1.1\r\nX: " + b"a" * 100000 + b"\r\n\r\n",
+                 b"GET /metr"]:
+        with socket.create_connection((util.HOST, p.metrics_port), timeout=15) as s:
+            try:
+                s.sendall(junk)
+                s.shutdown(socket.SHUT_WR)
+                reply = s.recv(200)
+            except OSError:
+                reply = b""
+            assert not reply.startswith(b"HTTP/1.1 200"), reply
+    assert get(p.metrics_port)[0] == 200
     p.assert_alive()
 
 
