@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import util
 from pg_cluster import password
+from test_tls import tls_files  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.pgcrew_only
 
@@ -245,3 +246,30 @@ def test_online_restart_hands_over_the_endpoint(pg15, make_pooler):
         assert new.poll() is None
     finally:
         stop(new)
+
+
+def test_connection_setup_phases(pg15, make_pooler, tls_files):
+    """Each login adds one sample to startup and auth, a TLS login one to
+    tls, a new server connection one to server_login."""
+    p = start(pg15, make_pooler, workers=2, pool_mode="session", auth_type="scram-sha-256",
+              client_tls_sslmode="allow", client_tls_cert_file=tls_files["server.crt"],
+              client_tls_key_file=tls_files["server.key"])
+
+    def phases():
+        _, f = scrape(p)
+        return {ph: sample(f, "pgcrew_connection_setup_seconds", "pgcrew_connection_setup_seconds_count",
+                           phase=ph) for ph in ("startup", "tls", "auth", "server_login")}
+
+    before = phases()
+    user, pw = "scram_user", "scram-secret"
+    for mode in ("require", "require", "disable"):
+        with p.connect(user=user, password=pw, sslmode=mode) as c:
+            c.execute("SELECT 1")
+    after = phases()
+    assert after["tls"] - before["tls"] == 2
+    assert after["startup"] - before["startup"] == 3
+    assert after["auth"] - before["auth"] == 3
+    assert after["server_login"] - before["server_login"] >= 1
+    # A SCRAM exchange takes measurable time: the auth sum grew.
+    _, f = scrape(p)
+    assert sample(f, "pgcrew_connection_setup_seconds", "pgcrew_connection_setup_seconds_sum", phase="auth") > 0
