@@ -234,13 +234,27 @@ static void fd_servers(struct result *r, const struct list *l)
 		fd_server(r, container_of(it, struct server, node));
 }
 
+/* A listening socket every slot shares (the Unix socket, sockets systemd
+ * passed) is listed by worker 0 only. */
+static bool shared_listener(int fd)
+{
+	const struct listen_slot *first = &W->lset->slots[0];
+	if (fd == W->lset->unix_fd)
+		return true;
+	for (int i = 0; i < first->n_fds; i++)
+		if (first->fds[i] == fd)
+			return true;
+	return false;
+}
+
 void admin_view_fds(struct result *r)
 {
 	const struct listen_slot *slot = &W->lset->slots[W->id];
 	struct list *it;
 	fds_header(r);
 	for (int i = 0; i < slot->n_fds; i++)
-		listen_row(r, slot->fds[i]);
+		if (W->id == 0 || !shared_listener(slot->fds[i]))
+			listen_row(r, slot->fds[i]);
 	if (W->id == 0 && W->lset->unix_fd >= 0)      /* shared by every worker: list it once */
 		listen_row(r, W->lset->unix_fd);
 	fd_clients(r, &W->login_clients);
