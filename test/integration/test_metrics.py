@@ -15,7 +15,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import util
 from pg_cluster import password
-from test_tls import tls_files  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.pgcrew_only
 
