@@ -21,5 +21,8 @@ void admin_fanout_part(uint32_t reqid, const uint8_t *data, size_t len);
 void admin_fanout_done(uint32_t reqid, const char *err, size_t len);
 /* The client goes away while it waits. */
 void admin_fanout_free(struct client *c);
+/* How a view's rows from several workers merge (rowmerge.h), NULL: they
+ * are concatenated (or the view is unknown). */
+const char *admin_view_rule(const char *view);
 
 #endif

@@ -118,6 +118,7 @@ struct pool {
 	usec_t reserve_since;             /* oldest wait that may use the reserve pool */
 	struct pool_stats stats;
 	struct pool_stats flushed;        /* part of stats already in shared memory */
+	struct hist_pool_cell *hist;      /* this worker's latency histograms (hist.h), or NULL */
 	bool paused;
 	/* several workers: slots asked of the supervisor's ledger */
 	int n_slot_wait;                  /* requests not answered yet */
@@ -152,6 +153,7 @@ struct client {
 	/* timing */
 	usec_t connect_time, request_time, query_start, xact_start, last_activity;
 	usec_t wait_notified;
+	usec_t phase_start, tls_usec;     /* connection-setup histograms (hist.h) */
 	bool in_xact;                     /* last ReadyForQuery said T/E */
 	bool xact_start_set;              /* xact_start belongs to the current transaction */
 	bool query_running;               /* request sent, ReadyForQuery not yet seen */

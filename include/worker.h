@@ -32,6 +32,7 @@ struct worker {
 	struct list closing_servers;     /* released inside a callback: closed by the reaper */
 	int n_clients;                   /* max_client_conn */
 	bool paused;                     /* PAUSE / SIGUSR1 */
+	bool suspended;                  /* SUSPEND: sockets do not read, listeners do not accept */
 	bool shutting_down;
 	enum shutdown_mode shutdown_mode;
 	struct event *reaper;            /* frees justfree objects */

@@ -66,6 +66,29 @@ fi
 
 [ "$want" = test ] || exit 0
 
+# A Go toolchain (>= 1.22) for test_console_go.py, which builds a small
+# program with github.com/lib/pq and github.com/jackc/pgx/v5 from the Go
+# module proxy. The official tarball in /usr/local/go counts; otherwise
+# Debian's golang-go, if new enough. No toolchain is an error, not a skip.
+go_version_ok() {
+    local go v
+    go=$(command -v go || echo /usr/local/go/bin/go)
+    [ -x "$go" ] || return 1
+    v=$("$go" env GOVERSION 2>/dev/null) || return 1      # e.g. go1.26.8
+    v=${v#go}
+    [ "${v%%.*}" -gt 1 ] || { v=${v#1.}; [ "${v%%.*}" -ge 22 ]; }
+}
+if ! go_version_ok; then
+    echo "deps: installing golang-go"
+    as_root apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+        as_root apt-get install -y -qq --no-install-recommends golang-go >/dev/null || true
+    if ! go_version_ok; then
+        echo "deps: FAILED: no Go >= 1.22 toolchain (needed by test/integration/test_console_go.py);" \
+             "install one from https://go.dev/dl/ into /usr/local/go" >&2
+        exit 1
+    fi
+fi
+
 # Python venv with the pinned requirements; rebuilt when the pins change.
 req=test/integration/requirements.txt
 stamp=.venv/.requirements.sha256

@@ -9,6 +9,8 @@
 #include "config.h"
 #include "config/settings.h"
 #include "admin_ext.h"
+#include "admin_result.h"
+#include "admin_sockets.h"
 #include "control.h"
 #include "dns.h"
 #include "peer.h"
@@ -32,9 +34,6 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#define OID_TEXT 25
-#define OID_INT4 23
-#define OID_INT8 20
 #define ADMIN_MAX_QUERY 8192
 
 static struct database *admin_db;
@@ -121,15 +120,9 @@ void admin_welcome(struct client *c)
 	stream_resume(&c->s);
 }
 
-/* ---- result building ---- */
+/* ---- result building (admin_result.h) ---- */
 
-struct result {
-	struct pktbuf pb;
-	int ncols;
-	int nrows;
-};
-
-static void res_begin(struct result *r, const char *const *names, const int *types, int n)
+void res_begin(struct result *r, const char *const *names, const int *types, int n)
 {
 	pktbuf_init(&r->pb, 1024);
 	r->ncols = n;
@@ -149,7 +142,7 @@ static void res_begin(struct result *r, const char *const *names, const int *typ
 }
 
 /* fmt: one char per column: s = string (NULL = SQL NULL), i = int, q = uint64 */
-static void res_row(struct result *r, const char *fmt, ...)
+void res_row(struct result *r, const char *fmt, ...)
 {
 	va_list ap;
 	char num[32];
@@ -200,9 +193,6 @@ static void send_admin_error(struct client *c, const char *fmt, const char *arg)
 	pktbuf_free(&pb);
 }
 
-#define COLS(...) (const char *const[]){ __VA_ARGS__ }
-#define TYPES(...) (const int[]){ __VA_ARGS__ }
-#define NCOLS(...) (int)(sizeof((const char *const[]){ __VA_ARGS__ }) / sizeof(char *))
 
 /* ---- SHOW views ---- */
 
@@ -218,9 +208,10 @@ static void show_help(struct client *c)
 		"Console usage",
 		"\tSHOW HELP|CONFIG|DATABASES|POOLS|CLIENTS|SERVERS|USERS|VERSION",
 		"\tSHOW LISTS|STATS|STATS_TOTALS|STATS_AVERAGES|TOTALS|STATE|DNS_HOSTS|DNS_ZONES",
+		"\tSHOW FDS|SOCKETS|ACTIVE_SOCKETS|MEM",
 		"\tSHOW PEERS|PEER_POOLS|WORKERS",
 		"\tPAUSE [<db>]", "\tRESUME [<db>]", "\tDISABLE <db>", "\tENABLE <db>",
-		"\tRECONNECT [<db>]", "\tKILL [<db>]", "\tKILL_CLIENT <client_id>",
+		"\tRECONNECT [<db>]", "\tKILL [<db>]", "\tKILL_CLIENT <client_id>", "\tSUSPEND",
 		"\tWAIT_CLOSE [<db>]", "\tRELOAD", "\tSHUTDOWN [WAIT_FOR_SERVERS|WAIT_FOR_CLIENTS]",
 	};
 	struct pktbuf pb;
@@ -262,7 +253,7 @@ static void view_pools(struct result *r)
 	}
 }
 
-static void fmt_time(char *buf, size_t len, usec_t mono)
+void admin_fmt_time(char *buf, size_t len, usec_t mono)
 {
 	time_t t = (time_t)((util_realtime() - (util_monotonic() - mono)) / USEC_PER_SEC);
 	struct tm tm;
@@ -273,8 +264,8 @@ static void fmt_time(char *buf, size_t len, usec_t mono)
 static void client_row(struct result *r, const struct client *cl, usec_t now)
 {
 	char ct[64], rt[64], ptr[32], link[32], id[32];
-	fmt_time(ct, sizeof(ct), cl->connect_time);
-	fmt_time(rt, sizeof(rt), cl->request_time ? cl->request_time : cl->connect_time);
+	admin_fmt_time(ct, sizeof(ct), cl->connect_time);
+	admin_fmt_time(rt, sizeof(rt), cl->request_time ? cl->request_time : cl->connect_time);
 	snprintf(ptr, sizeof(ptr), "%p", (const void *)cl);
 	snprintf(link, sizeof(link), "%p", (const void *)cl->link);
 	snprintf(id, sizeof(id), "%llu", (unsigned long long)cl->id);
@@ -320,7 +311,7 @@ static void view_servers(struct result *r)
 		char ct[64], ptr[32], link[32], id[32];
 		if (sv->state == SERVER_JUSTFREE)
 			continue;
-		fmt_time(ct, sizeof(ct), sv->connect_time);
+		admin_fmt_time(ct, sizeof(ct), sv->connect_time);
 		snprintf(ptr, sizeof(ptr), "%p", (const void *)sv);
 		snprintf(link, sizeof(link), "%p", (const void *)sv->link);
 		snprintf(id, sizeof(id), "%llu", (unsigned long long)sv->id);
@@ -552,9 +543,9 @@ static void view_totals(struct result *r)
 static void view_state(struct result *r)
 {
 	res_begin(r, COLS("key", "value"), TYPES(OID_TEXT, OID_TEXT), 2);
-	res_row(r, "ss", "active", W->paused ? "no" : "yes");
+	res_row(r, "ss", "active", W->paused || W->suspended ? "no" : "yes");
 	res_row(r, "ss", "paused", W->paused ? "yes" : "no");
-	res_row(r, "ss", "suspended", "no");
+	res_row(r, "ss", "suspended", W->suspended ? "yes" : "no");
 }
 
 static void dns_row(void *arg, const char *host, int64_t ttl_left_usec, const char *addrs)
@@ -644,7 +635,19 @@ static const struct view views[] = {
 	{ "workers", view_workers, NULL, true },
 	{ "peers", view_peers, NULL, false },
 	{ "peer_pools", view_peer_pools, "k++++", true },
+	{ "fds", admin_view_fds, NULL, true },
+	{ "sockets", admin_view_sockets, NULL, true },
+	{ "active_sockets", admin_view_active_sockets, NULL, true },
+	{ "mem", admin_view_mem, "kf+++", true },
 };
+
+const char *admin_view_rule(const char *view)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(views); i++)
+		if (strcasecmp(views[i].name, view) == 0)
+			return views[i].rule;
+	return NULL;
+}
 
 static bool word_eq(const char **p, const char *w)
 {
@@ -978,7 +981,9 @@ enum stream_action admin_run_text(struct client *c, char *sql, bool header, cons
 		const char *arg;
 		enum ctl_cmd ctl = CTL_COUNT;
 		enum cmd_kind k = parse_command(sql, &v, &arg, &ctl);
-		if (c->stats_only && k != CMD_VIEW && k != CMD_HELP && k != CMD_UNKNOWN_SHOW) {
+		/* SHOW FDS lists cancel keys: admin only, as in PgBouncer. */
+		bool admin_only = k == CMD_VIEW && v->fn == admin_view_fds;
+		if (c->stats_only && ((k != CMD_VIEW && k != CMD_HELP && k != CMD_UNKNOWN_SHOW) || admin_only)) {
 			send_admin_error(c, "%s", "admin access needed");
 		} else if (wants_fanout(k, v)) {
 			if (k == CMD_CONTROL && *arg)

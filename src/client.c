@@ -11,6 +11,7 @@
 #include "auth/scram.h"
 #include "cancel.h"
 #include "config.h"
+#include "hist.h"
 #include "config/userlist.h"
 #include "pool.h"
 #include "proto/build.h"
@@ -227,6 +228,7 @@ static void start_direct_tls(struct client *c)
 		client_close(c, false, "TLS setup failed");
 		return;
 	}
+	c->phase_start = util_monotonic();
 	stream_start_tls(&c->s, t);
 }
 
@@ -264,6 +266,7 @@ void client_accept(int fd, bool is_unix)
 	else if (W->shutting_down)
 		c->close_reason = "pooler is shutting down";
 	c->s.sniff_tls = true;
+	c->s.suspended = W->suspended;    /* handed over from another worker during SUSPEND */
 	stream_start_reading(&c->s);
 }
 
@@ -314,6 +317,7 @@ static void finish_login(struct client *c)
 {
 	struct pool *p = c->pool;
 
+	hist_phase_observe(HIST_PHASE_AUTH, (uint64_t)(util_monotonic() - c->phase_start));
 	if (W->cfg->log_connections)
 		log_client(c, LG_LOG, "login attempt: db=%s user=%s tls=%s", c->db_name, c->user_name,
 			   c->s.tls ? tls_conn_version(c->s.tls) : "no");
@@ -797,7 +801,17 @@ static void handle_ssl_request(struct client *c)
 		return;
 	}
 	stream_stop_reading(&c->s);
+	c->phase_start = util_monotonic();
 	stream_start_tls(&c->s, t);
+}
+
+/* Connection-setup histograms: accept to StartupMessage (the TLS handshake
+ * counted apart), then the authentication phase starts. */
+static void note_startup_time(struct client *c)
+{
+	usec_t now = util_monotonic();
+	hist_phase_observe(HIST_PHASE_STARTUP, (uint64_t)(now - c->connect_time - c->tls_usec));
+	c->phase_start = now;
 }
 
 static enum stream_action startup_pkt(struct client *c, const struct pkt_hdr *h,
@@ -838,6 +852,7 @@ static enum stream_action startup_pkt(struct client *c, const struct pkt_hdr *h,
 			return SA_STOP;
 		}
 		c->s.startup = false;
+		note_startup_time(c);
 		handle_startup(c, &m);
 		return c->state == CLIENT_JUSTFREE ? SA_STOP : SA_CONSUMED;
 	default:
@@ -942,6 +957,8 @@ static void client_on_event(struct stream *s, enum stream_event ev)
 		client_close(c, c->state == CLIENT_LOGIN, s->errmsg ? s->errmsg : "client connection error");
 		break;
 	case SE_TLS_READY:
+		c->tls_usec = util_monotonic() - c->phase_start;
+		hist_phase_observe(HIST_PHASE_TLS, (uint64_t)c->tls_usec);
 		c->s.startup = true;
 		stream_start_reading(&c->s);
 		break;

@@ -8,9 +8,11 @@
 #include "config.h"
 #include "config/settings.h"
 #include "ipc.h"
+#include "listen.h"
 #include "log.h"
 #include "pool.h"
 #include "server.h"
+#include "stream.h"
 #include "util.h"
 #include "worker.h"
 
@@ -22,18 +24,22 @@
 static const char *const names[CTL_COUNT] = {
 	[CTL_PAUSE] = "PAUSE", [CTL_RESUME] = "RESUME", [CTL_DISABLE] = "DISABLE",
 	[CTL_ENABLE] = "ENABLE", [CTL_KILL] = "KILL", [CTL_KILL_CLIENT] = "KILL_CLIENT",
-	[CTL_RECONNECT] = "RECONNECT", [CTL_WAIT_CLOSE] = "WAIT_CLOSE",
+	[CTL_RECONNECT] = "RECONNECT", [CTL_WAIT_CLOSE] = "WAIT_CLOSE", [CTL_SUSPEND] = "SUSPEND",
 };
 
-/* A PAUSE or WAIT_CLOSE waiting for servers to go. */
+/* A PAUSE or WAIT_CLOSE waiting for servers to go, a SUSPEND for buffers
+ * to drain. */
 struct waiting {
 	struct list node;
 	uint32_t fanid;
 	enum ctl_cmd cmd;
 	char db[64];               /* "" = every database */
+	usec_t since;
 };
 
 static struct list waits = LIST_INIT(waits);
+
+static void resume_sockets(void);
 
 const char *ctl_name(enum ctl_cmd cmd)
 {
@@ -63,11 +69,16 @@ static bool in_scope(const struct database *db, const char *name)
 	return !db->admin && (!*name || strcmp(db->name, name) == 0);
 }
 
-/* Servers PAUSE (all) or WAIT_CLOSE (close_needed ones) still waits for. */
+static int unflushed(bool close_them);
+
+/* Servers PAUSE (all) or WAIT_CLOSE (close_needed ones) still waits for;
+ * SUSPEND: sockets with output still queued. */
 static int remaining(const struct waiting *w)
 {
 	int n = 0;
 	struct list *it;
+	if (w->cmd == CTL_SUSPEND)
+		return unflushed(false);
 	list_for_each(it, &W->all_servers) {
 		const struct server *sv = container_of(it, struct server, all_node);
 		if (sv->state == SERVER_JUSTFREE || !in_scope(sv->pool->db, w->db))
@@ -88,6 +99,10 @@ void control_janitor(void)
 	struct list *it, *tmp;
 	list_for_each_safe(it, tmp, &waits) {
 		struct waiting *w = container_of(it, struct waiting, node);
+		/* PgBouncer's suspend_timeout: drop what would not flush. */
+		if (w->cmd == CTL_SUSPEND && W->cfg->suspend_timeout > 0 &&
+		    util_monotonic() - w->since > W->cfg->suspend_timeout)
+			unflushed(true);
 		if (remaining(w) > 0)
 			continue;
 		answer(w->fanid, "");
@@ -101,6 +116,7 @@ static enum ctl_result later(enum ctl_cmd cmd, const char *db, uint32_t fanid)
 	struct waiting *w = xcalloc(1, sizeof(*w));
 	w->cmd = cmd;
 	w->fanid = fanid;
+	w->since = util_monotonic();
 	strlcpy_(w->db, db, sizeof(w->db));
 	if (remaining(w) == 0) {
 		free(w);
@@ -161,10 +177,11 @@ static enum ctl_result do_pause(const char *arg, uint32_t fanid, char *err, size
 		return CTL_ERROR;
 	}
 	if (!pause) {
-		if (db)
-			db->paused = false;
-		else
-			W->paused = false;
+		if (!db) {
+			control_resume_all();
+			return CTL_DONE;
+		}
+		db->paused = false;
 		relaunch_all();
 		return CTL_DONE;
 	}
@@ -174,6 +191,90 @@ static enum ctl_result do_pause(const char *arg, uint32_t fanid, char *err, size
 		W->paused = true;
 	close_idle(db, "pause mode");
 	return later(CTL_PAUSE, db ? db->name : "", fanid);
+}
+
+/* ---- SUSPEND ----
+ * Every socket but the console's stops reading and the listeners stop
+ * accepting; queued output keeps draining, and the command answers once it
+ * has. RESUME reads again. */
+
+static bool console_client(const struct client *c)
+{
+	return c->admin || (c->db && c->db->admin);
+}
+
+/* Sockets with output queued; with close_them, close them. */
+static int unflushed(bool close_them)
+{
+	int n = 0;
+	struct list *it, *tmp;
+	list_for_each_safe(it, tmp, &W->all_clients) {
+		struct client *c = container_of(it, struct client, all_node);
+		if (c->state == CLIENT_JUSTFREE || console_client(c) || stream_flushed(&c->s))
+			continue;
+		n++;
+		if (close_them)
+			client_close(c, false, "suspend_timeout");
+	}
+	list_for_each_safe(it, tmp, &W->all_servers) {
+		struct server *sv = container_of(it, struct server, all_node);
+		if (sv->state == SERVER_JUSTFREE || stream_flushed(&sv->s))
+			continue;
+		n++;
+		if (close_them)
+			server_close(sv, "suspend_timeout");
+	}
+	return n;
+}
+
+static enum ctl_result do_suspend(const char *arg, uint32_t fanid, char *err, size_t len)
+{
+	struct list *it;
+	if (*arg) {
+		snprintf(err, len, "SUSPEND takes no argument");
+		return CTL_ERROR;
+	}
+	W->suspended = true;
+	listener_pause(W->listener, true);
+	list_for_each(it, &W->all_clients) {
+		struct client *c = container_of(it, struct client, all_node);
+		if (c->state != CLIENT_JUSTFREE && !console_client(c))
+			stream_suspend(&c->s);
+	}
+	list_for_each(it, &W->all_servers) {
+		struct server *sv = container_of(it, struct server, all_node);
+		if (sv->state != SERVER_JUSTFREE)
+			stream_suspend(&sv->s);
+	}
+	log_info("SUSPEND: sockets suspended, waiting for buffers to flush");
+	return later(CTL_SUSPEND, "", fanid);
+}
+
+static void resume_sockets(void)
+{
+	struct list *it;
+	if (!W->suspended)
+		return;
+	W->suspended = false;
+	if (!W->shutting_down)
+		listener_pause(W->listener, false);
+	list_for_each(it, &W->all_clients) {
+		struct client *c = container_of(it, struct client, all_node);
+		if (c->state != CLIENT_JUSTFREE)
+			stream_unsuspend(&c->s);
+	}
+	list_for_each(it, &W->all_servers) {
+		struct server *sv = container_of(it, struct server, all_node);
+		if (sv->state != SERVER_JUSTFREE)
+			stream_unsuspend(&sv->s);
+	}
+}
+
+void control_resume_all(void)
+{
+	W->paused = false;
+	resume_sockets();
+	relaunch_all();
 }
 
 static void kill_db(struct database *db)
@@ -294,6 +395,8 @@ enum ctl_result control_apply(enum ctl_cmd cmd, const char *arg, uint32_t fanid,
 	case CTL_RECONNECT:
 	case CTL_WAIT_CLOSE:
 		return do_reconnect(arg, fanid, err, len, cmd == CTL_WAIT_CLOSE);
+	case CTL_SUSPEND:
+		return do_suspend(arg, fanid, err, len);
 	default:
 		snprintf(err, len, "unknown command");
 		return CTL_ERROR;

@@ -4,18 +4,22 @@ libpgcrew_a_SOURCES += \
 	src/listen.c src/stream.c src/client.c src/server.c src/pool.c \
 	src/varcache.c src/cancel.c src/janitor.c src/stats.c src/admin.c \
 	src/shm.c src/ledger.c src/rowmerge.c src/takeover.c src/peer.c src/control.c \
-	src/admin_ext.c src/sdnotify.c
+	src/admin_ext.c src/admin_sockets.c src/sdnotify.c src/hist.c src/metrics.c
 noinst_HEADERS += \
 	include/admin.h \
 	include/admin_ext.h \
+	include/admin_result.h \
+	include/admin_sockets.h \
 	include/cancel.h \
 	include/client.h \
 	include/control.h \
 	include/ipc.h \
 	include/janitor.h \
+	include/hist.h \
 	include/ledger.h \
 	include/listen.h \
 	include/log.h \
+	include/metrics.h \
 	include/objects.h \
 	include/peer.h \
 	include/pool.h \

@@ -6,6 +6,7 @@
 #include "pool.h"
 #include "client.h"
 #include "config.h"
+#include "hist.h"
 #include "control.h"
 #include "config/userlist.h"
 #include "log.h"
@@ -261,6 +262,8 @@ struct pool *pool_get(struct database *db, struct puser *user)
 	list_init(&p->login_servers);
 	list_init(&p->canceled_servers);
 	varcache_init(&p->welcome_vars);
+	if (!db->admin)
+		p->hist = hist_pool_cell(db->name, user->name);
 	list_append(&W->pools, &p->node);
 	return p;
 }
@@ -378,7 +381,8 @@ static struct pool *pool_by_names(const char *db, const char *user)
  * While paused nothing is opened (PAUSE waits for servers to go). */
 static bool launch_blocked(const struct pool *p)
 {
-	return p->db->dead || p->db->admin || W->shutting_down || W->paused || p->db->paused || p->paused;
+	return p->db->dead || p->db->admin || W->shutting_down || W->paused || W->suspended ||
+	       p->db->paused || p->paused;
 }
 
 static bool slot_still_needed(const struct pool *p, enum slot_why why)
@@ -730,6 +734,8 @@ static bool link_pair(struct client *c, struct server *sv)
 	c->s.peer = &sv->s;
 	sv->s.peer = &c->s;
 	server_set_state(sv, SERVER_ACTIVE);
+	/* Every assignment is a wait sample, 0 when a server was ready. */
+	hist_pool_observe(c->pool->hist, HIST_WAIT, c->request_time ? (uint64_t)(now - c->request_time) : 0);
 	if (c->request_time) {
 		c->pool->stats.wait_time += (uint64_t)(now - c->request_time);
 		c->request_time = 0;

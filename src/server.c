@@ -11,6 +11,7 @@
 #include "cancel.h"
 #include "client.h"
 #include "config.h"
+#include "hist.h"
 #include "config/userlist.h"
 #include "dns.h"
 #include "pool.h"
@@ -656,6 +657,7 @@ static void login_complete(struct server *sv)
 
 	p->login_failed_at = 0;
 	p->login_error[0] = 0;
+	hist_phase_observe(HIST_PHASE_SERVER_LOGIN, (uint64_t)(util_monotonic() - sv->connect_time));
 	if (!p->welcome_ready) {
 		p->welcome_ready = true;
 		varcache_copy(&p->welcome_vars, &sv->vars);
@@ -804,6 +806,7 @@ static void ready_for_query(struct server *sv, char status)
 		return;
 	if (c->query_running && sv->expect_rfq == 0) {
 		p->stats.query_time += (uint64_t)(now - c->query_start);
+		hist_pool_observe(p->hist, HIST_QUERY, (uint64_t)(now - c->query_start));
 		c->query_running = false;
 	}
 	bool was_xact = c->in_xact;
@@ -811,6 +814,7 @@ static void ready_for_query(struct server *sv, char status)
 	if (!c->in_xact && c->xact_start_set) {
 		p->stats.xact_count++;
 		p->stats.xact_time += (uint64_t)(now - c->xact_start);
+		hist_pool_observe(p->hist, HIST_XACT, (uint64_t)(now - c->xact_start));
 		c->xact_start_set = false;
 	}
 	(void)was_xact;

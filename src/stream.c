@@ -213,7 +213,7 @@ int stream_connect(struct stream *s, const struct sockaddr *sa, socklen_t salen)
 
 void stream_start_reading(struct stream *s)
 {
-	if (s->reading || s->closed || s->fd < 0)
+	if (s->reading || s->closed || s->fd < 0 || s->suspended)
 		return;
 	s->reading = true;
 	event_add(&s->ev_read, NULL);
@@ -225,6 +225,32 @@ void stream_stop_reading(struct stream *s)
 		return;
 	s->reading = false;
 	event_del(&s->ev_read);
+}
+
+void stream_suspend(struct stream *s)
+{
+	s->suspended = true;
+	stream_stop_reading(s);
+}
+
+/* Read again as the stream would have: not while a connect or a blocked
+ * forward is pending (their completion starts reading), and bytes that
+ * arrived meanwhile (or TLS holds) are routed from the loop. */
+void stream_unsuspend(struct stream *s)
+{
+	if (!s->suspended)
+		return;
+	s->suspended = false;
+	if (s->closed || s->connecting || s->wait_peer || s->fd < 0)
+		return;
+	stream_start_reading(s);
+	if (stream_unprocessed(s) > 0 || (s->tls && tls_pending(s->tls) > 0))
+		event_active(&s->ev_read, EV_READ, 0);
+}
+
+bool stream_flushed(const struct stream *s)
+{
+	return !stream_has_pending_out(s) && !stream_has_pending_forward(s);
 }
 
 /* ---- output ---- */
@@ -523,6 +549,8 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
 		handshake_step(s);
 		return;
 	}
+	if (s->suspended)          /* an event_active() from before SUSPEND */
+		return;
 	if (s->sniff_tls) {
 		uint8_t first;
 		ssize_t k = recv(s->fd, &first, 1, MSG_PEEK);

@@ -15,6 +15,8 @@
 #include "takeover.h"
 #include "sdnotify.h"
 #include "control.h"
+#include "hist.h"
+#include "metrics.h"
 
 #include <errno.h>
 #include <event2/event.h>
@@ -275,14 +277,19 @@ static void tell_recent_failure(int slot, const void *key)
 struct fan {
 	struct list node;
 	uint32_t id;
-	int origin;                /* -1 once the asking worker is gone */
+	int origin;                /* -1 once the asking worker is gone, FAN_HERE: ours */
 	uint32_t origin_req;
+	supervisor_part_fn on_part;      /* FAN_HERE: where the rows go */
+	supervisor_done_fn on_done;
+	void *arg;
 	int pending;
 	bool *owed;
 	int n_ok;                  /* workers that carried it out */
 	char err[256];             /* the first error */
 	char not_here[256];        /* "?..." answers: an error only if nobody did it */
 };
+
+#define FAN_HERE (-2)              /* asked by the supervisor itself (metrics.c) */
 
 static struct fan *find_fan(uint32_t id)
 {
@@ -293,6 +300,24 @@ static struct fan *find_fan(uint32_t id)
 			return f;
 	}
 	return NULL;
+}
+
+static void fan_free(struct fan *f)
+{
+	list_del(&f->node);
+	free(f->owed);
+	free(f);
+}
+
+static void fan_finish(struct fan *f)
+{
+	if (!f->err[0] && f->n_ok == 0 && f->not_here[0])
+		snprintf(f->err, sizeof(f->err), "%s", f->not_here);
+	if (f->origin == FAN_HERE)
+		f->on_done(f->arg, f->err);
+	else if (f->origin >= 0)
+		send_to(f->origin, IPC_ADMIN_DONE, f->origin_req, f->err, (uint32_t)strlen(f->err) + 1);
+	fan_free(f);
 }
 
 static void fan_answered(struct fan *f, int slot, const char *err)
@@ -308,13 +333,7 @@ static void fan_answered(struct fan *f, int slot, const char *err)
 		f->n_ok++;
 	if (--f->pending > 0)
 		return;
-	if (!f->err[0] && f->n_ok == 0 && f->not_here[0])
-		snprintf(f->err, sizeof(f->err), "%s", f->not_here);
-	if (f->origin >= 0)
-		send_to(f->origin, IPC_ADMIN_DONE, f->origin_req, f->err, (uint32_t)strlen(f->err) + 1);
-	list_del(&f->node);
-	free(f->owed);
-	free(f);
+	fan_finish(f);
 }
 
 /* SET: the supervisor's copy first, so a bad value or a key that cannot be
@@ -338,6 +357,47 @@ static bool admin_set_here(int slot, const struct ipc_hdr *hdr, const void *payl
 	return false;
 }
 
+static struct fan *fan_new(int origin, uint32_t origin_req)
+{
+	struct fan *f = xcalloc(1, sizeof(*f));
+	f->id = ++sup.next_fan;
+	f->origin = origin;
+	f->origin_req = origin_req;
+	f->owed = xcalloc((size_t)sup.n_slots, sizeof(bool));
+	list_append(&sup.fans, &f->node);
+	return f;
+}
+
+/* The command to every running worker; with none, done at once. */
+static void fan_send(struct fan *f, const void *cmd, uint32_t len)
+{
+	for (int i = 0; i < sup.n_slots; i++) {
+		if (!sup.slots[i].ch)
+			continue;
+		f->owed[i] = true;
+		f->pending++;
+		send_to(i, IPC_ADMIN_RUN, f->id, cmd, len);
+	}
+	if (f->pending == 0) {
+		snprintf(f->err, sizeof(f->err), "no worker is running");
+		fan_finish(f);
+	}
+}
+
+void supervisor_fanout(const char *cmd, supervisor_part_fn on_part, supervisor_done_fn on_done, void *arg)
+{
+	struct fan *f = fan_new(FAN_HERE, 0);
+	f->on_part = on_part;
+	f->on_done = on_done;
+	f->arg = arg;
+	fan_send(f, cmd, (uint32_t)strlen(cmd) + 1);
+}
+
+const struct config *supervisor_config(void)
+{
+	return sup.cfg;
+}
+
 static void on_admin_msg(int slot, const struct ipc_hdr *hdr, const void *payload)
 {
 	struct fan *f;
@@ -345,28 +405,14 @@ static void on_admin_msg(int slot, const struct ipc_hdr *hdr, const void *payloa
 	case IPC_ADMIN_REQ:
 		if (!admin_set_here(slot, hdr, payload))
 			break;
-		f = xcalloc(1, sizeof(*f));
-		f->id = ++sup.next_fan;
-		f->origin = slot;
-		f->origin_req = hdr->reqid;
-		f->owed = xcalloc((size_t)sup.n_slots, sizeof(bool));
-		list_append(&sup.fans, &f->node);
-		for (int i = 0; i < sup.n_slots; i++) {
-			if (!sup.slots[i].ch)
-				continue;
-			f->owed[i] = true;
-			f->pending++;
-			send_to(i, IPC_ADMIN_RUN, f->id, payload, hdr->len);
-		}
-		if (f->pending == 0) {
-			f->pending = 1;
-			f->owed[slot] = true;
-			fan_answered(f, slot, "no worker is running");
-		}
+		f = fan_new(slot, hdr->reqid);
+		fan_send(f, payload, hdr->len);
 		break;
 	case IPC_ADMIN_PART:
 		f = find_fan(hdr->reqid);
-		if (f && f->origin >= 0)
+		if (f && f->origin == FAN_HERE)
+			f->on_part(f->arg, payload, hdr->len);
+		else if (f && f->origin >= 0)
 			send_to(f->origin, IPC_ADMIN_PART, f->origin_req, payload, hdr->len);
 		break;
 	case IPC_ADMIN_DONE:
@@ -456,6 +502,7 @@ static void on_taken_over(pid_t new_pid)
 	log_info("online restart: pid %d took over the listening sockets; "
 		 "waiting for clients to leave (SHUTDOWN WAIT_FOR_CLIENTS)", (int)new_pid);
 	sup.ls.keep_path = true;
+	metrics_close_listener();
 	shutdown_all(SHUTDOWN_WAIT_CLIENTS);
 }
 
@@ -587,6 +634,7 @@ static void spawn(int slot)
 			if (sup.slots[i].ch)
 				close(ipc_chan_fd(sup.slots[i].ch));
 		takeover_close_in_child();
+		metrics_close_in_child();
 		sdnotify_forget();
 		worker_main(slot, sup.cfg, sp[1], &sup.ls);
 	}
@@ -765,19 +813,15 @@ int supervisor_run(const struct run_options *opt, struct config *cfg)
 {
 	sup.cfg = cfg;
 	sup.n_slots = worker_count(cfg);
-	if (shm_create(sup.n_slots) < 0) {
+	if (shm_create(sup.n_slots) < 0 || hist_create(sup.n_slots) < 0) {
 		log_error("cannot map shared memory for %d workers", sup.n_slots);
-		config_free(cfg);
-		return 1;
+		goto fail_shm;
 	}
 	sup.takeover = opt->takeover;
 	int lrc = sup.takeover ? takeover_fetch(cfg->listen_port, sup.n_slots, &sup.ls)
 			       : listen_open(&sup.ls, cfg, sup.n_slots);
-	if (lrc < 0) {
-		shm_destroy();
-		config_free(cfg);
-		return 1;
-	}
+	if (lrc < 0)
+		goto fail_shm;
 	signal(SIGPIPE, SIG_IGN);
 	sup.base = event_base_new();
 	if (!sup.base)
@@ -786,15 +830,13 @@ int supervisor_run(const struct run_options *opt, struct config *cfg)
 		/* Like a taken port: another pgcrew serves this listen_port. */
 		if (!cfg->so_reuseport) {
 			log_error("another pgcrew is running for port %d (pgcrew -R takes it over)", cfg->listen_port);
-			listen_close(&sup.ls);
-			event_base_free(sup.base);
-			shm_destroy();
-			config_free(cfg);
-			return 1;
+			goto fail_listen;
 		}
 		log_warning("so_reuseport: sharing port %d with another pgcrew; -R cannot reach this one",
 			    cfg->listen_port);
 	}
+	if (metrics_start(sup.base, cfg, sup.takeover) < 0)
+		goto fail_metrics;
 	static const int sigs[] = { SIGHUP, SIGINT, SIGTERM, SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD };
 	for (size_t i = 0; i < ARRAY_SIZE(sigs); i++)
 		add_signal(sigs[i]);
@@ -808,6 +850,7 @@ int supervisor_run(const struct run_options *opt, struct config *cfg)
 		spawn(i);
 	event_base_dispatch(sup.base);
 	reap_children();
+	metrics_stop();
 	for (int i = 0; i < sup.n_slots; i++) {
 		ipc_chan_free(sup.slots[i].ch);
 		if (sup.slots[i].respawn)
@@ -825,12 +868,8 @@ int supervisor_run(const struct run_options *opt, struct config *cfg)
 		list_del(it);
 		free(container_of(it, struct welcome, node));
 	}
-	while ((it = list_first(&sup.fans)) != NULL) {
-		struct fan *f = container_of(it, struct fan, node);
-		list_del(it);
-		free(f->owed);
-		free(f);
-	}
+	while ((it = list_first(&sup.fans)) != NULL)
+		fan_free(container_of(it, struct fan, node));
 	while ((it = list_first(&sup.failures)) != NULL) {
 		list_del(it);
 		free(container_of(it, struct failure, node));
@@ -840,6 +879,19 @@ int supervisor_run(const struct run_options *opt, struct config *cfg)
 	event_base_free(sup.base);
 	config_free(sup.cfg);
 	shm_destroy();
+	hist_destroy();
 	log_info("shutdown complete");
 	return 0;
+
+fail_metrics:
+	metrics_stop();
+	takeover_free();
+fail_listen:
+	listen_close(&sup.ls);
+	event_base_free(sup.base);
+fail_shm:
+	shm_destroy();
+	hist_destroy();
+	config_free(cfg);
+	return 1;
 }

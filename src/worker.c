@@ -13,6 +13,7 @@
 #include "config.h"
 #include "control.h"
 #include "dns.h"
+#include "hist.h"
 #include "janitor.h"
 #include "log.h"
 #include "peer.h"
@@ -367,12 +368,7 @@ static void on_ipc(struct ipc_chan *ch, const struct ipc_hdr *hdr, const void *p
 		W->paused = true;
 		break;
 	case IPC_RESUME:
-		W->paused = false;
-		{
-			struct list *it;
-			list_for_each(it, &W->pools)
-				pool_launch_needed(container_of(it, struct pool, node));
-		}
+		control_resume_all();      /* SIGUSR2: after PAUSE or SUSPEND, as in PgBouncer */
 		break;
 	case IPC_LOG_REOPEN:
 		log_reopen();
@@ -488,6 +484,7 @@ void worker_main(int id, struct config *cfg, int ipc_fd, const struct listen_set
 	reset_signals();
 	log_set_worker(id);
 	shm_attach_worker(id);
+	hist_attach_worker(id);
 	if (crypto_init() < 0)
 		fatal("worker %d: crypto initialisation failed", id);
 	if (!crypto_random(W->secret, sizeof(W->secret)))

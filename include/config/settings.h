@@ -32,6 +32,8 @@ struct setting {
 	const char *(*enum_name)(int);   /* SETTING_ENUM: value -> name */
 	int enum_count;
 	const char *desc;           /* one line for doc/config.md */
+	/* SETTING_STRING: -1 with the reason in msg when value is not valid */
+	int (*check)(const char *value, char *msg, size_t msglen);
 };
 
 const char *setting_type_name(enum setting_type t);    /* "bool", "int", ... */

@@ -16,6 +16,9 @@ int value_parse_size(const char *s, int64_t *out) MUSTCHECK;
 int value_parse_time(const char *s, usec_t *out) MUSTCHECK;
 /* Index of s in names[0..n) (case-insensitive), or -1. */
 int value_parse_enum(const char *s, const char *const *names, int n);
+/* "host:port", "[v6addr]:port" or "*:port" (host "*" = every address);
+ * the port 1-65535, the host without spaces. */
+int value_parse_hostport(const char *s, char *host, size_t hostlen, int *port) MUSTCHECK;
 /* Seconds printed with "%g", as PgBouncer's SHOW CONFIG does. */
 void value_format_time(usec_t v, char *buf, size_t len);
 

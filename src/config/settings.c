@@ -83,6 +83,19 @@ const char *setting_type_name(enum setting_type t)
 	return (unsigned)t < SETTING_TYPE_COUNT ? type_names[t] : "?";
 }
 
+/* ---- value checks ---- */
+
+static int check_listen_addr(const char *value, char *msg, size_t msglen)
+{
+	char host[256];
+	int port;
+
+	if (!*value || value_parse_hostport(value, host, sizeof(host), &port) == 0)
+		return 0;
+	snprintf(msg, msglen, "must be address:port (e.g. 127.0.0.1:9127, *:9127, [::1]:9127) or empty");
+	return -1;
+}
+
 /* ---- the table ---- */
 
 /* The field is named by the key (#f), and a row whose type does not match
@@ -92,12 +105,13 @@ const char *setting_type_name(enum setting_type t)
 #define ENUM_OFF(f) (offsetof(struct config, f) + \
 		     0 * sizeof(char[sizeof(((struct config *)0)->f) == sizeof(int) ? 1 : -1]))
 
-#define S_BOOL(f, def, fl, d)            { #f, SETTING_BOOL, OFF(f, bool), def, 0, 1, fl, NULL, 0, d }
-#define S_INT(f, def, lo, hi, fl, d)     { #f, SETTING_INT, OFF(f, int), def, lo, hi, fl, NULL, 0, d }
-#define S_SIZE(f, def, lo, hi, fl, d)    { #f, SETTING_SIZE, OFF(f, int64_t), def, lo, hi, fl, NULL, 0, d }
-#define S_TIME(f, def, lo, fl, d)        { #f, SETTING_TIME, OFF(f, usec_t), def, lo, INT64_MAX, fl, NULL, 0, d }
-#define S_STR(f, def, fl, d)             { #f, SETTING_STRING, OFF(f, char *), def, 0, 0, fl, NULL, 0, d }
-#define S_ENUM(f, def, fn, n, fl, d)     { #f, SETTING_ENUM, ENUM_OFF(f), def, 0, (n) - 1, fl, fn, n, d }
+#define S_BOOL(f, def, fl, d)            { #f, SETTING_BOOL, OFF(f, bool), def, 0, 1, fl, NULL, 0, d, NULL }
+#define S_INT(f, def, lo, hi, fl, d)     { #f, SETTING_INT, OFF(f, int), def, lo, hi, fl, NULL, 0, d, NULL }
+#define S_SIZE(f, def, lo, hi, fl, d)    { #f, SETTING_SIZE, OFF(f, int64_t), def, lo, hi, fl, NULL, 0, d, NULL }
+#define S_TIME(f, def, lo, fl, d)        { #f, SETTING_TIME, OFF(f, usec_t), def, lo, INT64_MAX, fl, NULL, 0, d, NULL }
+#define S_STR(f, def, fl, d)             { #f, SETTING_STRING, OFF(f, char *), def, 0, 0, fl, NULL, 0, d, NULL }
+#define S_STRC(f, def, chk, fl, d)       { #f, SETTING_STRING, OFF(f, char *), def, 0, 0, fl, NULL, 0, d, chk }
+#define S_ENUM(f, def, fn, n, fl, d)     { #f, SETTING_ENUM, ENUM_OFF(f), def, 0, (n) - 1, fl, fn, n, d, NULL }
 
 #define NR CF_NO_RELOAD
 #define EXT CF_EXTENSION
@@ -155,7 +169,7 @@ static const struct setting table[] = {
 	S_INT(max_prepared_statements, "200", 0, INT_MAX, 0, "prepared statements tracked per server connection (0 = off)"),
 	S_INT(max_user_client_connections, "0", 0, INT_MAX, 0, "client connections per user (0 = unlimited)"),
 	S_INT(max_user_connections, "0", 0, INT_MAX, 0, "server connections per user (0 = unlimited)"),
-	S_STR(metrics_listen, "", NR | EXT, "address:port of the Prometheus metrics listener (empty = off)"),
+	S_STRC(metrics_listen, "", check_listen_addr, NR | EXT, "address:port of the Prometheus metrics listener (empty = off); see doc/metrics.md"),
 	S_INT(min_pool_size, "0", 0, INT_MAX, 0, "keep at least this many server connections per pool"),
 	S_INT(peer_id, "0", 0, 16383, 0, "this instance's id among [peers] (0 = peering off)"),
 	S_STR(pidfile, "", NR, "PID file"),
@@ -332,11 +346,13 @@ static int parse_bool(struct config *cfg, const struct setting *s, const char *v
 	return 0;
 }
 
-static int parse_string(struct config *cfg, const struct setting *s, const char *value)
+static int parse_string(struct config *cfg, const struct setting *s, const char *value, char *msg, size_t msglen)
 {
 	char **dst = field(cfg, s);
-	char *copy = strdup(value);
 
+	if (s->check && s->check(value, msg, msglen) < 0)
+		return -1;
+	char *copy = strdup(value);
 	if (!copy)
 		fatal("out of memory");
 	free(*dst);
@@ -356,7 +372,7 @@ int setting_parse(struct config *cfg, const struct setting *s, const char *value
 	case SETTING_TIME:
 		return parse_time(cfg, s, value, msg, msglen);
 	case SETTING_STRING:
-		return parse_string(cfg, s, value);
+		return parse_string(cfg, s, value, msg, msglen);
 	case SETTING_ENUM:
 		return parse_enum(cfg, s, value, msg, msglen);
 	case SETTING_TYPE_COUNT:

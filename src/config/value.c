@@ -131,3 +131,30 @@ void value_format_time(usec_t v, char *buf, size_t len)
 {
 	snprintf(buf, len, "%g", (double)v / (double)USEC_PER_SEC);
 }
+
+int value_parse_hostport(const char *s, char *host, size_t hostlen, int *port)
+{
+	const char *colon = strrchr(s, ':');
+	const char *h = s, *h_end = colon;
+	int64_t p;
+
+	if (!colon || colon == s || value_parse_int(colon + 1, &p) < 0 || p < 1 || p > 65535 ||
+	    !isdigit((unsigned char)colon[1]))
+		return -1;
+	if (*s == '[') {                /* [::1]:9127 */
+		if (colon[-1] != ']' || colon - s < 3)
+			return -1;
+		h = s + 1;
+		h_end = colon - 1;
+	}
+	size_t n = (size_t)(h_end - h);
+	if (n >= hostlen)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		if (isspace((unsigned char)h[i]) || h[i] == '[' || h[i] == ']' || (h[i] == ':' && *s != '['))
+			return -1;
+	memcpy(host, h, n);
+	host[n] = 0;
+	*port = (int)p;
+	return 0;
+}

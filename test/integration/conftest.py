@@ -163,3 +163,25 @@ def pgbench_pg15(pg15):
     """pg15 with pgbench tables in testdb, writable by every test user."""
     _pgbench_init(pg15)
     return pg15
+
+
+@pytest.fixture(scope="session")
+def tls_files(session_dir):
+    """A throwaway CA and a server certificate for 127.0.0.1 signed by it."""
+    d = os.path.join(session_dir, "tls")
+    os.makedirs(d)
+
+    def openssl(*args):
+        subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True, timeout=60)
+
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+            "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "2", "-subj", "/CN=test-ca")
+    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+            "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=127.0.0.1")
+    with open(os.path.join(d, "ext.cnf"), "w") as f:
+        f.write("subjectAltName = IP:127.0.0.1\n")
+    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+            "-CAcreateserial", "-out", "server.crt", "-days", "2", "-extfile", "ext.cnf")
+    os.chmod(os.path.join(d, "server.key"), 0o600)
+    util.give_to_service_user(d)
+    return {name: os.path.join(d, name) for name in ("ca.crt", "server.crt", "server.key")}

@@ -70,8 +70,12 @@ def test_stats_views_have_pgbouncer_columns(pg15, make_pooler):
             assert [c[0] for c in cols] == names, view
             if view.startswith("STATS"):
                 assert cols[0][1] == TEXT and all(t == INT8 for _, t in cols[1:]), view
-    # psql (simple protocol) runs every command too.
-    for view in EXPECTED:
+    psql_shows(p, EXPECTED)
+
+
+def psql_shows(p, views):
+    """psql (simple protocol) runs every SHOW view too."""
+    for view in views:
         out = subprocess.run(["psql", "-X", "-h", p.host, "-p", str(p.port), "-U", "trust_user",
                               "-d", "pgbouncer", "-c", f"SHOW {view}"],
                              env={"PGPASSWORD": password("trust_user"), "PATH": "/usr/bin:/bin"},

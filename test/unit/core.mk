@@ -1,5 +1,6 @@
 # unit tests: core relay modules (stream transport, varcache, ipc, slot
-# ledger, shared memory, SHOW row merging, console parsers, admin_ext).
+# ledger, shared memory, SHOW row merging, console parsers, admin_ext,
+# latency histograms).
 check_PROGRAMS += test/unit/test_stream
 TESTS += test/unit/test_stream
 test_unit_test_stream_SOURCES = test/unit/test_stream.c
@@ -47,3 +48,9 @@ TESTS += test/unit/test_admin_ext
 test_unit_test_admin_ext_SOURCES = test/unit/test_admin_ext.c
 test_unit_test_admin_ext_CFLAGS = $(UNIT_CFLAGS)
 test_unit_test_admin_ext_LDADD = $(UNIT_LDADD)
+
+check_PROGRAMS += test/unit/test_hist
+TESTS += test/unit/test_hist
+test_unit_test_hist_SOURCES = test/unit/test_hist.c
+test_unit_test_hist_CFLAGS = $(UNIT_CFLAGS)
+test_unit_test_hist_LDADD = $(UNIT_LDADD)

@@ -304,6 +304,21 @@ static void test_table_rules(void **state)
 static const struct {
 	const char *key, *value, *shown;
 } value_cases[] = {
+	/* metrics_listen: address:port or empty */
+	{ "metrics_listen", "127.0.0.1:9127", "127.0.0.1:9127" },
+	{ "metrics_listen", "*:9127", "*:9127" },
+	{ "metrics_listen", "[::1]:9127", "[::1]:9127" },
+	{ "metrics_listen", "localhost:1", "localhost:1" },
+	{ "metrics_listen", "", "" },
+	{ "metrics_listen", "9127", NULL },
+	{ "metrics_listen", ":9127", NULL },
+	{ "metrics_listen", "127.0.0.1:", NULL },
+	{ "metrics_listen", "127.0.0.1:0", NULL },
+	{ "metrics_listen", "127.0.0.1:65536", NULL },
+	{ "metrics_listen", "127.0.0.1:9x", NULL },
+	{ "metrics_listen", "::1:9127", NULL },
+	{ "metrics_listen", "[::1:9127", NULL },
+	{ "metrics_listen", "a b:9127", NULL },
 	/* times: bare seconds with fractions, or units */
 	{ "server_lifetime", "0.5", "0.5" },
 	{ "server_lifetime", "3600", "3600" },

@@ -700,6 +700,34 @@ static void test_pause_resume(void **state)
 	bytes_free(&first);
 }
 
+/* SUSPEND: nothing is read while suspended, not even when the owner asks
+ * (stream_resume, stream_start_reading); unsuspend relays everything. */
+static void test_suspend_unsuspend(void **state)
+{
+	struct fx *fx = *state;
+	struct bytes in = { 0 };
+	for (uint32_t i = 0; i < 5; i++)
+		add_msg(&in, 'Q', i, 50);
+	stream_suspend(&fx->a.s);
+	assert_true(stream_flushed(&fx->a.s));
+	struct pump p = pump_a_to_b(fx, &in);
+	pump_turns(fx, &p, 50);
+	stream_resume(&fx->a.s);
+	stream_start_reading(&fx->a.s);
+	pump_turns(fx, &p, 50);
+	assert_int_equal(fx->a.n_calls, 0);
+	assert_int_equal(fx->a.s.bytes_in, 0);
+	assert_int_equal(p.out.len, 0);
+
+	stream_unsuspend(&fx->a.s);
+	assert_true(pump_until(fx, &p, in.len));
+	assert_memory_equal(p.out.p, in.p, in.len);
+	assert_int_equal(fx->a.n_calls, 5);
+	assert_true(stream_flushed(&fx->a.s));
+	bytes_free(&p.out);
+	bytes_free(&in);
+}
+
 static void test_pause_notices_eof(void **state)
 {
 	static const enum step script[] = { STEP_PAUSE_ONCE };
@@ -1331,6 +1359,7 @@ int main(void)
 		T(test_need_full_compacts_slow_peer),
 		T(test_need_full_too_large),
 		T(test_pause_resume),
+		T(test_suspend_unsuspend),
 		T(test_pause_notices_eof),
 		T(test_close_inside_callback),
 		T(test_back_pressure),

@@ -1,0 +1,91 @@
+/* pgcrew — latency histograms in shared memory: per pool (query, transaction,
+ * client wait) and per connection-setup phase, with fixed buckets. Every
+ * worker writes only its own cells (a relaxed load and store, no lock, no
+ * locked add), readers such as the supervisor's /metrics sum the cells. */
+#ifndef PGCREW_HIST_H
+#define PGCREW_HIST_H
+
+#include "types.h"
+
+#include <stdatomic.h>
+
+#define HIST_BOUNDS 18              /* finite upper bounds; one more bucket is +Inf */
+#define HIST_POOLS 1024             /* distinct (database, user) pools tracked */
+
+enum hist_pool_kind { HIST_QUERY, HIST_XACT, HIST_WAIT, HIST_POOL_KINDS };
+enum hist_phase {
+	HIST_PHASE_STARTUP,         /* accept to StartupMessage, TLS time excluded */
+	HIST_PHASE_TLS,             /* client TLS handshake */
+	HIST_PHASE_AUTH,            /* StartupMessage to authentication done */
+	HIST_PHASE_SERVER_LOGIN,    /* server connect to login complete */
+	HIST_PHASES
+};
+
+struct hist {                       /* one worker's counts; bucket i is not cumulative */
+	_Atomic uint64_t n[HIST_BOUNDS + 1];
+	_Atomic uint64_t sum_us;
+};
+
+struct hist_pool_cell {             /* one pool, one worker */
+	struct hist h[HIST_POOL_KINDS];
+};
+
+struct hist_total {                 /* a sum over workers, for readers */
+	uint64_t n[HIST_BOUNDS + 1];
+	uint64_t sum_us;
+};
+
+/* Bucket upper bounds in microseconds (le labels). */
+extern const uint64_t hist_bounds_us[HIST_BOUNDS];
+
+/* Supervisor, before forking: room for n workers. */
+int hist_create(int n_workers) MUSTCHECK;
+void hist_destroy(void);
+/* Worker: which cells are ours. */
+void hist_attach_worker(int w);
+
+/* This worker's cell for a pool; NULL when the table is full or there is no
+ * shared memory (then nothing is counted). Stable for the instance's life. */
+struct hist_pool_cell *hist_pool_cell(const char *db, const char *user);
+
+/* Hot path: the bucket index and two single-writer stores. The index is
+ * the number of bounds below us (a value equal to a bound falls in its
+ * bucket), counted without branches: with times spread over many buckets
+ * a binary search mispredicts; this costs the same 18 compares every time
+ * (about 9 ns per sample with the stores, measured on the test machine,
+ * against 10 to 20 ns for a binary search). */
+static inline unsigned hist_bucket(uint64_t us)
+{
+	unsigned n = 0;
+	for (unsigned i = 0; i < HIST_BOUNDS; i++)
+		n += us > hist_bounds_us[i];
+	return n;
+}
+
+static inline void hist_add(_Atomic uint64_t *c, uint64_t v)
+{
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v, memory_order_relaxed);
+}
+
+static inline void hist_observe(struct hist *h, uint64_t us)
+{
+	hist_add(&h->n[hist_bucket(us)], 1);
+	hist_add(&h->sum_us, us);
+}
+
+static inline void hist_pool_observe(struct hist_pool_cell *cell, enum hist_pool_kind k, uint64_t us)
+{
+	if (cell)
+		hist_observe(&cell->h[k], us);
+}
+
+void hist_phase_observe(enum hist_phase ph, uint64_t us);
+
+/* Readers: sums over every worker (dead ones too: counts never go back). */
+void hist_pool_total(int idx, enum hist_pool_kind k, struct hist_total *out);
+void hist_phase_total(enum hist_phase ph, struct hist_total *out);
+/* The idx-th pool slot, if used. */
+bool hist_pool_at(int idx, char *db, size_t dblen, char *user, size_t userlen);
+const char *hist_phase_name(enum hist_phase ph);
+
+#endif

@@ -1,0 +1,307 @@
+/* pgcrew — the console's low-level views of one worker: SHOW SOCKETS and
+ * ACTIVE_SOCKETS (every client and server socket with its buffer positions),
+ * SHOW FDS (the rows PgBouncer lists for an online restart) and SHOW MEM
+ * (pgcrew's object caches), with PgBouncer 1.25's columns. With several
+ * workers admin.c fans them out and concatenates (MEM: sums) the rows. */
+#include "admin_sockets.h"
+#include "admin_result.h"
+#include "client.h"
+#include "config.h"
+#include "objects.h"
+#include "server.h"
+#include "stream.h"
+#include "tls.h"
+#include "worker.h"
+
+#include <stdio.h>
+#include <sys/socket.h>
+
+/* ---- SHOW SOCKETS, SHOW ACTIVE_SOCKETS ---- */
+
+static void socket_header(struct result *r)
+{
+	res_begin(r, COLS("type", "user", "database", "replication", "state", "addr", "port",
+			  "local_addr", "local_port", "connect_time", "request_time", "wait", "wait_us",
+			  "close_needed", "ptr", "link", "remote_pid", "tls", "application_name",
+			  "prepared_statements", "id",
+			  "recv_pos", "pkt_pos", "pkt_remain", "send_pos", "send_remain", "pkt_avail", "send_avail"),
+		  TYPES(OID_TEXT, OID_TEXT, OID_TEXT, OID_TEXT, OID_TEXT, OID_TEXT, OID_INT4, OID_TEXT,
+			OID_INT4, OID_TEXT, OID_TEXT, OID_INT4, OID_INT4, OID_INT4, OID_TEXT, OID_TEXT,
+			OID_INT4, OID_TEXT, OID_TEXT, OID_INT8, OID_TEXT,
+			OID_INT4, OID_INT4, OID_INT4, OID_INT4, OID_INT4, OID_INT4, OID_INT4), 28);
+}
+
+/* What one socket shows, whether it is a client or a server. */
+struct sock_info {
+	char type;                  /* 'C' or 'S' */
+	const char *user, *db, *state, *addr, *laddr, *appname;
+	int port, lport, remote_pid, close_needed;
+	usec_t connect_time, request_time, wait;
+	const void *ptr, *link;
+	const struct stream *s;
+	uint64_t id;
+};
+
+/* Nothing received that is not yet sent on or consumed, nothing of ours
+ * queued: PgBouncer's "buffer empty". */
+static bool stream_idle(const struct stream *s)
+{
+	return (!s->buf || s->buf->done == s->buf->recv) && s->out.len == s->out_sent;
+}
+
+static void socket_row(struct result *r, const struct sock_info *k)
+{
+	char ct[64], rt[64], ptr[32], link[32], id[32];
+	const struct iobuf *b = k->s->buf;
+	admin_fmt_time(ct, sizeof(ct), k->connect_time);
+	admin_fmt_time(rt, sizeof(rt), k->request_time ? k->request_time : k->connect_time);
+	snprintf(ptr, sizeof(ptr), "%p", k->ptr);
+	snprintf(link, sizeof(link), "%p", k->link);
+	snprintf(id, sizeof(id), "%llu", (unsigned long long)k->id);
+	res_row(r, "ssssssisissiiississqsiiiiiii", k->type == 'C' ? "C" : "S", k->user, k->db, "none",
+		k->state, k->addr, k->port, k->laddr, k->lport, ct, rt, (int)(k->wait / USEC_PER_SEC),
+		(int)(k->wait % USEC_PER_SEC), k->close_needed, ptr, k->link ? link : "", k->remote_pid,
+		k->s->tls ? tls_conn_version(k->s->tls) : "", k->appname ? k->appname : "", (uint64_t)0, id,
+		b ? (int)b->recv : 0, b ? (int)b->parse : 0, (int)k->s->pkt_remain, b ? (int)b->done : 0,
+		(int)(k->s->out.len - k->s->out_sent), b ? (int)(b->recv - b->parse) : 0,
+		b ? (int)(b->parse - b->done) : 0);
+}
+
+static const char *client_sock_state(const struct client *c)
+{
+	switch (c->state) {
+	case CLIENT_LOGIN: return "cl_login";
+	case CLIENT_ACTIVE: return "cl_active";
+	case CLIENT_WAITING:
+	case CLIENT_WAITING_LOGIN: return "cl_waiting";
+	default: return NULL;
+	}
+}
+
+static const char *server_sock_state(const struct server *sv)
+{
+	switch (sv->state) {
+	case SERVER_LOGIN: return "sv_login";
+	case SERVER_IDLE: return "sv_idle";
+	case SERVER_ACTIVE: return "sv_active";
+	case SERVER_TESTED: return "sv_tested";
+	default: return NULL;      /* being canceled, closing: PgBouncer omits them */
+	}
+}
+
+static void client_socket(struct result *r, const struct client *c, usec_t now, bool active_only)
+{
+	const char *state = client_sock_state(c);
+	if (!state || (active_only && stream_idle(&c->s)))
+		return;
+	struct sock_info k = {
+		.type = 'C', .user = c->user_name[0] ? c->user_name : "(nouser)",
+		.db = c->pool ? c->pool->db->name : "(nodb)", .state = state, .addr = c->addr,
+		.laddr = c->laddr, .port = c->port, .lport = c->lport,
+		.appname = varcache_get(&c->vars, varcache_lookup("application_name")),
+		.connect_time = c->connect_time, .request_time = c->request_time,
+		.wait = c->query_running ? now - c->query_start : 0,
+		.ptr = c, .link = c->link, .s = &c->s, .id = c->id,
+	};
+	socket_row(r, &k);
+}
+
+static void server_socket(struct result *r, const struct server *sv, usec_t now, bool active_only)
+{
+	const char *state = server_sock_state(sv);
+	if (!state || (active_only && stream_idle(&sv->s)))
+		return;
+	bool running = sv->link && sv->link->query_running;
+	struct sock_info k = {
+		.type = 'S', .user = sv->pool->user->name, .db = sv->pool->db->name, .state = state,
+		.addr = sv->addr, .laddr = sv->laddr, .port = sv->port, .lport = sv->lport,
+		.appname = varcache_get(&sv->vars, varcache_lookup("application_name")),
+		.remote_pid = (int)sv->be_pid, .close_needed = sv->close_needed ? 1 : 0,
+		.connect_time = sv->connect_time, .request_time = sv->request_time,
+		.wait = running ? now - sv->query_start : 0,
+		.ptr = sv, .link = sv->link, .s = &sv->s, .id = sv->id,
+	};
+	socket_row(r, &k);
+}
+
+static void client_list(struct result *r, const struct list *l, usec_t now, bool active_only)
+{
+	const struct list *it;
+	list_for_each(it, l)
+		client_socket(r, container_of(it, struct client, node), now, active_only);
+}
+
+static void server_list(struct result *r, const struct list *l, usec_t now, bool active_only)
+{
+	const struct list *it;
+	list_for_each(it, l)
+		server_socket(r, container_of(it, struct server, node), now, active_only);
+}
+
+/* PgBouncer's order: per pool its clients then its servers, then the
+ * clients still logging in. */
+static void sockets(struct result *r, bool active_only)
+{
+	usec_t now = util_monotonic();
+	struct list *it;
+	socket_header(r);
+	list_for_each(it, &W->pools) {
+		const struct pool *p = container_of(it, struct pool, node);
+		client_list(r, &p->active_clients, now, active_only);
+		client_list(r, &p->waiting_clients, now, active_only);
+		server_list(r, &p->active_servers, now, active_only);
+		server_list(r, &p->idle_servers, now, active_only);
+		server_list(r, &p->tested_servers, now, active_only);
+		server_list(r, &p->login_servers, now, active_only);
+	}
+	client_list(r, &W->login_clients, now, active_only);
+}
+
+void admin_view_sockets(struct result *r)
+{
+	sockets(r, false);
+}
+
+void admin_view_active_sockets(struct result *r)
+{
+	sockets(r, true);
+}
+
+/* ---- SHOW FDS ---- */
+
+static void fds_header(struct result *r)
+{
+	res_begin(r, COLS("fd", "task", "user", "database", "addr", "port", "cancel", "link",
+			  "client_encoding", "std_strings", "datestyle", "timezone", "password",
+			  "scram_client_key", "scram_server_key"),
+		  TYPES(OID_INT4, OID_TEXT, OID_TEXT, OID_TEXT, OID_TEXT, OID_INT4, OID_INT8, OID_INT4,
+			OID_TEXT, OID_TEXT, OID_TEXT, OID_TEXT, OID_TEXT, OID_BYTEA, OID_BYTEA), 15);
+}
+
+static const char *var(const struct varcache *vc, const char *name)
+{
+	return varcache_get(vc, varcache_lookup(name));
+}
+
+/* pgcrew's online restart passes listening sockets only (takeover.c), so no
+ * password or SCRAM keys are ever listed: those columns stay NULL. */
+static void fd_row(struct result *r, int fd, const char *task, const char *user, const char *db,
+		   const char *addr, int port, uint64_t cancel, int link, const struct varcache *vc)
+{
+	res_row(r, "issssiqisssssss", fd, task, user, db, addr, port, cancel, link,
+		vc ? var(vc, "client_encoding") : NULL, vc ? var(vc, "standard_conforming_strings") : NULL,
+		vc ? var(vc, "DateStyle") : NULL, vc ? var(vc, "TimeZone") : NULL, NULL, NULL, NULL);
+}
+
+static void listen_row(struct result *r, int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	char addr[64] = "unix";
+	int port = W->cfg->listen_port;
+	if (getsockname(fd, (struct sockaddr *)&ss, &len) == 0 && ss.ss_family != AF_UNIX)
+		util_format_addr((struct sockaddr *)&ss, addr, sizeof(addr), &port);
+	fd_row(r, fd, "pooler", NULL, NULL, addr, port, 0, 0, NULL);
+}
+
+static void fd_client(struct result *r, const struct client *c)
+{
+	if (c->s.tls || (c->link && c->link->s.tls) || c->state == CLIENT_JUSTFREE || c->state == CLIENT_CANCEL)
+		return;
+	fd_row(r, c->s.fd, "client", c->user_name[0] ? c->user_name : NULL, c->pool ? c->pool->db->name : NULL,
+	       c->addr, c->port, (uint64_t)c->cancel_pid << 32 | c->cancel_key, c->link ? c->link->s.fd : 0, &c->vars);
+}
+
+static void fd_server(struct result *r, const struct server *sv)
+{
+	if (sv->s.tls || (sv->link && sv->link->s.tls) || sv->s.fd < 0)
+		return;
+	fd_row(r, sv->s.fd, "server", sv->pool->user->name, sv->pool->db->name, sv->addr, sv->port,
+	       (uint64_t)sv->be_pid << 32 | sv->be_key, sv->link ? sv->link->s.fd : 0, &sv->vars);
+}
+
+static void fd_clients(struct result *r, const struct list *l)
+{
+	const struct list *it;
+	list_for_each(it, l)
+		fd_client(r, container_of(it, struct client, node));
+}
+
+static void fd_servers(struct result *r, const struct list *l)
+{
+	const struct list *it;
+	list_for_each(it, l)
+		fd_server(r, container_of(it, struct server, node));
+}
+
+/* A listening socket every slot shares (the Unix socket, sockets systemd
+ * passed) is listed by worker 0 only. */
+static bool shared_listener(int fd)
+{
+	const struct listen_slot *first = &W->lset->slots[0];
+	if (fd == W->lset->unix_fd)
+		return true;
+	for (int i = 0; i < first->n_fds; i++)
+		if (first->fds[i] == fd)
+			return true;
+	return false;
+}
+
+void admin_view_fds(struct result *r)
+{
+	const struct listen_slot *slot = &W->lset->slots[W->id];
+	struct list *it;
+	fds_header(r);
+	for (int i = 0; i < slot->n_fds; i++)
+		if (W->id == 0 || !shared_listener(slot->fds[i]))
+			listen_row(r, slot->fds[i]);
+	if (W->id == 0 && W->lset->unix_fd >= 0)      /* shared by every worker: list it once */
+		listen_row(r, W->lset->unix_fd);
+	fd_clients(r, &W->login_clients);
+	list_for_each(it, &W->pools) {
+		const struct pool *p = container_of(it, struct pool, node);
+		if (p->db->admin)
+			continue;
+		fd_clients(r, &p->active_clients);
+		fd_clients(r, &p->waiting_clients);
+		fd_servers(r, &p->active_servers);
+		fd_servers(r, &p->idle_servers);
+		fd_servers(r, &p->tested_servers);
+		fd_servers(r, &p->login_servers);
+	}
+}
+
+/* ---- SHOW MEM ---- */
+
+static int count(const struct list *l)
+{
+	int n = 0;
+	const struct list *it;
+	list_for_each(it, l)
+		n++;
+	return n;
+}
+
+/* Clients, servers, pools, databases and users are allocated one by one
+ * (no free list: free is 0); packet buffers come from the stream cache. */
+void admin_view_mem(struct result *r)
+{
+	int n_bufs = (int)stream_cache_used(), n_free = (int)stream_cache_free_count();
+	int bufsize = (int)(sizeof(struct iobuf) + stream_bufsize());
+	const struct {
+		const char *name;
+		int size, used, free;
+	} rows[] = {
+		{ "user_cache", (int)sizeof(struct puser), count(&W->users), 0 },
+		{ "db_cache", (int)sizeof(struct database), count(&W->databases), 0 },
+		{ "pool_cache", (int)sizeof(struct pool), count(&W->pools), 0 },
+		{ "server_cache", (int)sizeof(struct server), count(&W->all_servers), 0 },
+		{ "client_cache", (int)sizeof(struct client), count(&W->all_clients), 0 },
+		{ "iobuf_cache", bufsize, n_bufs, n_free },
+	};
+	res_begin(r, COLS("name", "size", "used", "free", "memtotal"),
+		  TYPES(OID_TEXT, OID_INT4, OID_INT4, OID_INT4, OID_INT4), 5);
+	for (size_t i = 0; i < ARRAY_SIZE(rows); i++)
+		res_row(r, "siiii", rows[i].name, rows[i].size, rows[i].used, rows[i].free,
+			rows[i].size * (rows[i].used + rows[i].free));
+}

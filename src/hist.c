@@ -1,0 +1,178 @@
+/* pgcrew — latency histograms in one anonymous shared mapping made by the
+ * supervisor before the first fork (see hist.h). Cells are laid out worker
+ * by worker, so a worker's writes stay in its own cache lines; a pool's slot
+ * is claimed by name with a CAS, as shm.c does for database names. */
+#include "hist.h"
+#include "log.h"
+#include "util.h"
+
+#include <sched.h>
+#include <stdio.h>
+#include <sys/mman.h>
+
+#define NAME_LEN 64
+
+const uint64_t hist_bounds_us[HIST_BOUNDS] = {
+	50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000,
+	1000000, 2500000, 5000000, 10000000, 30000000,
+};
+
+static const char *const phase_names[] = {
+	[HIST_PHASE_STARTUP] = "startup", [HIST_PHASE_TLS] = "tls",
+	[HIST_PHASE_AUTH] = "auth", [HIST_PHASE_SERVER_LOGIN] = "server_login",
+};
+_Static_assert(ARRAY_SIZE(phase_names) == HIST_PHASES, "phase names");
+
+enum { SLOT_EMPTY, SLOT_WRITING, SLOT_READY };
+
+struct pool_slot {
+	_Atomic int state;
+	char db[NAME_LEN];
+	char user[NAME_LEN];
+};
+
+struct worker_cells {               /* one worker's part of the mapping */
+	struct hist phase[HIST_PHASES];
+	struct hist_pool_cell pools[HIST_POOLS];
+};
+
+struct hist_head {
+	int n_workers;
+	struct pool_slot slots[HIST_POOLS];
+	/* followed by struct worker_cells[n_workers] */
+};
+
+static struct hist_head *head;
+static struct worker_cells *cells;
+static size_t map_len;
+static int self = -1;
+
+int hist_create(int n_workers)
+{
+	if (n_workers < 1)
+		return -1;
+	size_t head_len = (sizeof(*head) + 127) & ~(size_t)127;
+	map_len = head_len + sizeof(struct worker_cells) * (size_t)n_workers;
+	void *p = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return -1;
+	head = p;                   /* zeroed pages; untouched ones cost nothing */
+	head->n_workers = n_workers;
+	cells = (struct worker_cells *)((char *)p + head_len);
+	return 0;
+}
+
+void hist_destroy(void)
+{
+	if (head)
+		munmap(head, map_len);
+	head = NULL;
+	cells = NULL;
+}
+
+void hist_attach_worker(int w)
+{
+	self = head && w >= 0 && w < head->n_workers ? w : -1;
+}
+
+static uint32_t hash_pool(const char *db, const char *user)
+{
+	uint32_t h = 2166136261u;
+	for (const unsigned char *p = (const unsigned char *)db; *p; p++)
+		h = (h ^ *p) * 16777619u;
+	h = (h ^ 0xff) * 16777619u;
+	for (const unsigned char *p = (const unsigned char *)user; *p; p++)
+		h = (h ^ *p) * 16777619u;
+	return h;
+}
+
+/* Claim or find the slot of (db, user); -1 when the table is full. */
+static int pool_index(const char *db, const char *user)
+{
+	uint32_t h = hash_pool(db, user);
+	for (int probe = 0; probe < HIST_POOLS; probe++) {
+		struct pool_slot *s = &head->slots[(h + (uint32_t)probe) % HIST_POOLS];
+		int st = atomic_load_explicit(&s->state, memory_order_acquire);
+		if (st == SLOT_EMPTY) {
+			int expect = SLOT_EMPTY;
+			if (atomic_compare_exchange_strong(&s->state, &expect, SLOT_WRITING)) {
+				strcpy(s->db, db);
+				strcpy(s->user, user);
+				atomic_store_explicit(&s->state, SLOT_READY, memory_order_release);
+				return (int)(s - head->slots);
+			}
+			st = expect;
+		}
+		/* Another process is writing the names: a few stores, wait. */
+		while (st == SLOT_WRITING) {
+			sched_yield();
+			st = atomic_load_explicit(&s->state, memory_order_acquire);
+		}
+		if (strcmp(s->db, db) == 0 && strcmp(s->user, user) == 0)
+			return (int)(s - head->slots);
+	}
+	return -1;
+}
+
+struct hist_pool_cell *hist_pool_cell(const char *db, const char *user)
+{
+	static bool warned;
+	if (!head || self < 0 || strlen(db) >= NAME_LEN || strlen(user) >= NAME_LEN)
+		return NULL;
+	int idx = pool_index(db, user);
+	if (idx < 0) {
+		if (!warned)
+			log_warning("histograms: more than %d pools, pool=%s/%s not counted", HIST_POOLS, db, user);
+		warned = true;
+		return NULL;
+	}
+	return &cells[self].pools[idx];
+}
+
+void hist_phase_observe(enum hist_phase ph, uint64_t us)
+{
+	if (head && self >= 0)
+		hist_observe(&cells[self].phase[ph], us);
+}
+
+static void add_total(const struct hist *h, struct hist_total *out)
+{
+	for (int i = 0; i <= HIST_BOUNDS; i++)
+		out->n[i] += atomic_load_explicit(&h->n[i], memory_order_relaxed);
+	out->sum_us += atomic_load_explicit(&h->sum_us, memory_order_relaxed);
+}
+
+void hist_pool_total(int idx, enum hist_pool_kind k, struct hist_total *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!head || idx < 0 || idx >= HIST_POOLS)
+		return;
+	for (int w = 0; w < head->n_workers; w++)
+		add_total(&cells[w].pools[idx].h[k], out);
+}
+
+void hist_phase_total(enum hist_phase ph, struct hist_total *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!head)
+		return;
+	for (int w = 0; w < head->n_workers; w++)
+		add_total(&cells[w].phase[ph], out);
+}
+
+bool hist_pool_at(int idx, char *db, size_t dblen, char *user, size_t userlen)
+{
+	if (!head || idx < 0 || idx >= HIST_POOLS)
+		return false;
+	struct pool_slot *s = &head->slots[idx];
+	if (atomic_load_explicit(&s->state, memory_order_acquire) != SLOT_READY)
+		return false;
+	snprintf(db, dblen, "%s", s->db);
+	snprintf(user, userlen, "%s", s->user);
+	return true;
+}
+
+const char *hist_phase_name(enum hist_phase ph)
+{
+	return (unsigned)ph < HIST_PHASES ? phase_names[ph] : "?";
+}

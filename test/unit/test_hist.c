@@ -1,0 +1,136 @@
+/* pgcrew — unit tests for the latency histograms: bucket boundaries (a
+ * value equal to a bound falls in that bucket), per-pool slots claimed by
+ * name and stable, sums over workers including forked ones, the phase
+ * histograms, and a full pool table. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "hist.h"
+
+#define N_WORKERS 3
+
+static int setup(void **state)
+{
+	(void)state;
+	if (hist_create(N_WORKERS) < 0)
+		return -1;
+	hist_attach_worker(0);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	hist_destroy();
+	return 0;
+}
+
+static void test_buckets(void **state)
+{
+	(void)state;
+	assert_int_equal(hist_bucket(0), 0);
+	assert_int_equal(hist_bucket(50), 0);
+	assert_int_equal(hist_bucket(51), 1);
+	assert_int_equal(hist_bucket(1000), 4);
+	assert_int_equal(hist_bucket(1001), 5);
+	for (unsigned i = 0; i < HIST_BOUNDS; i++) {
+		assert_int_equal(hist_bucket(hist_bounds_us[i]), i);
+		assert_int_equal(hist_bucket(hist_bounds_us[i] + 1), i + 1);
+		if (i)
+			assert_true(hist_bounds_us[i] > hist_bounds_us[i - 1]);
+	}
+	assert_int_equal(hist_bucket(UINT64_MAX), HIST_BOUNDS);   /* +Inf */
+}
+
+static int slot_of(const char *db, const char *user)
+{
+	char d[64], u[64];
+	for (int i = 0; i < HIST_POOLS; i++)
+		if (hist_pool_at(i, d, sizeof(d), u, sizeof(u)) && strcmp(d, db) == 0 && strcmp(u, user) == 0)
+			return i;
+	return -1;
+}
+
+static void test_pools_sum_over_workers(void **state)
+{
+	(void)state;
+	struct hist_pool_cell *c = hist_pool_cell("db1", "alice");
+	assert_non_null(c);
+	assert_ptr_equal(hist_pool_cell("db1", "alice"), c);            /* stable */
+	assert_ptr_not_equal(hist_pool_cell("db1", "bob"), c);
+	assert_ptr_not_equal(hist_pool_cell("db1a", "lice"), c);        /* not a concatenation */
+	hist_pool_observe(c, HIST_XACT, 10);
+	hist_pool_observe(c, HIST_XACT, 2000);
+	hist_pool_observe(NULL, HIST_XACT, 5);                          /* table full: no-op */
+	/* Two forked workers count into their own cells of the same pool. */
+	for (int w = 1; w < N_WORKERS; w++) {
+		pid_t pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			hist_attach_worker(w);
+			struct hist_pool_cell *mine = hist_pool_cell("db1", "alice");
+			for (int i = 0; i < 1000; i++)
+				hist_pool_observe(mine, HIST_XACT, 60000000);    /* +Inf */
+			_exit(mine && mine != c ? 0 : 1);
+		}
+		int st;
+		assert_int_equal(waitpid(pid, &st, 0), pid);
+		assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	}
+	struct hist_total t;
+	int idx = slot_of("db1", "alice");
+	assert_true(idx >= 0);
+	hist_pool_total(idx, HIST_XACT, &t);
+	assert_int_equal(t.n[0], 1);
+	assert_int_equal(t.n[hist_bucket(2000)], 1);
+	assert_int_equal(t.n[HIST_BOUNDS], 2000);
+	assert_int_equal(t.sum_us, 2010 + 2000ULL * 60000000);
+	hist_pool_total(idx, HIST_QUERY, &t);
+	assert_int_equal(t.n[0] + t.n[HIST_BOUNDS], 0);
+}
+
+static void test_phases(void **state)
+{
+	(void)state;
+	struct hist_total t;
+	hist_phase_observe(HIST_PHASE_TLS, 700);
+	hist_phase_total(HIST_PHASE_TLS, &t);
+	assert_int_equal(t.n[hist_bucket(700)], 1);
+	assert_int_equal(t.sum_us, 700);
+	assert_string_equal(hist_phase_name(HIST_PHASE_SERVER_LOGIN), "server_login");
+}
+
+static void test_table_full(void **state)
+{
+	(void)state;
+	char db[32];
+	int made = 0;
+	for (int i = 0; i < HIST_POOLS + 10; i++) {
+		snprintf(db, sizeof(db), "full%d", i);
+		made += hist_pool_cell(db, "u") != NULL;
+	}
+	assert_true(made < HIST_POOLS && made > HIST_POOLS - 10);
+	char longname[100];
+	memset(longname, 'x', sizeof(longname) - 1);
+	longname[sizeof(longname) - 1] = 0;
+	assert_null(hist_pool_cell(longname, "u"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_buckets),
+		cmocka_unit_test(test_pools_sum_over_workers),
+		cmocka_unit_test(test_phases),
+		cmocka_unit_test(test_table_full),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
