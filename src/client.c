@@ -5,6 +5,7 @@
 #include "client.h"
 #include "admin.h"
 #include "admin_ext.h"
+#include "auth/authquery.h"
 #include "auth/crypto.h"
 #include "auth/hba.h"
 #include "auth/md5.h"
@@ -182,6 +183,8 @@ void client_close_sqlstate(struct client *c, const char *sqlstate, const char *r
 		send_error(c, "FATAL", sqlstate, reason);
 	if (c->link)
 		server_client_gone(c->link);
+	if (c->authq)
+		authquery_client_closed(c);
 	cancel_unregister(c);
 	release_counts(c);
 	W->n_clients--;
@@ -751,6 +754,12 @@ static void handle_startup(struct client *c, const struct startup_msg *m)
 		return;
 	}
 	c->db->last_used = util_monotonic();
+	if (authquery_applies(c)) {
+		negotiate_version(c, m);
+		if (c->state != CLIENT_JUSTFREE)
+			authquery_start(c);
+		return;
+	}
 	c->login_user = pool_find_user(c->user_name);
 	if (!c->login_user && (W->cfg->auth_type == AUTH_ANY || W->cfg->auth_type == AUTH_TRUST) &&
 	    c->db->forced_user)
@@ -772,6 +781,18 @@ static void handle_startup(struct client *c, const struct startup_msg *m)
 		auth_failed(c);
 		return;
 	}
+	client_start_auth(c);
+}
+
+/* auth_query found the user (its secret is in u): count it, then
+ * authenticate it as any other. */
+void client_login_found(struct client *c, struct puser *u)
+{
+	c->login_user = u;
+	struct puser *srv_user = c->db->forced_user ? pool_get_user(c->db->forced_user) : u;
+	if (!check_client_limits(c))
+		return;
+	c->pool = pool_get(c->db, srv_user ? srv_user : u);
 	client_start_auth(c);
 }
 

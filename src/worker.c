@@ -7,6 +7,7 @@
 #include "ledger.h"
 #include "admin.h"
 #include "auth/crypto.h"
+#include "auth/authquery.h"
 #include "auth/hba.h"
 #include "cancel.h"
 #include "client.h"
@@ -236,6 +237,7 @@ void worker_refresh_config(void)
 	dns_settings_of(cfg, &ds);
 	dns_apply_settings(&ds);
 	pool_apply_config(cfg);
+	authquery_reload();
 }
 
 void worker_apply_config(struct config *cfg)
@@ -452,6 +454,7 @@ static void worker_cleanup(void)
 	cancel_free_all();
 	server_linger_free_all();
 	control_free();
+	authquery_free_all();
 	pool_free_all();
 	admin_free();
 	listener_free(W->listener);
