@@ -32,6 +32,9 @@ struct tls_settings {
 	const char *tls13_ciphers; /* TLS 1.3 suites, OpenSSL syntax; empty = OpenSSL default */
 	const char *ecdhcurve;     /* client side only: "auto" (default), "none", or curve names */
 	const char *dheparams;     /* client side only: "auto" (default), "none", "legacy" */
+	bool ask_client_cert;      /* client side, below verify-ca: still ask for a certificate and
+				    * check it against ca_file, without failing the handshake
+				    * (certificate authentication decides; see tls_conn_peer_cn) */
 };
 
 struct tls_ctx;

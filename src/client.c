@@ -6,6 +6,7 @@
 #include "admin.h"
 #include "admin_ext.h"
 #include "auth/authquery.h"
+#include "auth/certauth.h"
 #include "auth/crypto.h"
 #include "auth/hba.h"
 #include "auth/md5.h"
@@ -397,7 +398,7 @@ static void hba_refused(struct client *c, bool rejected)
 }
 
 /* auth_type = hba: the first matching line decides the method. */
-static int hba_method_of(struct client *c)
+static int hba_method_of(struct client *c, const char **map)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
@@ -424,6 +425,7 @@ static int hba_method_of(struct client *c)
 	case HBA_MD5: return AUTH_MD5;
 	case HBA_PASSWORD: return AUTH_PLAIN;
 	case HBA_SCRAM_SHA_256: return AUTH_SCRAM;
+	case HBA_CERT: *map = hba_rule_map(r); return AUTH_CERT;
 	default:
 		client_close_sqlstate(c, "28000", "authentication method not supported yet");
 		return -1;
@@ -435,8 +437,9 @@ void client_start_auth(struct client *c)
 	const char *secret = user_secret(c);
 	int kind = secret && *secret ? (int)userlist_secret_kind(secret) : -1;
 	int method = W->cfg->auth_type;
+	const char *map = NULL;
 
-	if (method == AUTH_HBA && (method = hba_method_of(c)) < 0)
+	if (method == AUTH_HBA && (method = hba_method_of(c, &map)) < 0)
 		return;
 	switch (method) {
 	case AUTH_ANY:
@@ -460,6 +463,10 @@ void client_start_auth(struct client *c)
 		return;
 	case AUTH_SCRAM:
 		request_sasl(c);
+		return;
+	case AUTH_CERT:
+		if (certauth_check(c, map))
+			finish_login(c);
 		return;
 	default:
 		client_close_sqlstate(c, "28000", "authentication method not supported yet");

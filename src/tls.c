@@ -439,12 +439,26 @@ static int client_hello_cb(SSL *ssl, int *alert, void *arg)
 	return SSL_CLIENT_HELLO_ERROR;
 }
 
+/* Certificate authentication below verify-ca: a missing or bad client
+ * certificate must not fail the handshake (the login is refused with
+ * PostgreSQL's words instead); OpenSSL still records the verdict, which
+ * verified_peer() reads. */
+static int record_verdict(int preverify_ok, X509_STORE_CTX *x)
+{
+	(void)preverify_ok;
+	(void)x;
+	return 1;
+}
+
 static bool server_verify(struct tls_ctx *ctx, const struct tls_settings *s, char *err, size_t errlen)
 {
 	STACK_OF(X509_NAME) *names;
+	bool optional = s->sslmode < TLS_SSLMODE_VERIFY_CA;
 
-	if (s->sslmode < TLS_SSLMODE_VERIFY_CA)
-		return true;   /* PgBouncer: below verify-ca a client cert is not even asked for */
+	/* PgBouncer: below verify-ca a client cert is not even asked for,
+	 * unless certificate authentication may need one. */
+	if (optional && (!s->ask_client_cert || !is_set(s->ca_file)))
+		return true;
 	if (!is_set(s->ca_file)) {
 		snprintf(err, errlen, "client_tls_ca_file is not set (needed by client_tls_sslmode verify-ca/verify-full)");
 		return false;
@@ -455,7 +469,10 @@ static bool server_verify(struct tls_ctx *ctx, const struct tls_settings *s, cha
 	if (names == NULL)
 		return ctx_fail(err, errlen, "client", "tls_ca_file", s->ca_file);
 	SSL_CTX_set_client_CA_list(ctx->ssl, names);
-	SSL_CTX_set_verify(ctx->ssl, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+	if (optional)
+		SSL_CTX_set_verify(ctx->ssl, SSL_VERIFY_PEER, record_verdict);
+	else
+		SSL_CTX_set_verify(ctx->ssl, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
 	return true;
 }
 

@@ -70,6 +70,7 @@ static void tls_settings_client(const struct config *cfg, struct tls_settings *t
 		.protocols = cfg->client_tls_protocols, .ciphers = cfg->client_tls_ciphers,
 		.tls13_ciphers = cfg->client_tls13_ciphers, .ecdhcurve = cfg->client_tls_ecdhcurve,
 		.dheparams = cfg->client_tls_dheparams,
+		.ask_client_cert = cfg->auth_type == AUTH_CERT || cfg->auth_type == AUTH_HBA,
 	};
 }
 
