@@ -376,11 +376,24 @@ static void request_md5(struct client *c)
 	send_pb(c, &pb);
 }
 
+/* SCRAM-SHA-256-PLUS is offered to a TLS client when our certificate's
+ * tls-server-end-point hash is known (not for e.g. an Ed25519 one). */
+static bool channel_binding(struct client *c, struct scram_cbind *cb)
+{
+	memset(cb, 0, sizeof(*cb));
+	cb->len = sizeof(cb->data);
+	cb->offered = c->s.tls && tls_conn_server_end_point(c->s.tls, cb->data, &cb->len);
+	if (!cb->offered)
+		cb->len = 0;
+	return cb->offered;
+}
+
 static void request_sasl(struct client *c)
 {
 	struct pktbuf pb;
-	pktbuf_init(&pb, 32);
-	pkt_write_auth_sasl(&pb, false);
+	struct scram_cbind cb;
+	pktbuf_init(&pb, 48);
+	pkt_write_auth_sasl(&pb, channel_binding(c, &cb));
 	c->auth_step = AS_SASL_INIT;
 	send_pb(c, &pb);
 }
@@ -529,6 +542,7 @@ static void handle_sasl_init(struct client *c, const uint8_t *body, size_t len)
 {
 	struct pkt_reader r;
 	struct scram_secret secret;
+	struct scram_cbind cb;
 	const char *err = NULL;
 	char out[512];
 	size_t n = 0;
@@ -540,7 +554,9 @@ static void handle_sasl_init(struct client *c, const uint8_t *body, size_t len)
 		client_close(c, true, "malformed SASLInitialResponse");
 		return;
 	}
-	if (strcmp(mech, "SCRAM-SHA-256") != 0) {
+	if (channel_binding(c, &cb) && strcmp(mech, "SCRAM-SHA-256-PLUS") == 0)
+		cb.plus = true;
+	else if (strcmp(mech, "SCRAM-SHA-256") != 0) {
 		client_close_sqlstate(c, "28000", "client selected an invalid SASL authentication mechanism");
 		return;
 	}
@@ -550,8 +566,8 @@ static void handle_sasl_init(struct client *c, const uint8_t *body, size_t len)
 	if (mock)
 		scram_mock_secret(c->user_name, W->cfg->scram_iterations, &secret);
 	c->scram = xcalloc(1, sizeof(*c->scram));
-	if (scram_server_first(c->scram, &secret, mock, (const char *)body + r.pos, (size_t)dlen,
-			       out, sizeof(out), &n, &err) < 0) {
+	if (scram_server_first_cb(c->scram, &secret, mock, &cb, (const char *)body + r.pos, (size_t)dlen,
+				  out, sizeof(out), &n, &err) < 0) {
 		client_close_sqlstate(c, "08P01", err ? err : "malformed SCRAM message");
 		return;
 	}

@@ -25,8 +25,6 @@ struct tls_ctx {
 	SSL_CTX *ssl;
 	bool server;                         /* pgcrew accepts (client-facing) */
 	bool verify_full;                    /* client ctx: check host names */
-	uint8_t end_point[EVP_MAX_MD_SIZE];  /* server ctx: our cert's RFC 5929 hash */
-	size_t end_point_len;                /* 0 = not available */
 };
 
 struct tls_conn {
@@ -514,10 +512,6 @@ static bool server_setup(struct tls_ctx *ctx, const struct tls_settings *s, char
 	server_sessions(ctx->ssl);
 	SSL_CTX_set_alpn_select_cb(ctx->ssl, alpn_select_cb, NULL);
 	SSL_CTX_set_client_hello_cb(ctx->ssl, client_hello_cb, NULL);
-	/* One certificate per context: hash it once, not per SCRAM-PLUS login. */
-	ctx->end_point_len = sizeof ctx->end_point;
-	if (!end_point_hash(SSL_CTX_get0_certificate(ctx->ssl), ctx->end_point, &ctx->end_point_len))
-		ctx->end_point_len = 0;
 	return true;
 }
 
@@ -822,13 +816,12 @@ bool tls_conn_server_end_point(struct tls_conn *c, uint8_t *out, size_t *outlen)
 {
 	if (c->failed || !SSL_is_init_finished(c->ssl))
 		return false;
-	if (!c->ctx->server)
+	/* From the SSL itself, not c->ctx: a RELOAD frees the worker's old
+	 * tls_ctx while its connections live on (the SSL keeps its SSL_CTX
+	 * and certificate referenced). One digest per SCRAM-PLUS login. */
+	if (!SSL_is_server(c->ssl))
 		return end_point_hash(SSL_get0_peer_certificate(c->ssl), out, outlen);
-	if (c->ctx->end_point_len == 0 || c->ctx->end_point_len > *outlen)
-		return false;
-	memcpy(out, c->ctx->end_point, c->ctx->end_point_len);
-	*outlen = c->ctx->end_point_len;
-	return true;
+	return end_point_hash(SSL_get_certificate(c->ssl), out, outlen);
 }
 
 void tls_conn_shutdown(struct tls_conn *c)
