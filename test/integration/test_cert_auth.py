@@ -5,11 +5,11 @@ certificate and a certificate from another CA are refused with
 PostgreSQL's wording. The test makes its own CAs with the openssl CLI."""
 
 import os
-import subprocess
 
 import psycopg
 import pytest
 
+import tlscerts
 import util
 
 NO_CERT = "connection requires a valid client certificate"
@@ -24,33 +24,13 @@ def certs(session_dir):
     """CA, a server certificate for 127.0.0.1, client certificates signed by
     the CA (CN scram_user, md5_user, alice) and one from another CA."""
     d = os.path.join(session_dir, "certauth")
-    os.makedirs(d)
-
-    def openssl(*args):
-        subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True, timeout=60)
-
-    def key_and_csr(name, cn):
-        openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={cn}")
-        os.chmod(os.path.join(d, f"{name}.key"), 0o600)
-
-    def sign(name, ca, ext=None):
-        args = ["x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.crt", "-CAkey", f"{ca}.key",
-                "-CAcreateserial", "-out", f"{name}.crt", "-days", "2"]
-        openssl(*args, *(["-extfile", ext] if ext else []))
-
-    for ca in ("ca", "otherca"):
-        openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                "-nodes", "-keyout", f"{ca}.key", "-out", f"{ca}.crt", "-days", "2",
-                "-subj", f"/CN=test-{ca}")
-    with open(os.path.join(d, "ext.cnf"), "w") as f:
-        f.write("subjectAltName = IP:127.0.0.1\n")
-    key_and_csr("server", "127.0.0.1")
-    sign("server", "ca", "ext.cnf")
+    certs = tlscerts.CertDir(d)
+    certs.ca("ca")
+    certs.ca("otherca")
+    certs.cert("server", "127.0.0.1", ip="127.0.0.1")
     for name, cn, ca in (("scram", "scram_user", "ca"), ("md5", "md5_user", "ca"),
                          ("alice", "alice", "ca"), ("rogue", "scram_user", "otherca")):
-        key_and_csr(name, cn)
-        sign(name, ca)
+        certs.cert(name, cn, ca)
     # The pooler (maybe another OS user) reads the CA and its own key.
     srv = os.path.join(d, "pooler")
     os.makedirs(srv)

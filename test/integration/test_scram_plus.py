@@ -16,6 +16,7 @@ import subprocess
 import psycopg
 import pytest
 
+import tlscerts
 import util
 import wire
 from pg_cluster import PG15_BINDIR
@@ -30,21 +31,10 @@ def plus_certs(session_dir):
     """A CA and two server certificates for 127.0.0.1: ECDSA signed with
     SHA-256 and with SHA-384 (the end-point hash follows the signature)."""
     d = os.path.join(session_dir, "scramplus")
-    os.makedirs(d)
-
-    def openssl(*args):
-        subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True, timeout=60)
-
-    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-            "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "2", "-subj", "/CN=plus-ca")
-    with open(os.path.join(d, "ext.cnf"), "w") as f:
-        f.write("subjectAltName = IP:127.0.0.1\n")
-    for name, digest in (("s256", "-sha256"), ("s384", "-sha384")):
-        openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:secp384r1", "-nodes",
-                "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", "/CN=127.0.0.1")
-        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-                "-CAcreateserial", "-out", f"{name}.crt", "-days", "2", "-extfile", "ext.cnf", digest)
-        os.chmod(os.path.join(d, f"{name}.key"), 0o600)
+    certs = tlscerts.CertDir(d)
+    certs.ca("ca")
+    certs.cert("s256", "127.0.0.1", ip="127.0.0.1", digest="sha256", curve="secp384r1")
+    certs.cert("s384", "127.0.0.1", ip="127.0.0.1", digest="sha384", curve="secp384r1")
     util.give_to_service_user(d)
     return d
 
