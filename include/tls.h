@@ -64,6 +64,12 @@ struct tls_ctx *tls_ctx_new_server(const struct tls_settings *s, char *err, size
 struct tls_ctx *tls_ctx_new_client(const struct tls_settings *s, char *err, size_t errlen) MUSTCHECK;
 void tls_ctx_free(struct tls_ctx *ctx);
 
+/* Supervisor, before the first fork: draw the session-ticket keys every
+ * worker's client-facing context will use, so a client resumes its TLS
+ * session whichever worker accepts the reconnect. False (then each context
+ * keeps OpenSSL's own keys) when no random bytes could be had. */
+bool tls_ticket_keys_init(void) MUSTCHECK;
+
 /* Start TLS on a connected non-blocking socket; the peer's first TLS bytes
  * must still be unread in the socket (sniff with MSG_PEEK). NULL only when
  * out of memory. The ctx must outlive the connection. */

@@ -15,6 +15,7 @@
 #include <openssl/core_names.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/rand.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
@@ -474,14 +475,70 @@ static bool server_verify(struct tls_ctx *ctx, const struct tls_settings *s, cha
 	return true;
 }
 
-/* Session tickets stay on: OpenSSL's keys are random per SSL_CTX, so for
- * now a client resumes only on the worker that issued its ticket.
- * TODO: tls_ctx_set_ticket_keys(): the supervisor makes the key ring once
- * (name, AES-256 key, HMAC key, current + previous) and shares it through
- * shm; each worker installs SSL_CTX_set_tlsext_ticket_key_evp_cb whose
- * callback encrypts with the current key (EVP_aes_256_cbc + an EVP_MAC_CTX
- * set to HMAC/SHA256 from the prefetched MAC), finds the key by name when
- * decrypting, and returns 2 (renew) for the previous one during rotation. */
+/* ---- session tickets shared by every worker ----
+ * OpenSSL's own ticket keys are random per SSL_CTX, so a client would
+ * resume only on the worker that issued its ticket, while SO_REUSEPORT
+ * sends its reconnect to any worker. The supervisor draws one key set
+ * before the first fork (tls_ticket_keys_init); every worker, respawned
+ * ones too, inherits it and encrypts and decrypts tickets with it. */
+struct ticket_keys {
+	uint8_t name[16];                /* tells our tickets from another pgcrew's */
+	uint8_t aes[32];                 /* AES-256-CBC */
+	uint8_t hmac[32];                /* HMAC-SHA256 */
+};
+static struct ticket_keys tickets;
+static bool tickets_ready;
+static EVP_CIPHER *ticket_cipher;       /* fetched once per process */
+
+bool tls_ticket_keys_init(void)
+{
+	if (RAND_bytes((unsigned char *)&tickets, sizeof tickets) != 1) {
+		ERR_clear_error();
+		return false;
+	}
+	tickets_ready = true;
+	return true;
+}
+
+/* SSL_CTX_set_tlsext_ticket_key_evp_cb: 1 = use these keys, 0 = not our
+ * key (the client gets a full handshake), -1 = error. */
+static int ticket_key_cb(SSL *ssl, unsigned char name[16], unsigned char *iv, EVP_CIPHER_CTX *cctx,
+			 EVP_MAC_CTX *hctx, int enc)
+{
+	OSSL_PARAM params[] = {
+		OSSL_PARAM_construct_octet_string(OSSL_MAC_PARAM_KEY, tickets.hmac, sizeof tickets.hmac),
+		OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0),
+		OSSL_PARAM_construct_end(),
+	};
+
+	(void)ssl;
+	if (enc) {
+		memcpy(name, tickets.name, sizeof tickets.name);
+		if (RAND_bytes(iv, EVP_CIPHER_get_iv_length(ticket_cipher)) != 1 ||
+		    !EVP_EncryptInit_ex2(cctx, ticket_cipher, tickets.aes, iv, NULL))
+			return -1;
+	} else {
+		if (CRYPTO_memcmp(name, tickets.name, sizeof tickets.name) != 0)
+			return 0;
+		if (!EVP_DecryptInit_ex2(cctx, ticket_cipher, tickets.aes, iv, NULL))
+			return -1;
+	}
+	return EVP_MAC_CTX_set_params(hctx, params) ? 1 : -1;
+}
+
+static void shared_tickets(SSL_CTX *ssl)
+{
+	if (!tickets_ready)
+		return;
+	if (ticket_cipher == NULL)
+		ticket_cipher = EVP_CIPHER_fetch(NULL, "AES-256-CBC", NULL);
+	if (ticket_cipher == NULL) {
+		ERR_clear_error();
+		return;     /* OpenSSL's per-context keys stay */
+	}
+	SSL_CTX_set_tlsext_ticket_key_evp_cb(ssl, ticket_key_cb);
+}
+
 static void server_sessions(SSL_CTX *ssl)
 {
 	static const unsigned char sid_ctx[] = "pgcrew";
@@ -492,6 +549,7 @@ static void server_sessions(SSL_CTX *ssl)
 	SSL_CTX_set_session_cache_mode(ssl, SSL_SESS_CACHE_OFF);
 	/* One TLS 1.3 ticket is enough for the reconnect that will use it. */
 	SSL_CTX_set_num_tickets(ssl, 1);
+	shared_tickets(ssl);
 }
 
 static bool server_setup(struct tls_ctx *ctx, const struct tls_settings *s, char *err, size_t errlen)
