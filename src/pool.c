@@ -750,6 +750,9 @@ static bool link_pair(struct client *c, struct server *sv)
 	}
 	c->pool->stats.server_assignment_count++;
 	if (varcache_diff_query(&c->vars, &sv->vars, sql, sizeof(sql))) {
+		for (int i = 0; i < varcache_count(); i++)
+			if (varcache_get(&c->vars, i))
+				sv->vars_set |= 1u << i;   /* auth_query resets them */
 		/* The client resumes when the SET completes (or is closed
 		 * with the server if sending fails). */
 		(void)server_run_internal(sv, SI_SETVARS, sql);

@@ -292,20 +292,23 @@ static void fail_waiters(struct authq_job *j, const char *sqlstate, const char *
 	free(w);
 }
 
-/* Tracked parameters a client of the auth pool had set on this server go
- * back to the session's own values before the query reads anything. */
-static bool reset_sql(const struct server *sv, char *buf, size_t len)
+/* Tracked parameters a client of the auth pool had SET on this server (a
+ * search_path from its startup packet, say) go back to the session's own
+ * values before the query reads anything. */
+static bool reset_sql(struct server *sv, char *buf, size_t len)
 {
 	size_t n = 0;
-	if (!sv->used)
-		return false;
 	buf[0] = 0;
-	for (int i = 0; i < varcache_count(); i++) {
+	for (int i = 0; i < varcache_count() && i < 32; i++) {
+		/* No GUC name holds a quote: such a name was never SET. */
+		if (!(sv->vars_set & (1u << i)) || strchr(varcache_name(i), '"'))
+			continue;
 		int k = snprintf(buf + n, len - n, "RESET \"%s\";", varcache_name(i));
-		if (k < 0 || (size_t)k >= len - n || strchr(varcache_name(i), '"'))
-			return false;
+		if (k < 0 || (size_t)k >= len - n)
+			return false;    /* cannot happen: buf holds every name */
 		n += (size_t)k;
 	}
+	sv->vars_set = 0;
 	return n > 0;
 }
 
