@@ -245,3 +245,26 @@ def test_several_workers_each_query_once(aq_pg, make_pooler):
         users = list(ex.map(lambda i: login(p, "aq_scram", "aq-scram-pw"), range(12)))
     assert users == ["aq_scram"] * 12
     assert 1 <= calls(aq_pg) - before <= 2
+
+
+def test_failing_queries(aq_pg, make_pooler):
+    p = start(make_pooler, aq_pg, {"auth_query": "SELECT usename FROM public.aq_lookup($1)"})
+    refused(p, "aq_scram", "aq-scram-pw", "bouncer config error")
+    p.wait_for_log(r"closing because: expected 2 columns from auth_query, not 1")
+    q = start(make_pooler, aq_pg, {"auth_query": "SELECT * FROM public.no_such_fn($1)"})
+    refused(q, "aq_scram", "aq-scram-pw", "bouncer config error")
+    q.wait_for_log(r"auth_query failed: sqlstate=42883")
+    q.wait_for_log(r"closing because: error response from auth_query")
+    # Failures are not cached: a fixed query (after RELOAD) answers.
+    q.settings["auth_query"] = QUERY
+    q.write_config()
+    mark = q.reload()
+    q.wait_for_log(r"got SIGHUP|RELOAD", since=mark)
+    util.wait_until(lambda: _logs_in(q), 5, what="login after the query was fixed")
+
+
+def _logs_in(p):
+    try:
+        return login(p, "aq_scram", "aq-scram-pw") == "aq_scram"
+    except psycopg.OperationalError:
+        return False
