@@ -268,3 +268,19 @@ def _logs_in(p):
         return login(p, "aq_scram", "aq-scram-pw") == "aq_scram"
     except psycopg.OperationalError:
         return False
+
+
+def test_client_leaving_mid_lookup(aq_pg, make_pooler):
+    import wire
+    p = start(make_pooler, aq_pg,
+              {"auth_query": "SELECT usename, passwd FROM public.aq_lookup_slow($1)"})
+    # A first lookup leaves auth_user's server idle in the pool; the next
+    # one starts on it at once.
+    assert login(p, "aq_md5", "aq-md5-pw") == "aq_md5"
+    with wire.RawConn(p.port) as rc:
+        rc.send(wire.startup_packet("aq_scram", "testdb"))
+    # The only waiter left: the query is not left running on a server that
+    # would go back to the pool.
+    p.wait_for_log(r"closing because: client disconnect while server was not ready")
+    assert login(p, "aq_scram", "aq-scram-pw") == "aq_scram"
+    p.assert_alive()
