@@ -135,6 +135,7 @@ def test_login_with_md5_and_scram_secrets(aq_pg, make_pooler):
     assert calls(aq_pg) == before
 
 
+@pytest.mark.pgcrew_only   # pgcrew's cache, texts or behaviour beyond PgBouncer
 def test_cache_hit_and_reload_drop(aq_pg, make_pooler):
     p = start(make_pooler, aq_pg)
     before = calls(aq_pg)
@@ -150,6 +151,7 @@ def test_cache_hit_and_reload_drop(aq_pg, make_pooler):
     assert calls(aq_pg) == before + 2
 
 
+@pytest.mark.pgcrew_only   # pgcrew's cache, texts or behaviour beyond PgBouncer
 def test_cache_ttl_expiry_and_disabled(aq_pg, make_pooler):
     p = start(make_pooler, aq_pg, {"auth_query_cache_ttl": 1})
     before = calls(aq_pg)
@@ -168,6 +170,7 @@ def test_cache_ttl_expiry_and_disabled(aq_pg, make_pooler):
     assert calls(aq_pg) == before + 3
 
 
+@pytest.mark.pgcrew_only   # pgcrew's cache, texts or behaviour beyond PgBouncer
 def test_burst_of_logins_shares_one_query(aq_pg, make_pooler):
     p = start(make_pooler, aq_pg,
               {"auth_query": "SELECT usename, passwd FROM public.aq_lookup_slow($1)"})
@@ -178,6 +181,7 @@ def test_burst_of_logins_shares_one_query(aq_pg, make_pooler):
     assert calls(aq_pg, "aq_calls_slow") == before + 1
 
 
+@pytest.mark.pgcrew_only   # pgcrew's cache, texts or behaviour beyond PgBouncer
 def test_unknown_user_and_null_password(aq_pg, make_pooler):
     p = start(make_pooler, aq_pg)
     before = calls(aq_pg)
@@ -213,6 +217,7 @@ def test_per_database_auth_user_query_and_dbname(aq_pg, make_pooler):
     q.wait_for_log(r'authentication database "nosuchdb" is not configured')
 
 
+@pytest.mark.pgcrew_only   # pgcrew's cache, texts or behaviour beyond PgBouncer
 def test_startup_search_path_never_reaches_auth_query(aq_pg, make_pooler):
     evil_path = "-c search_path=evil"
     # The attack works against the query itself: with that search_path it
@@ -236,6 +241,7 @@ def test_startup_search_path_never_reaches_auth_query(aq_pg, make_pooler):
     assert login(p, "aq_victim", "victim-pw") == "aq_victim"
 
 
+@pytest.mark.pgcrew_only   # pgcrew's cache, texts or behaviour beyond PgBouncer
 def test_several_workers_each_query_once(aq_pg, make_pooler):
     # Each worker keeps its own cache; the auth pool's server slots come from
     # the supervisor's ledger like any pool's.
@@ -247,6 +253,7 @@ def test_several_workers_each_query_once(aq_pg, make_pooler):
     assert 1 <= calls(aq_pg) - before <= 2
 
 
+@pytest.mark.pgcrew_only   # pgcrew's cache, texts or behaviour beyond PgBouncer
 def test_failing_queries(aq_pg, make_pooler):
     p = start(make_pooler, aq_pg, {"auth_query": "SELECT usename FROM public.aq_lookup($1)"})
     refused(p, "aq_scram", "aq-scram-pw", "bouncer config error")
@@ -270,6 +277,7 @@ def _logs_in(p):
         return False
 
 
+@pytest.mark.pgcrew_only   # pgcrew's cache, texts or behaviour beyond PgBouncer
 def test_client_leaving_mid_lookup(aq_pg, make_pooler):
     import wire
     p = start(make_pooler, aq_pg,

@@ -12,6 +12,9 @@ import pytest
 import tlscerts
 import util
 
+# PostgreSQL's wording (PgBouncer says "certificate authentication failed").
+pytestmark = pytest.mark.pgcrew_only
+
 NO_CERT = "connection requires a valid client certificate"
 
 
