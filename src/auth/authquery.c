@@ -4,6 +4,7 @@
  * client is never linked to that server, so none of its startup parameters
  * (search_path, options) can reach the query (PgBouncer CVE-2025-12819). */
 #include "auth/authquery.h"
+#include "admin.h"
 #include "auth/authcache.h"
 #include "client.h"
 #include "config.h"
@@ -158,6 +159,11 @@ static struct database *auth_database(struct client *c)
 
 	if (!*name)
 		return c->db;
+	if (admin_is_console_db(name)) {
+		log_client(c, LG_ERROR, "cannot use the reserved \"%s\" database as an auth_dbname", name);
+		client_close(c, true, "bouncer config error");
+		return NULL;
+	}
 	struct database *db = pool_get_db(name);
 	if (!db) {
 		log_client(c, LG_ERROR, "authentication database \"%s\" is not configured.", name);
@@ -167,11 +173,6 @@ static struct database *auth_database(struct client *c)
 	if (db->disabled) {
 		snprintf(msg, sizeof(msg), "authentication database \"%s\" is disabled", name);
 		client_close(c, true, msg);
-		return NULL;
-	}
-	if (db->admin) {
-		log_client(c, LG_ERROR, "cannot use the reserved \"%s\" database as an auth_dbname", db->dbname);
-		client_close(c, true, "bouncer config error");
 		return NULL;
 	}
 	return db;

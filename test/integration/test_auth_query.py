@@ -212,9 +212,15 @@ def test_per_database_auth_user_query_and_dbname(aq_pg, make_pooler):
     assert calls(aq_pg, db="otherdb") == o + 1 and calls(aq_pg) == g
     assert login(p, "aq_scram", "aq-scram-pw", "testdb") == "aq_scram"
     assert calls(aq_pg) == g + 1
+    with p.admin(password="trust-secret") as admin:
+        admin.execute("DISABLE otherdb")
+    refused(p, "aq_md5", "aq-md5-pw", 'authentication database "otherdb" is disabled', "viaother")
     q = start(make_pooler, aq_pg, {"auth_dbname": "nosuchdb"})
     refused(q, "aq_scram", "aq-scram-pw", "bouncer config error")
     q.wait_for_log(r'authentication database "nosuchdb" is not configured')
+    r = start(make_pooler, aq_pg, {"auth_dbname": "pgbouncer"})
+    refused(r, "aq_scram", "aq-scram-pw", "bouncer config error")
+    r.wait_for_log(r'cannot use the reserved "pgbouncer" database as an auth_dbname')
 
 
 @pytest.mark.pgcrew_only   # pgcrew's cache, texts or behaviour beyond PgBouncer
