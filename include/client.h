@@ -16,6 +16,8 @@ void client_close(struct client *c, bool send_error, const char *reason);
 void client_close_sqlstate(struct client *c, const char *sqlstate, const char *reason);
 /* Begin authentication per auth_type (c->login_user may be NULL: mock). */
 void client_start_auth(struct client *c);
+/* auth_query answered: u is the user, with the secret it fetched. */
+void client_login_found(struct client *c, struct puser *u);
 /* Pool callbacks. */
 void client_server_linked(struct client *c);      /* a server is now c->link */
 void client_pool_ready(struct client *c);         /* welcome parameters known */

@@ -45,6 +45,7 @@ enum server_internal {
 	SI_CHECK,               /* server_check_query, then give to the waiter */
 	SI_SETVARS,             /* SET for the linked client, then resume it */
 	SI_DRAIN,               /* client left mid-query: swallow until 'Z' */
+	SI_AUTH_QUERY,          /* auth_query for logins (auth/authquery.c) */
 };
 
 struct database {
@@ -79,6 +80,7 @@ struct puser {                            /* a user known to this worker */
 	char name[NAME_MAX_LEN];
 	char secret[SECRET_MAX_LEN];      /* userlist secret or "" */
 	bool has_scram_keys;              /* pass-through: learned from a client's proof */
+	bool authq_secret;                /* secret fetched by auth_query: kept over RELOAD */
 	struct scram_secret scram_keys;
 	int pool_mode;                    /* -1 = not set */
 	int pool_size, reserve_pool_size, max_user_connections, max_user_client_connections;
@@ -106,6 +108,7 @@ struct pool {
 	struct list login_servers;        /* SERVER_LOGIN */
 	struct list canceled_servers;     /* SERVER_BEING_CANCELED */
 	int n_active_clients, n_waiting_clients;
+	int n_auth_waiting;               /* auth_query lookups waiting for a server */
 	int n_idle, n_active, n_tested, n_login, n_canceled;
 	bool welcome_ready;               /* server parameters known */
 	uint8_t welcome_asked;            /* several workers: 1 asked the supervisor, 2 it had none */
@@ -150,6 +153,7 @@ struct client {
 	uint8_t md5_salt[4];
 	struct scram_server *scram;       /* heap during login only */
 	bool passthrough_ok;              /* client proof gave us the ClientKey */
+	struct authq_job *authq;          /* waiting for an auth_query answer */
 	/* timing */
 	usec_t connect_time, request_time, query_start, xact_start, last_activity;
 	usec_t wait_notified;
@@ -195,6 +199,7 @@ struct server {
 	bool has_slot;                    /* counted in the supervisor's ledger */
 	struct event *ssl_ev;             /* waiting for the answer to SSLRequest */
 	bool used;                        /* has served a client: server_check_query applies */
+	uint32_t vars_set;                /* bit i: a client's value of tracked parameter i was SET here */
 	struct list close_node;           /* worker.closing_servers */
 	const char *close_reason;         /* set with close_node */
 };

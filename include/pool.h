@@ -28,6 +28,9 @@ int pool_size_of(const struct pool *p);
 int pool_reserve_of(const struct pool *p);
 usec_t pool_server_lifetime(const struct pool *p);
 
+/* An idle server of p usable at once, or NULL: outdated ones are closed, one
+ * due a server_check_query starts it and comes back via pool_server_ready(). */
+struct server *pool_idle_server(struct pool *p);
 /* A client needs a server: link one now (true), or queue the client. */
 bool pool_request_server(struct client *c);
 /* A server became usable (login done, released, check done): hand it to the

@@ -32,6 +32,9 @@ struct tls_settings {
 	const char *tls13_ciphers; /* TLS 1.3 suites, OpenSSL syntax; empty = OpenSSL default */
 	const char *ecdhcurve;     /* client side only: "auto" (default), "none", or curve names */
 	const char *dheparams;     /* client side only: "auto" (default), "none", "legacy" */
+	bool ask_client_cert;      /* client side, below verify-ca: still ask for a certificate and
+				    * check it against ca_file, without failing the handshake
+				    * (certificate authentication decides; see tls_conn_peer_cn) */
 };
 
 struct tls_ctx;
@@ -60,6 +63,12 @@ struct tls_ctx *tls_ctx_new_server(const struct tls_settings *s, char *err, size
  * tls_conn_connect(). ALPN "postgresql" is always offered. */
 struct tls_ctx *tls_ctx_new_client(const struct tls_settings *s, char *err, size_t errlen) MUSTCHECK;
 void tls_ctx_free(struct tls_ctx *ctx);
+
+/* Supervisor, before the first fork: draw the session-ticket keys every
+ * worker's client-facing context will use, so a client resumes its TLS
+ * session whichever worker accepts the reconnect. False (then each context
+ * keeps OpenSSL's own keys) when no random bytes could be had. */
+bool tls_ticket_keys_init(void) MUSTCHECK;
 
 /* Start TLS on a connected non-blocking socket; the peer's first TLS bytes
  * must still be unread in the socket (sniff with MSG_PEEK). NULL only when

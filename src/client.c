@@ -5,6 +5,8 @@
 #include "client.h"
 #include "admin.h"
 #include "admin_ext.h"
+#include "auth/authquery.h"
+#include "auth/certauth.h"
 #include "auth/crypto.h"
 #include "auth/hba.h"
 #include "auth/md5.h"
@@ -183,6 +185,8 @@ void client_close_sqlstate(struct client *c, const char *sqlstate, const char *r
 		send_error(c, "FATAL", sqlstate, reason);
 	if (c->link)
 		server_client_gone(c->link);
+	if (c->authq)
+		authquery_client_closed(c);
 	cancel_unregister(c);
 	release_counts(c);
 	W->n_clients--;
@@ -376,11 +380,24 @@ static void request_md5(struct client *c)
 	send_pb(c, &pb);
 }
 
+/* SCRAM-SHA-256-PLUS is offered to a TLS client when our certificate's
+ * tls-server-end-point hash is known (not for e.g. an Ed25519 one). */
+static bool channel_binding(struct client *c, struct scram_cbind *cb)
+{
+	memset(cb, 0, sizeof(*cb));
+	cb->len = sizeof(cb->data);
+	cb->offered = c->s.tls && tls_conn_server_end_point(c->s.tls, cb->data, &cb->len);
+	if (!cb->offered)
+		cb->len = 0;
+	return cb->offered;
+}
+
 static void request_sasl(struct client *c)
 {
 	struct pktbuf pb;
-	pktbuf_init(&pb, 32);
-	pkt_write_auth_sasl(&pb, false);
+	struct scram_cbind cb;
+	pktbuf_init(&pb, 48);
+	pkt_write_auth_sasl(&pb, channel_binding(c, &cb));
 	c->auth_step = AS_SASL_INIT;
 	send_pb(c, &pb);
 }
@@ -398,7 +415,7 @@ static void hba_refused(struct client *c, bool rejected)
 }
 
 /* auth_type = hba: the first matching line decides the method. */
-static int hba_method_of(struct client *c)
+static int hba_method_of(struct client *c, const char **map)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
@@ -425,6 +442,7 @@ static int hba_method_of(struct client *c)
 	case HBA_MD5: return AUTH_MD5;
 	case HBA_PASSWORD: return AUTH_PLAIN;
 	case HBA_SCRAM_SHA_256: return AUTH_SCRAM;
+	case HBA_CERT: *map = hba_rule_map(r); return AUTH_CERT;
 	default:
 		client_close_sqlstate(c, "28000", "authentication method not supported yet");
 		return -1;
@@ -436,8 +454,9 @@ void client_start_auth(struct client *c)
 	const char *secret = user_secret(c);
 	int kind = secret && *secret ? (int)userlist_secret_kind(secret) : -1;
 	int method = W->cfg->auth_type;
+	const char *map = NULL;
 
-	if (method == AUTH_HBA && (method = hba_method_of(c)) < 0)
+	if (method == AUTH_HBA && (method = hba_method_of(c, &map)) < 0)
 		return;
 	switch (method) {
 	case AUTH_ANY:
@@ -461,6 +480,10 @@ void client_start_auth(struct client *c)
 		return;
 	case AUTH_SCRAM:
 		request_sasl(c);
+		return;
+	case AUTH_CERT:
+		if (certauth_check(c, map))
+			finish_login(c);
 		return;
 	default:
 		client_close_sqlstate(c, "28000", "authentication method not supported yet");
@@ -523,6 +546,7 @@ static void handle_sasl_init(struct client *c, const uint8_t *body, size_t len)
 {
 	struct pkt_reader r;
 	struct scram_secret secret;
+	struct scram_cbind cb;
 	const char *err = NULL;
 	char out[512];
 	size_t n = 0;
@@ -534,7 +558,9 @@ static void handle_sasl_init(struct client *c, const uint8_t *body, size_t len)
 		client_close(c, true, "malformed SASLInitialResponse");
 		return;
 	}
-	if (strcmp(mech, "SCRAM-SHA-256") != 0) {
+	if (channel_binding(c, &cb) && strcmp(mech, "SCRAM-SHA-256-PLUS") == 0)
+		cb.plus = true;
+	else if (strcmp(mech, "SCRAM-SHA-256") != 0) {
 		client_close_sqlstate(c, "28000", "client selected an invalid SASL authentication mechanism");
 		return;
 	}
@@ -544,8 +570,8 @@ static void handle_sasl_init(struct client *c, const uint8_t *body, size_t len)
 	if (mock)
 		scram_mock_secret(c->user_name, W->cfg->scram_iterations, &secret);
 	c->scram = xcalloc(1, sizeof(*c->scram));
-	if (scram_server_first(c->scram, &secret, mock, (const char *)body + r.pos, (size_t)dlen,
-			       out, sizeof(out), &n, &err) < 0) {
+	if (scram_server_first_cb(c->scram, &secret, mock, &cb, (const char *)body + r.pos, (size_t)dlen,
+				  out, sizeof(out), &n, &err) < 0) {
 		client_close_sqlstate(c, "08P01", err ? err : "malformed SCRAM message");
 		return;
 	}
@@ -755,6 +781,12 @@ static void handle_startup(struct client *c, const struct startup_msg *m)
 		return;
 	}
 	c->db->last_used = util_monotonic();
+	if (authquery_applies(c)) {
+		negotiate_version(c, m);
+		if (c->state != CLIENT_JUSTFREE)
+			authquery_start(c);
+		return;
+	}
 	c->login_user = pool_find_user(c->user_name);
 	if (!c->login_user && (W->cfg->auth_type == AUTH_ANY || W->cfg->auth_type == AUTH_TRUST) &&
 	    c->db->forced_user)
@@ -776,6 +808,18 @@ static void handle_startup(struct client *c, const struct startup_msg *m)
 		auth_failed(c);
 		return;
 	}
+	client_start_auth(c);
+}
+
+/* auth_query found the user (its secret is in u): count it, then
+ * authenticate it as any other. */
+void client_login_found(struct client *c, struct puser *u)
+{
+	c->login_user = u;
+	struct puser *srv_user = c->db->forced_user ? pool_get_user(c->db->forced_user) : u;
+	if (!check_client_limits(c))
+		return;
+	c->pool = pool_get(c->db, srv_user ? srv_user : u);
 	client_start_auth(c);
 }
 

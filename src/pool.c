@@ -4,6 +4,7 @@
  * within its limits, a few logins at a time so a burst of clients does not
  * become a burst of backend forks. */
 #include "pool.h"
+#include "auth/authquery.h"
 #include "client.h"
 #include "config.h"
 #include "hist.h"
@@ -195,9 +196,14 @@ static void user_apply(struct puser *u)
 	const char *secret = cfg->userlist ? userlist_find(cfg->userlist, u->name) : NULL;
 	const struct user_def *ud = config_find_user(cfg, u->name);
 
-	if (!secret || strcmp(secret, u->secret) != 0)
-		u->has_scram_keys = false;   /* a new secret invalidates learned keys */
-	strlcpy_(u->secret, secret ? secret : "", sizeof(u->secret));
+	/* A secret from auth_query stays for this user's servers; the next
+	 * login (the cache is dropped) fetches it again. */
+	if (secret || !u->authq_secret) {
+		if (!secret || strcmp(secret, u->secret) != 0)
+			u->has_scram_keys = false;   /* a new secret invalidates learned keys */
+		strlcpy_(u->secret, secret ? secret : "", sizeof(u->secret));
+		u->authq_secret = false;
+	}
 	u->pool_mode = ud ? ud->pool_mode : -1;
 	u->pool_size = ud ? ud->pool_size : -1;
 	u->reserve_pool_size = ud ? ud->reserve_pool_size : -1;
@@ -315,6 +321,12 @@ static int pool_total_servers(const struct pool *p)
 	return p->n_idle + p->n_active + p->n_tested + p->n_login + p->n_canceled;
 }
 
+/* Who needs a server: waiting clients and auth_query lookups. */
+static int pool_waiters(const struct pool *p)
+{
+	return p->n_waiting_clients + p->n_auth_waiting;
+}
+
 /* ---- server slots ----
  * With one worker, limits are counted here. With several, pool_size and
  * max_db/user_connections mean the instance: a worker asks the supervisor's
@@ -391,7 +403,7 @@ static bool slot_still_needed(const struct pool *p, enum slot_why why)
 		return false;
 	if (why == SLOT_FOR_MIN)
 		return pool_total_servers(p) < p->db->min_pool_size;
-	return p->n_waiting_clients > p->n_login;
+	return pool_waiters(p) > p->n_login;
 }
 
 void pool_slot_answer(const struct slot_req *r, uint32_t why, bool granted)
@@ -677,6 +689,7 @@ void pool_login_failed_heard(const struct login_failure *f)
 		struct client *c = container_of(it, struct client, node);
 		client_server_login_failed(c, p->login_error_code, p->login_error);
 	}
+	authquery_pool_failed(p, p->login_error_code, p->login_error, false);
 }
 
 void pool_launch_needed(struct pool *p)
@@ -689,7 +702,7 @@ void pool_launch_needed(struct pool *p)
 		return;
 	}
 	/* Waiters not yet covered by a login (or slot request) in progress. */
-	while (p->n_waiting_clients > p->n_login + p->n_slot_wait && (ok = can_launch(p, true)) != LAUNCH_NO) {
+	while (pool_waiters(p) > p->n_login + p->n_slot_wait && (ok = can_launch(p, true)) != LAUNCH_NO) {
 		if (!launch(p, ok, SLOT_FOR_WAITER))
 			break;
 	}
@@ -710,6 +723,7 @@ void pool_launch_needed(struct pool *p)
 			struct client *c = container_of(it, struct client, node);
 			client_cached_login_error(c, p->login_error);
 		}
+		authquery_pool_failed(p, NULL, p->login_error, true);
 	}
 }
 
@@ -742,6 +756,9 @@ static bool link_pair(struct client *c, struct server *sv)
 	}
 	c->pool->stats.server_assignment_count++;
 	if (varcache_diff_query(&c->vars, &sv->vars, sql, sizeof(sql))) {
+		for (int i = 0; i < varcache_count(); i++)
+			if (varcache_get(&c->vars, i))
+				sv->vars_set |= 1u << i;   /* auth_query resets them */
 		/* The client resumes when the SET completes (or is closed
 		 * with the server if sending fails). */
 		(void)server_run_internal(sv, SI_SETVARS, sql);
@@ -750,25 +767,33 @@ static bool link_pair(struct client *c, struct server *sv)
 	return true;
 }
 
+struct server *pool_idle_server(struct pool *p)
+{
+	struct list *it;
+	while ((it = list_first(&p->idle_servers)) != NULL) {
+		struct server *sv = container_of(it, struct server, node);
+		if (sv->close_needed) {
+			server_close(sv, sv->close_reason ? sv->close_reason : "server lifetime over");
+			continue;
+		}
+		if (check_needed(sv)) {
+			if (!server_run_internal(sv, SI_CHECK, W->cfg->server_check_query))
+				continue;
+			return NULL;
+		}
+		return sv;
+	}
+	return NULL;
+}
+
 bool pool_request_server(struct client *c)
 {
 	struct pool *p = c->pool;
-	struct list *it;
 
 	if (!(W->paused || p->db->paused || p->paused) && list_empty(&p->waiting_clients)) {
-		while ((it = list_first(&p->idle_servers)) != NULL) {
-			struct server *sv = container_of(it, struct server, node);
-			if (sv->close_needed) {
-				server_close(sv, sv->close_reason ? sv->close_reason : "server lifetime over");
-				continue;
-			}
-			if (check_needed(sv)) {
-				if (!server_run_internal(sv, SI_CHECK, W->cfg->server_check_query))
-					continue;
-				break;
-			}
+		struct server *sv = pool_idle_server(p);
+		if (sv)
 			return link_pair(c, sv);
-		}
 	}
 	if (c->state != CLIENT_WAITING) {
 		c->request_time = util_monotonic();
@@ -796,6 +821,8 @@ void pool_server_ready(struct server *sv)
 	}
 	sv->last_used = now;
 	if (!(W->paused || p->db->paused || p->paused)) {
+		if (p->n_auth_waiting > 0 && authquery_server_ready(sv))
+			return;
 		struct list *it = list_first(&p->waiting_clients);
 		if (it) {
 			struct client *c = container_of(it, struct client, node);

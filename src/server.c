@@ -3,6 +3,7 @@
  * relay of results to the linked client, and internal queries whose results
  * the pooler swallows until ReadyForQuery. */
 #include "server.h"
+#include "auth/authquery.h"
 #include "shm.h"
 #include "ledger.h"
 #include "ipc.h"
@@ -170,6 +171,8 @@ void server_close(struct server *sv, const char *reason)
 
 	if (sv->state == SERVER_JUSTFREE)
 		return;
+	if (sv->internal == SI_AUTH_QUERY)
+		authquery_server_closed(sv);
 	list_del(&sv->close_node);
 	if (sv->ssl_ev) {
 		event_free(sv->ssl_ev);
@@ -466,6 +469,7 @@ static void login_failed(struct server *sv, const char *sqlstate, const char *ms
 			struct client *c = container_of(it, struct client, node);
 			client_server_login_failed(c, p->login_error_code, p->login_error);
 		}
+		authquery_pool_failed(p, p->login_error_code, p->login_error, false);
 	}
 }
 
@@ -867,6 +871,8 @@ static enum stream_action server_on_pkt(struct stream *s, const struct pkt_hdr *
 
 	if (sv->state == SERVER_LOGIN)
 		return login_pkt(sv, h, data, avail);
+	if (sv->internal == SI_AUTH_QUERY)
+		return authquery_server_pkt(sv, h, data, avail);
 	if (sv->internal != SI_NONE)
 		return internal_pkt(sv, h, data, avail);
 	if (sv->link)

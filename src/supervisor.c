@@ -3,6 +3,7 @@
  * turns signals into orders for the workers. It never touches client
  * traffic, so a crash of one worker costs only that worker's clients. */
 #include "supervisor.h"
+#include "tls.h"
 #include "build-config.h"
 #include "config.h"
 #include "ipc.h"
@@ -817,6 +818,8 @@ int supervisor_run(const struct run_options *opt, struct config *cfg)
 		log_error("cannot map shared memory for %d workers", sup.n_slots);
 		goto fail_shm;
 	}
+	if (!tls_ticket_keys_init())
+		log_warning("TLS session tickets: no shared keys (no random bytes); a client resumes only on the worker that issued its ticket");
 	sup.takeover = opt->takeover;
 	int lrc = sup.takeover ? takeover_fetch(cfg->listen_port, sup.n_slots, &sup.ls)
 			       : listen_open(&sup.ls, cfg, sup.n_slots);

@@ -15,6 +15,7 @@
 #include <openssl/core_names.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/rand.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
@@ -25,8 +26,6 @@ struct tls_ctx {
 	SSL_CTX *ssl;
 	bool server;                         /* pgcrew accepts (client-facing) */
 	bool verify_full;                    /* client ctx: check host names */
-	uint8_t end_point[EVP_MAX_MD_SIZE];  /* server ctx: our cert's RFC 5929 hash */
-	size_t end_point_len;                /* 0 = not available */
 };
 
 struct tls_conn {
@@ -439,12 +438,26 @@ static int client_hello_cb(SSL *ssl, int *alert, void *arg)
 	return SSL_CLIENT_HELLO_ERROR;
 }
 
+/* Certificate authentication below verify-ca: a missing or bad client
+ * certificate must not fail the handshake (the login is refused with
+ * PostgreSQL's words instead); OpenSSL still records the verdict, which
+ * verified_peer() reads. */
+static int record_verdict(int preverify_ok, X509_STORE_CTX *x)
+{
+	(void)preverify_ok;
+	(void)x;
+	return 1;
+}
+
 static bool server_verify(struct tls_ctx *ctx, const struct tls_settings *s, char *err, size_t errlen)
 {
 	STACK_OF(X509_NAME) *names;
+	bool optional = s->sslmode < TLS_SSLMODE_VERIFY_CA;
 
-	if (s->sslmode < TLS_SSLMODE_VERIFY_CA)
-		return true;   /* PgBouncer: below verify-ca a client cert is not even asked for */
+	/* PgBouncer: below verify-ca a client cert is not even asked for,
+	 * unless certificate authentication may need one. */
+	if (optional && (!s->ask_client_cert || !is_set(s->ca_file)))
+		return true;
 	if (!is_set(s->ca_file)) {
 		snprintf(err, errlen, "client_tls_ca_file is not set (needed by client_tls_sslmode verify-ca/verify-full)");
 		return false;
@@ -455,18 +468,77 @@ static bool server_verify(struct tls_ctx *ctx, const struct tls_settings *s, cha
 	if (names == NULL)
 		return ctx_fail(err, errlen, "client", "tls_ca_file", s->ca_file);
 	SSL_CTX_set_client_CA_list(ctx->ssl, names);
-	SSL_CTX_set_verify(ctx->ssl, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+	if (optional)
+		SSL_CTX_set_verify(ctx->ssl, SSL_VERIFY_PEER, record_verdict);
+	else
+		SSL_CTX_set_verify(ctx->ssl, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
 	return true;
 }
 
-/* Session tickets stay on: OpenSSL's keys are random per SSL_CTX, so for
- * now a client resumes only on the worker that issued its ticket.
- * TODO: tls_ctx_set_ticket_keys(): the supervisor makes the key ring once
- * (name, AES-256 key, HMAC key, current + previous) and shares it through
- * shm; each worker installs SSL_CTX_set_tlsext_ticket_key_evp_cb whose
- * callback encrypts with the current key (EVP_aes_256_cbc + an EVP_MAC_CTX
- * set to HMAC/SHA256 from the prefetched MAC), finds the key by name when
- * decrypting, and returns 2 (renew) for the previous one during rotation. */
+/* ---- session tickets shared by every worker ----
+ * OpenSSL's own ticket keys are random per SSL_CTX, so a client would
+ * resume only on the worker that issued its ticket, while SO_REUSEPORT
+ * sends its reconnect to any worker. The supervisor draws one key set
+ * before the first fork (tls_ticket_keys_init); every worker, respawned
+ * ones too, inherits it and encrypts and decrypts tickets with it. */
+struct ticket_keys {
+	uint8_t name[16];                /* tells our tickets from another pgcrew's */
+	uint8_t aes[32];                 /* AES-256-CBC */
+	uint8_t hmac[32];                /* HMAC-SHA256 */
+};
+static struct ticket_keys tickets;
+static bool tickets_ready;
+static EVP_CIPHER *ticket_cipher;       /* fetched once per process */
+
+bool tls_ticket_keys_init(void)
+{
+	if (RAND_bytes((unsigned char *)&tickets, sizeof tickets) != 1) {
+		ERR_clear_error();
+		return false;
+	}
+	tickets_ready = true;
+	return true;
+}
+
+/* SSL_CTX_set_tlsext_ticket_key_evp_cb: 1 = use these keys, 0 = not our
+ * key (the client gets a full handshake), -1 = error. */
+static int ticket_key_cb(SSL *ssl, unsigned char name[16], unsigned char *iv, EVP_CIPHER_CTX *cctx,
+			 EVP_MAC_CTX *hctx, int enc)
+{
+	OSSL_PARAM params[] = {
+		OSSL_PARAM_construct_octet_string(OSSL_MAC_PARAM_KEY, tickets.hmac, sizeof tickets.hmac),
+		OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0),
+		OSSL_PARAM_construct_end(),
+	};
+
+	(void)ssl;
+	if (enc) {
+		memcpy(name, tickets.name, sizeof tickets.name);
+		if (RAND_bytes(iv, EVP_CIPHER_get_iv_length(ticket_cipher)) != 1 ||
+		    !EVP_EncryptInit_ex2(cctx, ticket_cipher, tickets.aes, iv, NULL))
+			return -1;
+	} else {
+		if (CRYPTO_memcmp(name, tickets.name, sizeof tickets.name) != 0)
+			return 0;
+		if (!EVP_DecryptInit_ex2(cctx, ticket_cipher, tickets.aes, iv, NULL))
+			return -1;
+	}
+	return EVP_MAC_CTX_set_params(hctx, params) ? 1 : -1;
+}
+
+static void shared_tickets(SSL_CTX *ssl)
+{
+	if (!tickets_ready)
+		return;
+	if (ticket_cipher == NULL)
+		ticket_cipher = EVP_CIPHER_fetch(NULL, "AES-256-CBC", NULL);
+	if (ticket_cipher == NULL) {
+		ERR_clear_error();
+		return;     /* OpenSSL's per-context keys stay */
+	}
+	SSL_CTX_set_tlsext_ticket_key_evp_cb(ssl, ticket_key_cb);
+}
+
 static void server_sessions(SSL_CTX *ssl)
 {
 	static const unsigned char sid_ctx[] = "pgcrew";
@@ -477,6 +549,7 @@ static void server_sessions(SSL_CTX *ssl)
 	SSL_CTX_set_session_cache_mode(ssl, SSL_SESS_CACHE_OFF);
 	/* One TLS 1.3 ticket is enough for the reconnect that will use it. */
 	SSL_CTX_set_num_tickets(ssl, 1);
+	shared_tickets(ssl);
 }
 
 static bool server_setup(struct tls_ctx *ctx, const struct tls_settings *s, char *err, size_t errlen)
@@ -497,10 +570,6 @@ static bool server_setup(struct tls_ctx *ctx, const struct tls_settings *s, char
 	server_sessions(ctx->ssl);
 	SSL_CTX_set_alpn_select_cb(ctx->ssl, alpn_select_cb, NULL);
 	SSL_CTX_set_client_hello_cb(ctx->ssl, client_hello_cb, NULL);
-	/* One certificate per context: hash it once, not per SCRAM-PLUS login. */
-	ctx->end_point_len = sizeof ctx->end_point;
-	if (!end_point_hash(SSL_CTX_get0_certificate(ctx->ssl), ctx->end_point, &ctx->end_point_len))
-		ctx->end_point_len = 0;
 	return true;
 }
 
@@ -805,13 +874,12 @@ bool tls_conn_server_end_point(struct tls_conn *c, uint8_t *out, size_t *outlen)
 {
 	if (c->failed || !SSL_is_init_finished(c->ssl))
 		return false;
-	if (!c->ctx->server)
+	/* From the SSL itself, not c->ctx: a RELOAD frees the worker's old
+	 * tls_ctx while its connections live on (the SSL keeps its SSL_CTX
+	 * and certificate referenced). One digest per SCRAM-PLUS login. */
+	if (!SSL_is_server(c->ssl))
 		return end_point_hash(SSL_get0_peer_certificate(c->ssl), out, outlen);
-	if (c->ctx->end_point_len == 0 || c->ctx->end_point_len > *outlen)
-		return false;
-	memcpy(out, c->ctx->end_point, c->ctx->end_point_len);
-	*outlen = c->ctx->end_point_len;
-	return true;
+	return end_point_hash(SSL_get_certificate(c->ssl), out, outlen);
 }
 
 void tls_conn_shutdown(struct tls_conn *c)

@@ -7,6 +7,7 @@
 #include "ledger.h"
 #include "admin.h"
 #include "auth/crypto.h"
+#include "auth/authquery.h"
 #include "auth/hba.h"
 #include "cancel.h"
 #include "client.h"
@@ -70,6 +71,7 @@ static void tls_settings_client(const struct config *cfg, struct tls_settings *t
 		.protocols = cfg->client_tls_protocols, .ciphers = cfg->client_tls_ciphers,
 		.tls13_ciphers = cfg->client_tls13_ciphers, .ecdhcurve = cfg->client_tls_ecdhcurve,
 		.dheparams = cfg->client_tls_dheparams,
+		.ask_client_cert = cfg->auth_type == AUTH_CERT || cfg->auth_type == AUTH_HBA,
 	};
 }
 
@@ -237,6 +239,7 @@ void worker_refresh_config(void)
 	dns_settings_of(cfg, &ds);
 	dns_apply_settings(&ds);
 	pool_apply_config(cfg);
+	authquery_reload();
 }
 
 void worker_apply_config(struct config *cfg)
@@ -448,6 +451,7 @@ static void worker_cleanup(void)
 	cancel_free_all();
 	server_linger_free_all();
 	control_free();
+	authquery_free_all();
 	pool_free_all();
 	admin_free();
 	listener_free(W->listener);

@@ -19,6 +19,7 @@
 #define SCRAM_MAX_ITERATIONS 10000000      /* for anything we must run PBKDF2 on */
 #define SCRAM_MY_NONCE_MAX 63              /* our own nonces, and test nonces */
 #define SCRAM_CACHE_ENTRIES 1024           /* derived-key cache size, per process */
+#define SCRAM_CBIND_MAX 64                 /* tls-server-end-point data: a hash, at most SHA-512 */
 
 struct scram_secret {            /* everything a verifier holds, plus the ClientKey when known */
 	int iterations;
@@ -78,11 +79,21 @@ enum scram_server_state {
 };
 const char *scram_server_state_name(int state);
 
+/* Channel binding toward a TLS client: SCRAM-SHA-256-PLUS with
+ * tls-server-end-point (RFC 5929), the only type PostgreSQL offers. */
+struct scram_cbind {
+	bool offered;                    /* -PLUS was advertised: a TLS client, end-point data known */
+	bool plus;                       /* the client selected SCRAM-SHA-256-PLUS */
+	uint8_t data[SCRAM_CBIND_MAX];   /* hash of our certificate (tls_conn_server_end_point) */
+	size_t len;
+};
+
 struct scram_server {
 	int state;                   /* enum scram_server_state */
+	struct scram_cbind cbind;    /* what this exchange binds to */
 	struct scram_secret secret;  /* on success also gets the recovered ClientKey */
 	bool mock;                   /* always fail at the end */
-	char gs2_header[32];         /* kept verbatim for the c= check (and -PLUS later) */
+	char gs2_header[32];         /* kept verbatim for the c= check */
 	size_t gs2_len;
 	char client_nonce[SCRAM_MAX_NONCE + 1];
 	char server_nonce[SCRAM_MY_NONCE_MAX + 1];
@@ -97,12 +108,20 @@ struct scram_server {
 /* Step 1: SASLInitialResponse payload (client-first-message). Writes the
  * NUL-terminated server-first-message into out (*outn = its length).
  * Returns 0, or -1 when malformed (errmsg set): channel-binding flag 'p'
- * (no SCRAM-SHA-256-PLUS yet), authzid, 'm=' extension, attributes missing or
- * out of order, a nonce empty, over SCRAM_MAX_NONCE or not printable, a
- * message over SCRAM_MAX_CLIENT_FIRST or a NUL byte, or out too small. */
+ * (without -PLUS), authzid, 'm=' extension, attributes missing or out of
+ * order, a nonce empty, over SCRAM_MAX_NONCE or not printable, a message
+ * over SCRAM_MAX_CLIENT_FIRST or a NUL byte, or out too small. */
 int scram_server_first(struct scram_server *st, const struct scram_secret *secret, bool mock,
 		       const char *msg, size_t len, char *out, size_t outlen, size_t *outn,
 		       const char **errmsg) MUSTCHECK;
+/* The same with channel binding (cb NULL = none offered). PostgreSQL's
+ * rules: with cb->plus the gs2 header must be "p=tls-server-end-point";
+ * 'p' for plain SCRAM-SHA-256, 'n'/'y' for -PLUS, another binding type, and
+ * 'y' while -PLUS was offered (a downgrade) are refused. The final step then
+ * checks that c= carries the gs2 header followed by cb->data. */
+int scram_server_first_cb(struct scram_server *st, const struct scram_secret *secret, bool mock,
+			  const struct scram_cbind *cb, const char *msg, size_t len, char *out,
+			  size_t outlen, size_t *outn, const char **errmsg) MUSTCHECK;
 /* Step 2: client-final-message. On success writes server-final ("v=...") and
  * returns 0; -1 malformed (errmsg set), -2 wrong proof or mock (authentication
  * failed). Checks c= against the gs2 header, the nonce, then the proof:

@@ -462,15 +462,33 @@ static int parse_gs2_header(struct scram_server *st, struct scan *s, const char 
 
 	if (s->p >= s->end)
 		return fail(errmsg, "malformed SCRAM message (empty message)");
+	struct span type;
+
 	switch (*s->p) {
 	case 'n':
 	case 'y':
-		/* 'y' (client could bind, thinks we cannot) is fine while we
-		 * advertise no SCRAM-SHA-256-PLUS; once we do, 'y' must fail. */
+		if (st->cbind.plus)
+			return fail(errmsg, "malformed SCRAM message (the client selected SCRAM-SHA-256-PLUS, "
+				    "but the SCRAM message does not include channel binding data)");
+		/* 'y': the client could bind but thinks we cannot. Fine when
+		 * we did not offer -PLUS; when we did, a man in the middle
+		 * stripped it (PostgreSQL's downgrade check). */
+		if (*s->p == 'y' && st->cbind.offered)
+			return fail(errmsg, "SCRAM channel binding negotiation error");
 		s->p++;
 		break;
 	case 'p':
-		return fail(errmsg, "SCRAM channel binding is not supported (no SCRAM-SHA-256-PLUS)");
+		if (!st->cbind.offered)
+			return fail(errmsg, "SCRAM channel binding is not supported (no SCRAM-SHA-256-PLUS)");
+		if (!st->cbind.plus)
+			return fail(errmsg, "malformed SCRAM message (the client selected SCRAM-SHA-256 without "
+				    "channel binding, but the SCRAM message includes channel binding data)");
+		if (!scan_attr(s, 'p', &type))
+			return fail(errmsg, "malformed SCRAM message (bad channel-binding flag)");
+		if (type.len != strlen("tls-server-end-point") ||
+		    memcmp(type.p, "tls-server-end-point", type.len) != 0)
+			return fail(errmsg, "unsupported SCRAM channel-binding type");
+		break;
 	default:
 		return fail(errmsg, "malformed SCRAM message (unexpected channel-binding flag)");
 	}
@@ -481,6 +499,8 @@ static int parse_gs2_header(struct scram_server *st, struct scan *s, const char 
 	if (!scan_comma(s))
 		return fail(errmsg, "malformed SCRAM message (unexpected attribute in gs2 header)");
 	st->gs2_len = (size_t)(s->p - start);
+	if (st->gs2_len >= sizeof(st->gs2_header))
+		return fail(errmsg, "malformed SCRAM message (gs2 header too long)");
 	memcpy(st->gs2_header, start, st->gs2_len);
 	st->gs2_header[st->gs2_len] = '\0';
 	return 0;
@@ -554,10 +574,22 @@ int scram_server_first(struct scram_server *st, const struct scram_secret *secre
 		       const char *msg, size_t len, char *out, size_t outlen, size_t *outn,
 		       const char **errmsg)
 {
+	return scram_server_first_cb(st, secret, mock, NULL, msg, len, out, outlen, outn, errmsg);
+}
+
+int scram_server_first_cb(struct scram_server *st, const struct scram_secret *secret, bool mock,
+			  const struct scram_cbind *cb, const char *msg, size_t len, char *out,
+			  size_t outlen, size_t *outn, const char **errmsg)
+{
 	struct scan s = { msg, msg + len };
 
 	memset(st, 0, sizeof(*st));
 	st->state = SCRAM_SERVER_FAILED;
+	if (cb != NULL) {
+		if (cb->len > sizeof(st->cbind.data) || (cb->plus && (!cb->offered || cb->len == 0)))
+			return fail(errmsg, "SCRAM: bad channel-binding setup");
+		st->cbind = *cb;
+	}
 	if (secret == NULL || msg == NULL)
 		return fail(errmsg, "SCRAM: no secret or message");
 	if (len > SCRAM_MAX_CLIENT_FIRST || memchr(msg, '\0', len) != NULL)
@@ -573,14 +605,18 @@ int scram_server_first(struct scram_server *st, const struct scram_secret *secre
 	return 0;
 }
 
+/* c= is base64(gs2 header [+ channel-binding data]): the header exactly as
+ * the client sent it first, and with -PLUS the hash of our certificate. */
 static int check_channel_binding(const struct scram_server *st, struct span cb, const char **errmsg)
 {
-	uint8_t buf[sizeof(st->gs2_header)];
+	uint8_t buf[sizeof(st->gs2_header) + SCRAM_CBIND_MAX];
+	size_t extra = st->cbind.plus ? st->cbind.len : 0;
 	int n = crypto_b64_decode(cb.p, cb.len, buf, sizeof(buf));
 
 	if (n < 0)
 		return fail(errmsg, "malformed SCRAM message (invalid channel-binding data)");
-	if ((size_t)n != st->gs2_len || memcmp(buf, st->gs2_header, st->gs2_len) != 0)
+	if ((size_t)n != st->gs2_len + extra || memcmp(buf, st->gs2_header, st->gs2_len) != 0 ||
+	    CRYPTO_memcmp(buf + st->gs2_len, st->cbind.data, extra) != 0)
 		return fail(errmsg, "SCRAM channel binding check failed");
 	return 0;
 }

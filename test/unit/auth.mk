@@ -15,3 +15,12 @@ test_unit_test_scram_LDADD = $(UNIT_LDADD)
 test_unit_test_hba_SOURCES = test/unit/test_hba.c
 test_unit_test_hba_CFLAGS = $(UNIT_CFLAGS)
 test_unit_test_hba_LDADD = $(UNIT_LDADD)
+
+check_PROGRAMS += test/unit/test_authcache test/unit/test_authquery
+TESTS += test/unit/test_authcache test/unit/test_authquery
+test_unit_test_authcache_SOURCES = test/unit/test_authcache.c
+test_unit_test_authcache_CFLAGS = $(UNIT_CFLAGS)
+test_unit_test_authcache_LDADD = $(UNIT_LDADD)
+test_unit_test_authquery_SOURCES = test/unit/test_authquery.c
+test_unit_test_authquery_CFLAGS = $(UNIT_CFLAGS)
+test_unit_test_authquery_LDADD = $(UNIT_LDADD)

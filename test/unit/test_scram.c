@@ -1,7 +1,8 @@
 /* pgcrew — unit tests for auth/scram: RFC 7677 example in both directions,
  * our client against our server (plaintext, verifier, pass-through, mock),
  * verifier parsing, the derived-key cache, and hostile messages on every
- * step. The verifier for "pencil" was computed with Python's hashlib/hmac. */
+ * step, and SCRAM-SHA-256-PLUS channel binding (negotiation and the c= check).
+ * The verifier for "pencil" was computed with Python's hashlib/hmac. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -744,6 +745,134 @@ static void test_state_names(void **state)
 	assert_string_equal(scram_client_state_name(-1), "invalid");
 }
 
+
+/* ---- SCRAM-SHA-256-PLUS (tls-server-end-point) ---- */
+
+#define CB_GS2 "p=tls-server-end-point,,"
+#define CB_FIRST CB_GS2 "n=,r=" RFC_CNONCE
+
+static void plus_cb(struct scram_cbind *cb, bool plus)
+{
+	memset(cb, 0, sizeof(*cb));
+	cb->offered = true;
+	cb->plus = plus;
+	cb->len = 32;
+	memset(cb->data, 0xab, cb->len);
+}
+
+/* The client-final a client bound to `data` sends for "pencil". */
+static void plus_final(const char *server_first, const uint8_t *data, size_t dlen, char *out, size_t outlen)
+{
+	uint8_t cbuf[sizeof(CB_GS2) + 64], stored[32], sig[32], proof[32];
+	char c64[200], p64[64], without[400], auth[1200];
+	size_t glen = strlen(CB_GS2);
+
+	memcpy(cbuf, CB_GS2, glen);
+	memcpy(cbuf + glen, data, dlen);
+	crypto_b64_encode(cbuf, glen + dlen, c64, sizeof(c64));
+	snprintf(without, sizeof(without), "c=%s,r=%s", c64, strchr(server_first, '=') + 1);
+	*strchr(without + 2 + strlen(c64) + 3, ',') = '\0';   /* r= ends at ",s=" */
+	snprintf(auth, sizeof(auth), "n=,r=" RFC_CNONCE ",%s,%s", server_first, without);
+	assert_true(crypto_sha256(pencil_client_key, 32, stored));
+	assert_true(crypto_hmac_sha256(stored, 32, auth, strlen(auth), sig));
+	for (int i = 0; i < 32; i++)
+		proof[i] = pencil_client_key[i] ^ sig[i];
+	crypto_b64_encode(proof, 32, p64, sizeof(p64));
+	snprintf(out, outlen, "%s,p=%s", without, p64);
+}
+
+static int plus_first(struct scram_server *st, const struct scram_cbind *cb, const char *msg, char *out,
+		      const char **err)
+{
+	struct scram_secret sec;
+	size_t n = 0;
+
+	assert_true(scram_parse_verifier(PENCIL_VERIFIER, &sec));
+	scram_server_set_test_nonce(RFC_SNONCE);
+	return scram_server_first_cb(st, &sec, false, cb, msg, strlen(msg), out, 600, &n, err);
+}
+
+static void test_plus_binding_checked(void **state)
+{
+	struct scram_server st;
+	struct scram_cbind cb;
+	char first[600], final[600], out[600];
+	uint8_t other[32];
+	const char *err = NULL;
+
+	(void)state;
+	plus_cb(&cb, true);
+	assert_int_equal(plus_first(&st, &cb, CB_FIRST, first, &err), 0);
+	assert_string_equal(st.gs2_header, CB_GS2);
+	plus_final(first, cb.data, cb.len, final, sizeof(final));
+	assert_int_equal(srv_final(&st, final, out, sizeof(out), &err), 0);
+	assert_true(st.got_client_key);
+	assert_memory_equal(st.client_key, pencil_client_key, 32);
+
+	/* Bound to another certificate: refused before the proof counts. */
+	memset(other, 0xac, sizeof(other));
+	assert_int_equal(plus_first(&st, &cb, CB_FIRST, first, &err), 0);
+	plus_final(first, other, sizeof(other), final, sizeof(final));
+	assert_int_equal(srv_final(&st, final, out, sizeof(out), &err), -1);
+	assert_string_equal(err, "SCRAM channel binding check failed");
+	assert_false(st.got_client_key);
+	/* The header alone, or a shorter hash, is no binding. */
+	assert_int_equal(plus_first(&st, &cb, CB_FIRST, first, &err), 0);
+	plus_final(first, cb.data, 0, final, sizeof(final));
+	assert_int_equal(srv_final(&st, final, out, sizeof(out), &err), -1);
+	assert_string_equal(err, "SCRAM channel binding check failed");
+	assert_int_equal(plus_first(&st, &cb, CB_FIRST, first, &err), 0);
+	plus_final(first, cb.data, 31, final, sizeof(final));
+	assert_int_equal(srv_final(&st, final, out, sizeof(out), &err), -1);
+	/* Plain SCRAM's "biws" under -PLUS. */
+	assert_int_equal(plus_first(&st, &cb, CB_FIRST, first, &err), 0);
+	assert_int_equal(srv_final(&st, "c=biws,r=" NONCE "," PROOF, out, sizeof(out), &err), -1);
+	assert_string_equal(err, "SCRAM channel binding check failed");
+	/* c= too long for any binding: malformed, not an overflow. */
+	char big[700] = "c=";
+	memset(big + 2, 'A', 400);
+	strcpy(big + 402, ",r=" NONCE "," PROOF);
+	assert_int_equal(plus_first(&st, &cb, CB_FIRST, first, &err), 0);
+	assert_int_equal(srv_final(&st, big, out, sizeof(out), &err), -1);
+}
+
+static void test_plus_negotiation(void **state)
+{
+	struct scram_server st;
+	struct scram_cbind offered, plus;
+	char out[600];
+	const char *err = NULL;
+
+	(void)state;
+	plus_cb(&offered, false);
+	plus_cb(&plus, true);
+	/* -PLUS offered, client says it could bind but thinks we cannot. */
+	assert_int_equal(plus_first(&st, &offered, "y,,n=,r=abc", out, &err), -1);
+	assert_string_equal(err, "SCRAM channel binding negotiation error");
+	/* Not offered (plain connection): 'y' is fine, 'p' is not. */
+	assert_int_equal(plus_first(&st, NULL, "y,,n=,r=abc", out, &err), 0);
+	assert_int_equal(plus_first(&st, NULL, CB_FIRST, out, &err), -1);
+	/* Offered and plain SCRAM chosen: 'n' fine, 'p' malformed. */
+	assert_int_equal(plus_first(&st, &offered, "n,,n=,r=abc", out, &err), 0);
+	assert_int_equal(plus_first(&st, &offered, CB_FIRST, out, &err), -1);
+	assert_non_null(strstr(err, "without channel binding"));
+	/* -PLUS chosen: 'n'/'y' malformed, other binding types unsupported. */
+	assert_int_equal(plus_first(&st, &plus, "n,,n=,r=abc", out, &err), -1);
+	assert_non_null(strstr(err, "does not include channel binding data"));
+	assert_int_equal(plus_first(&st, &plus, "y,,n=,r=abc", out, &err), -1);
+	assert_int_equal(plus_first(&st, &plus, "p=tls-unique,,n=,r=abc", out, &err), -1);
+	assert_string_equal(err, "unsupported SCRAM channel-binding type");
+	assert_int_equal(plus_first(&st, &plus, "p=tls-server-end-pointX,,n=,r=abc", out, &err), -1);
+	assert_int_equal(plus_first(&st, &plus, "p,,n=,r=abc", out, &err), -1);
+	assert_int_equal(plus_first(&st, &plus, "p=,,n=,r=abc", out, &err), -1);
+	/* -PLUS without anything to bind to is our bug, refused. */
+	plus.offered = false;
+	assert_int_equal(plus_first(&st, &plus, CB_FIRST, out, &err), -1);
+	plus.offered = true;
+	plus.len = 0;
+	assert_int_equal(plus_first(&st, &plus, CB_FIRST, out, &err), -1);
+}
+
 #define T(f) cmocka_unit_test_setup(f, reset_hooks)
 
 int main(void)
@@ -769,6 +898,8 @@ int main(void)
 		T(test_client_order_and_buffers),
 		T(test_client_verify_hostile),
 		T(test_state_names),
+		T(test_plus_binding_checked),
+		T(test_plus_negotiation),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
