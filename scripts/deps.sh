@@ -20,7 +20,7 @@ if [ "$want" = test ] || [ "$want" = fuzz ]; then
     pkgs+=(clang libclang-rt-14-dev)
 fi
 if [ "$want" != build ] && [ "$want" != fuzz ]; then
-    pkgs+=(postgresql-15 postgresql-client-15 openssl procps util-linux iproute2)
+    pkgs+=(postgresql-15 postgresql-client-15 openssl procps util-linux iproute2 curl unzip ca-certificates)
 fi
 if [ "$want" = test ]; then
     pkgs+=(pgbouncer python3 python3-venv)
@@ -68,23 +68,31 @@ fi
 
 # A Go toolchain (>= 1.22) for test_console_go.py, which builds a small
 # program with github.com/lib/pq and github.com/jackc/pgx/v5 from the Go
-# module proxy. The official tarball in /usr/local/go counts; otherwise
-# Debian's golang-go, if new enough. No toolchain is an error, not a skip.
+# module proxy. One on PATH or in /usr/local/go counts; otherwise Go's own
+# toolchain module is fetched from the Go module proxy (Debian 12's
+# golang-go, 1.19, is too old) into .cache/go. No toolchain is an error.
+GO_TOOLCHAIN=v0.0.1-go1.22.12.linux-amd64
+GO_TOOLCHAIN_SHA256=d426bcf50497ae8665e741482aba04fc12782e8860857229d4005dcc480fd89b
 go_version_ok() {
-    local go v
-    go=$(command -v go || echo /usr/local/go/bin/go)
-    [ -x "$go" ] || return 1
-    v=$("$go" env GOVERSION 2>/dev/null) || return 1      # e.g. go1.26.8
+    local v
+    [ -x "$1" ] || return 1
+    v=$("$1" env GOVERSION 2>/dev/null) || return 1      # e.g. go1.26.8
     v=${v#go}
     [ "${v%%.*}" -gt 1 ] || { v=${v#1.}; [ "${v%%.*}" -ge 22 ]; }
 }
-if ! go_version_ok; then
-    echo "deps: installing golang-go"
-    as_root apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
-        as_root apt-get install -y -qq --no-install-recommends golang-go >/dev/null || true
-    if ! go_version_ok; then
-        echo "deps: FAILED: no Go >= 1.22 toolchain (needed by test/integration/test_console_go.py);" \
-             "install one from https://go.dev/dl/ into /usr/local/go" >&2
+if ! go_version_ok "$(command -v go || echo none)" && ! go_version_ok /usr/local/go/bin/go &&
+   ! go_version_ok .cache/go/bin/go; then
+    echo "deps: fetching the Go toolchain $GO_TOOLCHAIN from proxy.golang.org"
+    rm -rf .cache/go .cache/go.zip
+    mkdir -p .cache
+    if curl -fsSL --retry 3 -o .cache/go.zip \
+            "https://proxy.golang.org/golang.org/toolchain/@v/$GO_TOOLCHAIN.zip" &&
+       echo "$GO_TOOLCHAIN_SHA256  .cache/go.zip" | sha256sum --status -c; then
+        (cd .cache && unzip -q go.zip && mv "golang.org/toolchain@$GO_TOOLCHAIN" go &&
+         rm -rf golang.org go.zip && chmod -R a+rX go)
+    fi
+    if ! go_version_ok .cache/go/bin/go; then
+        echo "deps: FAILED: no Go >= 1.22 toolchain (needed by test/integration/test_console_go.py)" >&2
         exit 1
     fi
 fi
