@@ -30,7 +30,9 @@ struct tls_ctx {
 
 struct tls_conn {
 	SSL *ssl;
-	struct tls_ctx *ctx;
+	/* No pointer to the tls_ctx: a RELOAD frees the worker's old one while
+	 * connections made with it live on (the SSL keeps its SSL_CTX). */
+	bool verify_full;                    /* copied from the ctx at creation */
 	bool direct;                         /* direct TLS: ALPN mandatory */
 	bool failed;                         /* fatal error seen; OpenSSL must not be called again */
 	bool shut;                           /* close_notify attempted */
@@ -641,7 +643,7 @@ static struct tls_conn *conn_new(struct tls_ctx *ctx, int fd)
 
 	if (c == NULL)
 		return NULL;
-	c->ctx = ctx;
+	c->verify_full = ctx->verify_full;
 	c->ssl = SSL_new(ctx->ssl);
 	if (c->ssl == NULL || !SSL_set_fd(c->ssl, fd)) {
 		ERR_clear_error();
@@ -680,7 +682,7 @@ static bool conn_set_host(struct tls_conn *c, const char *host)
 
 	if (is_set(host) && !ip && !SSL_set_tlsext_host_name(c->ssl, host))
 		goto fail;
-	if (!c->ctx->verify_full)
+	if (!c->verify_full)
 		return true;
 	if (!is_set(host)) {
 		snprintf(c->err, sizeof c->err, "server_tls_sslmode verify-full needs a host name");
@@ -874,9 +876,8 @@ bool tls_conn_server_end_point(struct tls_conn *c, uint8_t *out, size_t *outlen)
 {
 	if (c->failed || !SSL_is_init_finished(c->ssl))
 		return false;
-	/* From the SSL itself, not c->ctx: a RELOAD frees the worker's old
-	 * tls_ctx while its connections live on (the SSL keeps its SSL_CTX
-	 * and certificate referenced). One digest per SCRAM-PLUS login. */
+	/* From the SSL itself, which keeps its SSL_CTX and certificate
+	 * referenced across a RELOAD. One digest per SCRAM-PLUS login. */
 	if (!SSL_is_server(c->ssl))
 		return end_point_hash(SSL_get0_peer_certificate(c->ssl), out, outlen);
 	return end_point_hash(SSL_get_certificate(c->ssl), out, outlen);
