@@ -7,6 +7,7 @@
 #include "admin_ext.h"
 #include "auth/authquery.h"
 #include "auth/certauth.h"
+#include "auth/peerauth.h"
 #include "auth/crypto.h"
 #include "auth/hba.h"
 #include "auth/md5.h"
@@ -414,6 +415,9 @@ static void hba_refused(struct client *c, bool rejected)
 	client_close_sqlstate(c, "28000", msg);
 }
 
+/* Methods only an HBA line can choose (PgBouncer's auth_type has no peer). */
+enum { AUTH_PEER = AUTH_TYPE_COUNT };
+
 /* auth_type = hba: the first matching line decides the method. */
 static int hba_method_of(struct client *c, const char **map)
 {
@@ -443,6 +447,7 @@ static int hba_method_of(struct client *c, const char **map)
 	case HBA_PASSWORD: return AUTH_PLAIN;
 	case HBA_SCRAM_SHA_256: return AUTH_SCRAM;
 	case HBA_CERT: *map = hba_rule_map(r); return AUTH_CERT;
+	case HBA_PEER: *map = hba_rule_map(r); return AUTH_PEER;
 	default:
 		client_close_sqlstate(c, "28000", "authentication method not supported yet");
 		return -1;
@@ -483,6 +488,10 @@ void client_start_auth(struct client *c)
 		return;
 	case AUTH_CERT:
 		if (certauth_check(c, map))
+			finish_login(c);
+		return;
+	case AUTH_PEER:
+		if (peerauth_check(c, map))
 			finish_login(c);
 		return;
 	default:
