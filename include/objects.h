@@ -154,6 +154,7 @@ struct client {
 	struct scram_server *scram;       /* heap during login only */
 	bool passthrough_ok;              /* client proof gave us the ClientKey */
 	struct authq_job *authq;          /* waiting for an auth_query answer */
+	struct authpool_job *auth_job;    /* LDAP/PAM check being prepared or running */
 	/* timing */
 	usec_t connect_time, request_time, query_start, xact_start, last_activity;
 	usec_t wait_notified;

@@ -15,7 +15,8 @@ case $want in build|demo|test|packaging|fuzz) ;;
 esac
 
 pkgs=(build-essential autoconf automake libtool pkg-config
-      libevent-dev libssl-dev libc-ares-dev libcmocka-dev)
+      libevent-dev libssl-dev libc-ares-dev libcmocka-dev
+      libldap-dev libpam0g-dev)
 if [ "$want" = test ] || [ "$want" = fuzz ]; then
     pkgs+=(clang libclang-rt-14-dev)
 fi
@@ -23,7 +24,9 @@ if [ "$want" != build ] && [ "$want" != fuzz ]; then
     pkgs+=(postgresql-15 postgresql-client-15 openssl procps util-linux iproute2 curl unzip ca-certificates)
 fi
 if [ "$want" = test ]; then
-    pkgs+=(pgbouncer python3 python3-venv)
+    # slapd/ldap-utils: test_ldap_auth.py runs its own slapd (the packaged
+    # service is kept from starting, see below).
+    pkgs+=(pgbouncer python3 python3-venv slapd ldap-utils)
 fi
 if [ "$want" = packaging ]; then
     # dpkg-buildpackage, lintian, rpmbuild, man pages; logrotate, iproute2
@@ -59,6 +62,8 @@ if [ ${#missing[@]} -gt 0 ]; then
         made_policy=yes
     fi
     export DEBIAN_FRONTEND=noninteractive
+    # slapd's debconf questions: answered by the noninteractive frontend's
+    # defaults; the tests never use the packaged database.
     as_root apt-get update -qq
     as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
     if [ $made_policy = yes ]; then as_root rm -f /usr/sbin/policy-rc.d; fi

@@ -8,6 +8,8 @@
 #include "auth/authquery.h"
 #include "auth/certauth.h"
 #include "auth/peerauth.h"
+#include "auth/authpool.h"
+#include "auth/extauth.h"
 #include "auth/crypto.h"
 #include "auth/hba.h"
 #include "auth/md5.h"
@@ -39,6 +41,8 @@ enum auth_step {
 	AS_MD5,             /* waiting for an md5 response */
 	AS_SASL_INIT,       /* waiting for SASLInitialResponse */
 	AS_SASL_FINAL,      /* waiting for the client-final-message */
+	AS_EXTERNAL,        /* waiting for a cleartext password for LDAP/PAM */
+	AS_EXTERNAL_WAIT,   /* an authentication thread checks it */
 };
 
 static const char *const state_names[] = {
@@ -188,6 +192,7 @@ void client_close_sqlstate(struct client *c, const char *sqlstate, const char *r
 		server_client_gone(c->link);
 	if (c->authq)
 		authquery_client_closed(c);
+	authpool_client_closed(c);
 	cancel_unregister(c);
 	release_counts(c);
 	W->n_clients--;
@@ -359,12 +364,12 @@ static const char *user_secret(const struct client *c)
 	return c->login_user ? c->login_user->secret : NULL;
 }
 
-static void request_password(struct client *c)
+static void request_password(struct client *c, int step)
 {
 	struct pktbuf pb;
 	pktbuf_init(&pb, 16);
 	pkt_write_auth_cleartext(&pb);
-	c->auth_step = AS_PASSWORD;
+	c->auth_step = step;
 	send_pb(c, &pb);
 }
 
@@ -419,7 +424,7 @@ static void hba_refused(struct client *c, bool rejected)
 enum { AUTH_PEER = AUTH_TYPE_COUNT };
 
 /* auth_type = hba: the first matching line decides the method. */
-static int hba_method_of(struct client *c, const char **map)
+static int hba_method_of(struct client *c, const char **map, const struct hba_rule **rule)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
@@ -448,6 +453,8 @@ static int hba_method_of(struct client *c, const char **map)
 	case HBA_SCRAM_SHA_256: return AUTH_SCRAM;
 	case HBA_CERT: *map = hba_rule_map(r); return AUTH_CERT;
 	case HBA_PEER: *map = hba_rule_map(r); return AUTH_PEER;
+	case HBA_LDAP: *rule = r; return AUTH_LDAP;
+	case HBA_PAM: *rule = r; return AUTH_PAM;
 	default:
 		client_close_sqlstate(c, "28000", "authentication method not supported yet");
 		return -1;
@@ -460,8 +467,9 @@ void client_start_auth(struct client *c)
 	int kind = secret && *secret ? (int)userlist_secret_kind(secret) : -1;
 	int method = W->cfg->auth_type;
 	const char *map = NULL;
+	const struct hba_rule *rule = NULL;
 
-	if (method == AUTH_HBA && (method = hba_method_of(c, &map)) < 0)
+	if (method == AUTH_HBA && (method = hba_method_of(c, &map, &rule)) < 0)
 		return;
 	switch (method) {
 	case AUTH_ANY:
@@ -474,7 +482,7 @@ void client_start_auth(struct client *c)
 			finish_login(c);
 		return;
 	case AUTH_PLAIN:
-		request_password(c);
+		request_password(c, AS_PASSWORD);
 		return;
 	case AUTH_MD5:
 		/* PgBouncer's rule: a SCRAM secret cannot answer md5, so use SCRAM. */
@@ -493,6 +501,11 @@ void client_start_auth(struct client *c)
 	case AUTH_PEER:
 		if (peerauth_check(c, map))
 			finish_login(c);
+		return;
+	case AUTH_LDAP:
+	case AUTH_PAM:
+		if (extauth_begin(c, method == AUTH_LDAP ? EXTAUTH_LDAP : EXTAUTH_PAM, rule))
+			request_password(c, AS_EXTERNAL);
 		return;
 	default:
 		client_close_sqlstate(c, "28000", "authentication method not supported yet");
@@ -538,6 +551,11 @@ static void handle_password(struct client *c, const uint8_t *body, size_t len)
 	const char *pw = pkt_get_string(&r);
 	if (!pkt_get_end(&r)) {
 		client_close(c, true, "malformed password packet");
+		return;
+	}
+	if (c->auth_step == AS_EXTERNAL) {
+		c->auth_step = AS_EXTERNAL_WAIT;
+		extauth_password(c, pw);
 		return;
 	}
 	bool ok = false;
@@ -642,6 +660,7 @@ static enum stream_action auth_pkt(struct client *c, const struct pkt_hdr *h,
 	switch (c->auth_step) {
 	case AS_PASSWORD:
 	case AS_MD5:
+	case AS_EXTERNAL:
 		handle_password(c, body, blen);
 		break;
 	case AS_SASL_INIT:
@@ -830,6 +849,34 @@ void client_login_found(struct client *c, struct puser *u)
 		return;
 	c->pool = pool_get(c->db, srv_user ? srv_user : u);
 	client_start_auth(c);
+}
+
+/* An LDAP or PAM check said yes. As in PgBouncer, a user that is not in
+ * auth_file exists from now on in this worker, with the password the
+ * client gave as its secret for the pool's server logins. */
+void client_extauth_done(struct client *c, const char *password)
+{
+	if (!c->login_user) {
+		struct puser *u = pool_get_user(c->user_name);
+		if (!u) {
+			client_close(c, true, "bouncer resources exhaustion");
+			return;
+		}
+		if (!take_client_slot(u->shm_idx, &u->n_clients, u->max_user_client_connections)) {
+			client_close(c, true, "client connections exceeded (max_user_client_connections)");
+			return;
+		}
+		c->login_user = u;
+		c->counted_user = true;
+	}
+	struct puser *u = c->login_user;
+	if (!u->authq_secret && (!W->cfg->userlist || !userlist_find(W->cfg->userlist, u->name)))
+		strlcpy_(u->secret, password, sizeof(u->secret));
+	if (!c->pool) {
+		struct puser *srv_user = c->db->forced_user ? pool_get_user(c->db->forced_user) : u;
+		c->pool = pool_get(c->db, srv_user ? srv_user : u);
+	}
+	finish_login(c);
 }
 
 static void handle_ssl_request(struct client *c)

@@ -24,3 +24,9 @@ test_unit_test_authcache_LDADD = $(UNIT_LDADD)
 test_unit_test_authquery_SOURCES = test/unit/test_authquery.c
 test_unit_test_authquery_CFLAGS = $(UNIT_CFLAGS)
 test_unit_test_authquery_LDADD = $(UNIT_LDADD)
+
+check_PROGRAMS += test/unit/test_ldapconf
+TESTS += test/unit/test_ldapconf
+test_unit_test_ldapconf_SOURCES = test/unit/test_ldapconf.c
+test_unit_test_ldapconf_CFLAGS = $(UNIT_CFLAGS)
+test_unit_test_ldapconf_LDADD = $(UNIT_LDADD)

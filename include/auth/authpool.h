@@ -1,0 +1,49 @@
+/* pgcrew — a worker's small pool of authentication threads for the methods
+ * whose library calls block (LDAP binds, PAM conversations): a bounded
+ * queue in, results back to the event loop through an eventfd. Threads
+ * start on first use, so a worker that never needs them has none. */
+#ifndef PGCREW_AUTH_AUTHPOOL_H
+#define PGCREW_AUTH_AUTHPOOL_H
+
+#include "types.h"
+
+#define AUTHPOOL_THREADS 2
+#define AUTHPOOL_QUEUE_MAX 64             /* jobs queued or running, per worker */
+
+struct client;
+struct authpool_job;
+
+/* Runs in a pool thread: must touch nothing but the job's own fields (no
+ * client, no worker state, no logging). Sets ok and, on failure, why. */
+typedef void (*authpool_run_fn)(struct authpool_job *j);
+/* Runs in the event loop when the job is done and its client is still
+ * there; the job is freed after it returns. */
+typedef void (*authpool_done_fn)(struct client *c, struct authpool_job *j);
+
+struct authpool_job {
+	struct authpool_job *next;        /* queue / done list */
+	struct client *client;            /* loop only; NULL once the client closed */
+	bool queued;                      /* submitted: a thread may be running it */
+	authpool_run_fn run;
+	authpool_done_fn done;
+	const char *method;               /* "LDAP", "PAM": for logs */
+	void *arg;                        /* method's input, freed with the job */
+	char user[64];
+	char password[1024];
+	char rhost[64];                   /* the client's address */
+	bool ok;                          /* result */
+	char why[512];                    /* failure reason, logged by the loop */
+};
+
+/* Queue j for c (which must not have another job). False when the queue is
+ * full or the threads cannot start: the WARNING is logged here, j is freed
+ * and the caller refuses the client. */
+bool authpool_submit(struct client *c, struct authpool_job *j) MUSTCHECK;
+/* c is closing: its job, if any, is freed, or dropped unanswered when it
+ * comes back from a thread. */
+void authpool_client_closed(struct client *c);
+/* Jobs queued or running in this worker (SHOW-style diagnostics, tests). */
+int authpool_pending(void);
+void authpool_job_free(struct authpool_job *j);
+
+#endif
