@@ -77,13 +77,15 @@ static void on_done(evutil_socket_t fd, short what, void *arg)
 		struct authpool_job *j = list;
 		list = j->next;
 		P.pending--;
-		if (!j->ok && j->why[0])
-			log_warning("%s", j->why);
 		if (j->client) {
 			struct client *c = j->client;
 			c->auth_job = NULL;
+			if (!j->ok && j->why[0])
+				log_client(c, LG_WARNING, "%s", j->why);
 			j->done(c, j);
 		} else {
+			if (!j->ok && j->why[0])
+				log_warning("%s", j->why);
 			log_info("%s authentication answer dropped: user=%s client_gone=1", j->method, j->user);
 		}
 		authpool_job_free(j);

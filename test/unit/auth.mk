@@ -30,3 +30,15 @@ TESTS += test/unit/test_ldapconf
 test_unit_test_ldapconf_SOURCES = test/unit/test_ldapconf.c
 test_unit_test_ldapconf_CFLAGS = $(UNIT_CFLAGS)
 test_unit_test_ldapconf_LDADD = $(UNIT_LDADD)
+
+check_PROGRAMS += test/unit/test_peerauth
+TESTS += test/unit/test_peerauth
+test_unit_test_peerauth_SOURCES = test/unit/test_peerauth.c
+test_unit_test_peerauth_CFLAGS = $(UNIT_CFLAGS)
+test_unit_test_peerauth_LDADD = $(UNIT_LDADD)
+
+check_PROGRAMS += test/unit/test_authpool
+TESTS += test/unit/test_authpool
+test_unit_test_authpool_SOURCES = test/unit/test_authpool.c
+test_unit_test_authpool_CFLAGS = $(UNIT_CFLAGS)
+test_unit_test_authpool_LDADD = $(UNIT_LDADD)
