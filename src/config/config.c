@@ -6,6 +6,8 @@
 #include "config/ini.h"
 #include "config/settings.h"
 #include "config/userlist.h"
+#include "auth/ldapconf.h"
+#include "build-config.h"
 #include "log.h"
 
 #include <limits.h>
@@ -195,9 +197,39 @@ static int load_userlist(struct config *cfg, struct config_error *err)
 	return cfg->userlist ? 0 : -1;
 }
 
+/* auth_type ldap/pam: the build must have the method, and LDAP settings
+ * must make sense (PgBouncer would start and then fail every login). */
+static int validate_external_auth(struct config *cfg, struct config_error *err)
+{
+	char why[256];
+	struct ldapconf lc;
+
+	if (cfg->auth_type == AUTH_LDAP) {
+#ifndef HAVE_LDAP
+		config_error_set(err, "%s: auth_type = ldap: pgcrew was built without LDAP (configure --with-ldap)",
+				 cfg->path);
+		return -1;
+#endif
+		if (!ldapconf_parse(&lc, cfg->auth_ldap_options, why, sizeof(why))) {
+			config_error_set(err, "%s: auth_ldap_options: %s", cfg->path, why);
+			return -1;
+		}
+	}
+#ifndef HAVE_PAM
+	if (cfg->auth_type == AUTH_PAM) {
+		config_error_set(err, "%s: auth_type = pam: pgcrew was built without PAM (configure --with-pam)",
+				 cfg->path);
+		return -1;
+	}
+#endif
+	return 0;
+}
+
 /* Checks that need the whole file: what a single line cannot know. */
 static int validate(struct config *cfg, struct config_error *err)
 {
+	if (validate_external_auth(cfg, err) < 0)
+		return -1;
 	if (auth_needs_secrets(cfg->auth_type) && cfg->auth_file[0] == '\0' && cfg->auth_user[0] == '\0') {
 		config_error_set(err, "%s: auth_file must be set when auth_type is %s (or set auth_user)",
 				 cfg->path, auth_type_name(cfg->auth_type));

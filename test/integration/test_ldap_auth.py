@@ -169,13 +169,23 @@ def test_ldap_server_down(pg15, make_pooler):
     assert "Can't contact LDAP server" in open(p.logfile).read()
 
 
-def test_ldap_bad_options(pg15, make_pooler):
+def test_ldap_bad_options(pg15, make_pooler, slapd):
+    # Refused when loading (PgBouncer would start and fail every login)...
     p = make_pooler(pg15, settings={"auth_type": "ldap",
                                     "auth_ldap_options": "ldapserver=127.0.0.1 ldapfoo=1"},
+                    userlist=ldap_userlist(), start=False)
+    with pytest.raises(AssertionError, match='auth_ldap_options: invalid LDAP key parameter: "ldapfoo"'):
+        p.start()
+    p.proc = None       # its failure to start was the point
+    # ... and on RELOAD, which keeps the old settings.
+    p = make_pooler(pg15, settings={"auth_type": "ldap", "auth_ldap_options": simple_options(slapd)},
                     userlist=ldap_userlist())
-    with pytest.raises(psycopg.OperationalError, match=FAILED):
-        login(p, "trust_user", LDAP_PASSWORD)
-    assert 'invalid LDAP key parameter: "ldapfoo"' in open(p.logfile).read()
+    p.settings["auth_ldap_options"] = "ldapserver=127.0.0.1 ldapprefix=x ldapbasedn=o=x"
+    p.write_config()
+    mark = p.reload()
+    p.wait_for_log(r"config reload failed, keeping the old configuration: .*auth_ldap_options: "
+                   r"cannot use ldapbasedn.* together with ldapprefix", since=mark)
+    assert login(p, "trust_user", LDAP_PASSWORD) == "trust_user"
 
 
 @pytest.fixture

@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "build-config.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -575,7 +577,15 @@ static void test_bad_value_wording(void **state)
 
 static void test_auth_type_without_file(void **state)
 {
-	static const char *const ok[] = { "trust", "any", "cert", "hba", "pam", "ldap" };
+	static const char *const ok[] = {
+		"trust", "any", "cert", "hba",
+#ifdef HAVE_PAM
+		"pam",
+#endif
+#ifdef HAVE_LDAP
+		"ldap\nauth_ldap_options = ldapserver=h ldapprefix=cn=",
+#endif
+	};
 	char text[200];
 
 	(void)state;
@@ -589,6 +599,15 @@ static void test_auth_type_without_file(void **state)
 	}
 	/* auth_query through auth_user needs no auth_file either */
 	config_free(load_ok("[pgbouncer]\nauth_type = md5\nauth_user = lookup\n"));
+
+	/* auth_type = ldap: auth_ldap_options is checked when loading. */
+	struct config_error err = { "" };
+	assert_null(load_text("[pgbouncer]\nauth_type = ldap\nauth_ldap_options = ldapserver=h\n", &err));
+#ifdef HAVE_LDAP
+	assert_non_null(strstr(err.msg, "auth_ldap_options: authentication method \"ldap\" requires argument"));
+#else
+	assert_non_null(strstr(err.msg, "auth_type = ldap: pgcrew was built without LDAP"));
+#endif
 }
 
 static void test_sample_config(void **state)
