@@ -1,5 +1,6 @@
 /* pgcrew — one worker process: its libevent loop, listeners, databases,
- * users, pools and connections. Single-threaded; the one `W` per process is
+ * users, pools and connections. Single-threaded (only the LDAP/PAM checks of
+ * auth/authpool.h run in threads, on copies); the one `W` per process is
  * the root every module reaches its state through. */
 #ifndef PGCREW_WORKER_H
 #define PGCREW_WORKER_H
