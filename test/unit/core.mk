@@ -1,5 +1,6 @@
 # unit tests: core relay modules (stream transport, varcache, ipc, slot
-# ledger, shared memory, SHOW row merging, console parsers, admin_ext).
+# ledger, shared memory, SHOW row merging, console parsers, admin_ext,
+# prepared statements).
 check_PROGRAMS += test/unit/test_stream
 TESTS += test/unit/test_stream
 test_unit_test_stream_SOURCES = test/unit/test_stream.c
@@ -47,3 +48,9 @@ TESTS += test/unit/test_admin_ext
 test_unit_test_admin_ext_SOURCES = test/unit/test_admin_ext.c
 test_unit_test_admin_ext_CFLAGS = $(UNIT_CFLAGS)
 test_unit_test_admin_ext_LDADD = $(UNIT_LDADD)
+
+check_PROGRAMS += test/unit/test_prepared
+TESTS += test/unit/test_prepared
+test_unit_test_prepared_SOURCES = test/unit/test_prepared.c
+test_unit_test_prepared_CFLAGS = $(UNIT_CFLAGS)
+test_unit_test_prepared_LDADD = $(UNIT_LDADD)
