@@ -974,7 +974,8 @@ void server_close_soon(struct server *sv, const char *reason)
 void server_client_gone(struct server *sv)
 {
 	struct client *c = sv->link;
-	bool busy = c && c->query_running;
+	/* A pipeline without its Sync yet leaves the backend mid-request too. */
+	bool busy = c && (c->query_running || sv->unsynced);
 
 	if (c) {
 		stream_forget_peer(&sv->s, &c->s);

@@ -348,3 +348,14 @@ def test_psql_still_works(pg, make_pooler):
                           "-Atc", "SELECT 41 + 1"], capture_output=True, text=True, timeout=30)
     assert out.stdout.strip() == "42", out.stderr
     util.wait_until(lambda: p.alive(), 1, what="pooler alive")
+
+
+def test_large_bind_and_results(pg, make_pooler):
+    """A Bind far larger than the I/O buffer is renamed by its head only;
+    the rest streams through."""
+    p = make_pooler(pg, settings=settings(default_pool_size=1))
+    conn = p.connect(prepare_threshold=0)
+    big = "x" * 300_000
+    for i in range(5):
+        got = conn.execute("SELECT length(%s::text) + %s::int, %s::text", (big, i, big)).fetchone()
+        assert got[0] == len(big) + i and got[1] == big
