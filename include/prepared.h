@@ -43,7 +43,8 @@ struct ps_rewrite {
 	uint8_t head[PS_HEAD_MAX];
 };
 
-/* What a client sends toward its server. msg points at the message (type
+/* What a client sends toward its server (P, B, D, C; Q forgets the
+ * unnamed statement). msg points at the message (type
  * byte first), avail bytes of its len are buffered. syncs_owed: Sync/Query
  * already sent to this server whose ReadyForQuery has not come back.
  * can_inject: nothing of earlier messages is still queued toward the
@@ -51,8 +52,14 @@ struct ps_rewrite {
  * place. State changes only with PS_PASS, PS_REWRITE and PS_REPLACE, so a
  * call that asks for more bytes or a flush can simply be repeated. *pc and
  * *psv are created on first use. */
-enum ps_verdict ps_client_msg(struct ps_client **pc, struct ps_server **psv, int max_stmts,
-			      uint32_t syncs_owed, const uint8_t *msg, size_t avail, uint32_t len,
+struct ps_config {
+	int max_stmts;            /* max_prepared_statements */
+	bool unnamed_cache;       /* unnamed_statement_cache (PgDoorman's) */
+};
+
+enum ps_verdict ps_client_msg(struct ps_client **pc, struct ps_server **psv,
+			      const struct ps_config *cfg, uint32_t syncs_owed,
+			      const uint8_t *msg, size_t avail, uint32_t len,
 			      bool can_inject, bool can_grow, struct pktbuf *inject,
 			      struct ps_rewrite *rw, struct ps_counters *cnt);
 

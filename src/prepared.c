@@ -153,6 +153,7 @@ struct ps_centry {
 
 struct ps_client {
 	struct ps_tab names;
+	struct ps_stmt *unnamed;  /* unnamed_statement_cache: what "" stands for, or NULL */
 };
 
 static struct ps_centry *client_find(const struct ps_client *pc, const char *name, size_t n)
@@ -189,7 +190,7 @@ static void ce_put(struct ps_centry *ce)
 
 static void client_remove(struct ps_centry *ce)
 {
-	if (!ce->in_map || !ce->owner)
+	if (!ce || !ce->in_map || !ce->owner)
 		return;
 	tab_del(&ce->owner->names, &ce->link);
 	ce->in_map = false;
@@ -209,8 +210,11 @@ static void client_forget_all(struct ps_client *pc)
 		}
 		pc->names.b[i] = NULL;
 	}
-	if (pc)
+	if (pc) {
 		pc->names.n = 0;
+		stmt_put(pc->unnamed);
+		pc->unnamed = NULL;
+	}
 }
 
 size_t ps_client_count(const struct ps_client *pc)
@@ -246,6 +250,8 @@ enum pend_kind {
 	PE_INJECTED,      /* our Parse before a Bind/Describe: drop */
 	PE_EVICT,         /* our Close of the least recently used: drop */
 	PE_ERROR,         /* our barrier: its error becomes the client's error */
+	PE_UNNAMED_PARSE, /* unnamed Parse sent named (unnamed_statement_cache): pass */
+	PE_UNNAMED_FAKE,  /* unnamed Parse the server had: CloseComplete becomes ParseComplete */
 };
 
 struct ps_pend {
@@ -398,9 +404,14 @@ static void server_remove_num(struct ps_server *ps, struct ps_stmt *st, uint64_t
 /* The server skipped this request (an earlier error in its segment): undo
  * what sending it assumed. A skipped eviction leaves the statement on the
  * server under a name nobody uses again, until the connection closes. */
-static void pend_rollback(struct ps_server *ps, struct ps_pend *p)
+static void pend_rollback(struct ps_server *ps, struct ps_client *pc, struct ps_pend *p)
 {
+	if ((p->kind == PE_UNNAMED_PARSE || p->kind == PE_UNNAMED_FAKE) && pc && pc->unnamed == p->stmt) {
+		stmt_put(pc->unnamed);
+		pc->unnamed = NULL;
+	}
 	switch (p->kind) {
+	case PE_UNNAMED_PARSE:
 	case PE_CLIENT_PARSE:
 		client_remove(p->ce);
 		server_remove_num(ps, p->stmt, p->num);
@@ -441,6 +452,7 @@ struct ctx {
 	struct ps_client **pc;
 	struct ps_server **ps;
 	int max;
+	bool unnamed_cache;
 	uint32_t seg;
 	const uint8_t *msg;
 	size_t avail;
@@ -657,6 +669,96 @@ static bool parse_parse(const uint8_t *msg, uint32_t len, struct parse_msg *pm)
 	return true;
 }
 
+/* The client's Parse goes to the server as PGCREW_<n> (old_head = the
+ * bytes up to the end of its name): st becomes one of the server's
+ * statements. The pending reply is returned for the caller to complete. */
+static struct ps_pend *parse_renamed(struct ctx *x, struct ps_stmt *st, enum pend_kind kind,
+				     uint32_t old_head)
+{
+	struct ps_server *ps = need_server(x);
+	char nm[32];
+
+	x->cnt->server_parse++;
+	evict_for_one(x, ps);
+	uint64_t num = next_num++;
+	num_name(nm, sizeof(nm), num);
+	(void)server_add(ps, st, num);
+	struct ps_pend *p = pend_push(ps, kind, x->seg);
+	p->stmt = st;
+	st->refs++;
+	p->num = num;
+	struct hw w = { x->rw, false };
+	hw_begin(&w, 'P');
+	hw_str(&w, nm);
+	hw_finish(&w, old_head, x->len);
+	return p;
+}
+
+/* ---- unnamed_statement_cache: PgDoorman's extension ----
+ * An unnamed Parse is sent as a named one (PGCREW_<n>, shared like any
+ * other), or, when the server already has that statement, answered by it
+ * without a new plan; Bind and Describe of "" then use it until the next
+ * unnamed Parse, Close of "" or simple Query. */
+
+#define UNNAMED_CACHE_MAX 8192   /* larger unnamed Parse pass through */
+
+static void set_unnamed(struct ctx *x, struct ps_stmt *st)
+{
+	struct ps_client *pc = st ? need_client(x) : *x->pc;
+	if (!pc)
+		return;
+	stmt_put(pc->unnamed);
+	pc->unnamed = st;
+}
+
+static enum ps_verdict unnamed_pass(struct ctx *x, bool reply_owed)
+{
+	set_unnamed(x, NULL);
+	if (reply_owed)
+		pass_reply(x);
+	return PS_PASS;
+}
+
+static enum ps_verdict parse_unnamed(struct ctx *x)
+{
+	struct parse_msg pm;
+	char nm[32];
+
+	if (x->len > UNNAMED_CACHE_MAX)
+		return unnamed_pass(x, true);
+	if (x->avail < x->len)
+		return PS_NEED_FULL;
+	if (!parse_parse(x->msg, x->len, &pm))
+		return bad(x, "malformed Parse message");
+	uint64_t h = hash_bytes(pm.body, pm.body_len);
+	struct ps_stmt *st = stmt_find(pm.body, pm.body_len, h);
+	struct ps_sentry *se = st ? server_find(*x->ps, st) : NULL;
+	if (se) {
+		if (must_flush_to_grow(x, x->len, CLOSE_NOBODY_LEN))
+			return PS_FLUSH;
+		server_touch(*x->ps, se);
+		st->refs++;
+		set_unnamed(x, st);
+		struct ps_pend *p = pend_push(*x->ps, PE_UNNAMED_FAKE, x->seg);
+		p->stmt = st;
+		st->refs++;
+		return close_nobody(x);
+	}
+	size_t new_head = 5 + (size_t)num_name(nm, sizeof(nm), next_num) + 1;
+	if ((evict_needed(x) && !x->can_inject) || must_flush_to_grow(x, 6, new_head))
+		return PS_FLUSH;
+	st = stmt_get(pm.body, pm.body_len, h);
+	set_unnamed(x, st);
+	(void)parse_renamed(x, st, PE_UNNAMED_PARSE, 6);
+	return PS_REWRITE;
+}
+
+/* The statement "" stands for, or NULL (then "" is the server's own). */
+static struct ps_stmt *unnamed_of(const struct ctx *x)
+{
+	return *x->pc ? (*x->pc)->unnamed : NULL;
+}
+
 /* The client's Parse of a statement this server already has: a Close of
  * nobody stands in, its CloseComplete becomes the ParseComplete. */
 static enum ps_verdict parse_known(struct ctx *x, const struct parse_msg *pm,
@@ -683,10 +785,8 @@ static enum ps_verdict on_parse(struct ctx *x)
 		return bad(x, "malformed Parse message");
 	if (x->avail < 6)
 		return PS_NEED_MORE;
-	if (x->msg[5] == 0) {
-		pass_reply(x);
-		return PS_PASS;
-	}
+	if (x->msg[5] == 0)
+		return x->unnamed_cache ? parse_unnamed(x) : unnamed_pass(x, true);
 	if (x->avail < x->len)
 		return PS_NEED_FULL;
 	if (!parse_parse(x->msg, x->len, &pm))
@@ -703,57 +803,53 @@ static enum ps_verdict on_parse(struct ctx *x)
 	if ((evict_needed(x) && !x->can_inject) || must_flush_to_grow(x, old_head, new_head))
 		return PS_FLUSH;
 	x->cnt->client_parse++;
-	x->cnt->server_parse++;
 	st = stmt_get(pm.body, pm.body_len, h);
 	struct ps_centry *ce = client_add(need_client(x), pm.name, pm.name_len, st);
-	struct ps_server *ps = need_server(x);
-	evict_for_one(x, ps);
-	uint64_t num = next_num++;
-	num_name(nm, sizeof(nm), num);
-	(void)server_add(ps, st, num);
-	struct ps_pend *p = pend_push(ps, PE_CLIENT_PARSE, x->seg);
+	struct ps_pend *p = parse_renamed(x, st, PE_CLIENT_PARSE, old_head);
 	p->ce = ce;
 	ce->refs++;
-	p->stmt = st;
-	st->refs++;
-	p->num = num;
-	struct hw w = { x->rw, false };
-	hw_begin(&w, 'P');
-	hw_str(&w, nm);
-	hw_finish(&w, old_head, x->len);
 	return PS_REWRITE;
 }
 
-/* Bind and Describe of a named statement: the server's name, prepared
- * there first if it is not. prefix = what precedes the name in the new
- * head (the portal for Bind, 'S' for Describe), old_head = the bytes the
- * new head replaces. */
-static enum ps_verdict use_statement(struct ctx *x, uint8_t type, const char *name,
-				     const void *prefix, size_t prefix_len, uint32_t old_head)
+/* Bind and Describe of statement st: the server's name, prepared there
+ * first if it is not. prefix = what precedes the name in the new head (the
+ * portal for Bind, 'S' for Describe), old_head = the bytes the new head
+ * replaces. */
+static enum ps_verdict use_stmt(struct ctx *x, uint8_t type, struct ps_stmt *st, bool named,
+				const void *prefix, size_t prefix_len, uint32_t old_head)
 {
 	char nm[32];
-	struct ps_centry *ce = client_find(*x->pc, name, strlen(name));
-	if (!ce)
-		return client_error(x, "26000", "prepared statement \"%s\" does not exist", name);
-	struct ps_sentry *se = server_find(*x->ps, ce->stmt);
+	struct ps_sentry *se = server_find(*x->ps, st);
 	uint64_t num = se ? se->num : next_num;
 	size_t new_head = 5 + prefix_len + (size_t)num_name(nm, sizeof(nm), num) + 1;
 	if (new_head > PS_HEAD_MAX)
 		return bad(x, "statement or portal name too long");
 	if ((!se && !x->can_inject) || must_flush_to_grow(x, old_head, new_head))
 		return PS_FLUSH;
-	if (type == 'B')
+	if (type == 'B' && named)
 		x->cnt->bind++;
 	if (se)
 		server_touch(*x->ps, se);
 	else
-		se = inject_parse(x, ce->stmt);
+		se = inject_parse(x, st);
 	struct hw w = { x->rw, false };
 	hw_begin(&w, type);
 	hw_put(&w, prefix, prefix_len);
 	hw_str(&w, nm);
 	hw_finish(&w, old_head, x->len);
 	return PS_REWRITE;
+}
+
+static enum ps_verdict use_statement(struct ctx *x, uint8_t type, const char *name,
+				     const void *prefix, size_t prefix_len, uint32_t old_head)
+{
+	struct ps_stmt *st = unnamed_of(x);
+	if (!*name)
+		return st ? use_stmt(x, type, st, false, prefix, prefix_len, old_head) : PS_PASS;
+	struct ps_centry *ce = client_find(*x->pc, name, strlen(name));
+	if (!ce)
+		return client_error(x, "26000", "prepared statement \"%s\" does not exist", name);
+	return use_stmt(x, type, ce->stmt, true, prefix, prefix_len, old_head);
 }
 
 static enum ps_verdict on_bind(struct ctx *x)
@@ -765,7 +861,7 @@ static enum ps_verdict on_bind(struct ctx *x)
 
 	if (name < 0)
 		return more ? PS_NEED_MORE : bad(x, "malformed Bind message");
-	if (name == 0)
+	if (name == 0 && !unnamed_of(x))
 		return PS_PASS;
 	const char *nm = (const char *)x->msg + 5 + portal + 1;
 	uint32_t old_head = 5 + (uint32_t)portal + 1 + (uint32_t)name + 1;
@@ -800,7 +896,7 @@ static enum ps_verdict on_describe(struct ctx *x)
 
 	if (!read_kind_name(x, "malformed Describe message", &kind, &name, &v))
 		return v;
-	if (kind == 'P' || !*name)
+	if (kind == 'P' || (!*name && !unnamed_of(x)))
 		return PS_PASS;
 	return use_statement(x, 'D', name, "S", 1, x->len);
 }
@@ -816,10 +912,12 @@ static enum ps_verdict on_close(struct ctx *x)
 
 	if (!read_kind_name(x, "malformed Close message", &kind, &name, &v))
 		return v;
-	if (kind == 'P' || !*name) {
+	if (kind == 'P') {
 		pass_reply(x);
 		return PS_PASS;
 	}
+	if (!*name)
+		return unnamed_pass(x, true);
 	if (must_flush_to_grow(x, x->len, CLOSE_NOBODY_LEN))
 		return PS_FLUSH;
 	struct ps_centry *ce = client_find(*x->pc, name, strlen(name));
@@ -829,13 +927,15 @@ static enum ps_verdict on_close(struct ctx *x)
 	return close_nobody(x);
 }
 
-enum ps_verdict ps_client_msg(struct ps_client **pc, struct ps_server **psv, int max_stmts,
-			      uint32_t syncs_owed, const uint8_t *msg, size_t avail, uint32_t len,
+enum ps_verdict ps_client_msg(struct ps_client **pc, struct ps_server **psv,
+			      const struct ps_config *cfg, uint32_t syncs_owed,
+			      const uint8_t *msg, size_t avail, uint32_t len,
 			      bool can_inject, bool can_grow, struct pktbuf *inject,
 			      struct ps_rewrite *rw, struct ps_counters *cnt)
 {
 	struct ctx x = {
-		.pc = pc, .ps = psv, .max = max_stmts, .msg = msg, .avail = avail, .len = len,
+		.pc = pc, .ps = psv, .max = cfg->max_stmts, .unnamed_cache = cfg->unnamed_cache,
+		.msg = msg, .avail = avail, .len = len,
 		.can_inject = can_inject, .can_grow = can_grow, .inject = inject, .rw = rw, .cnt = cnt,
 	};
 	x.seg = (*psv ? (*psv)->z_seen : 0) + syncs_owed;
@@ -846,6 +946,7 @@ enum ps_verdict ps_client_msg(struct ps_client **pc, struct ps_server **psv, int
 	case 'B': return on_bind(&x);
 	case 'D': return on_describe(&x);
 	case 'C': return on_close(&x);
+	case 'Q': return unnamed_pass(&x, false);     /* drops the server's unnamed statement */
 	default: return PS_PASS;
 	}
 }
@@ -876,6 +977,7 @@ static enum ps_reply on_complete(struct ps_server *ps, struct pktbuf *out)
 	pend_pop(ps);
 	switch (kind) {
 	case PE_CLIENT_FAKE:
+	case PE_UNNAMED_FAKE:
 		pktbuf_begin(out, '1');
 		pktbuf_finish(out);
 		return PSR_SKIP_SEND;
@@ -907,13 +1009,13 @@ static enum ps_reply on_error(struct ps_server *ps, const uint8_t *msg, size_t a
 /* End of a segment: what is still owed there was skipped by the server
  * after an error. Undo newest first, so a statement evicted and prepared
  * again in the same segment ends as it was. */
-static void on_ready(struct ps_server *ps)
+static void on_ready(struct ps_server *ps, struct ps_client *pc)
 {
 	uint32_t k = 0;
 	while (k < ps->q_len && pend_at(ps, k)->seg <= ps->z_seen)
 		k++;
 	for (uint32_t i = k; i-- > 0;)
-		pend_rollback(ps, pend_at(ps, i));
+		pend_rollback(ps, pc, pend_at(ps, i));
 	while (k-- > 0)
 		pend_pop(ps);
 	ps->z_seen++;
@@ -947,7 +1049,7 @@ enum ps_reply ps_server_msg(struct ps_server *ps, struct ps_client *pc, const ui
 		if (avail < len)
 			return PSR_NEED_FULL;
 		if (ps && ps->q_len)
-			on_ready(ps);
+			on_ready(ps, pc);
 		return PSR_FORWARD;
 	case 'C':
 		return on_command_complete(ps, pc, msg, avail, len);

@@ -29,6 +29,8 @@ void psrelay_free(void)
 
 bool psrelay_client_watch(const struct client *c, uint8_t type)
 {
+	if (type == 'Q')
+		return c->ps != NULL;
 	if (type != 'P' && type != 'B' && type != 'D' && type != 'C')
 		return false;
 	return W->cfg->max_prepared_statements > 0 || c->ps != NULL;
@@ -48,10 +50,13 @@ enum stream_action psrelay_client_pkt(struct client *c, const struct pkt_hdr *h,
 	bool can_inject = !stream_has_pending_forward(&c->s);
 	bool can_grow = stream_head_room(&c->s) >= PS_MAX_GROW;
 
-	enum ps_verdict v = ps_client_msg(&c->ps, &sv->ps, W->cfg->max_prepared_statements,
-			      (uint32_t)sv->expect_rfq, data, avail, h->len, can_inject, can_grow,
-			      inject, &rw, &c->pool->stats.ps);
-	switch (v) {
+	struct ps_config cfg = {
+		.max_stmts = W->cfg->max_prepared_statements,
+		.unnamed_cache = W->cfg->unnamed_statement_cache && W->cfg->max_prepared_statements > 0,
+	};
+
+	switch (ps_client_msg(&c->ps, &sv->ps, &cfg, (uint32_t)sv->expect_rfq, data, avail,
+			      h->len, can_inject, can_grow, inject, &rw, &c->pool->stats.ps)) {
 	case PS_PASS:
 		return SA_FORWARD;
 	case PS_NEED_MORE:

@@ -15,7 +15,7 @@ import psycopg
 import util
 
 # Settings PgBouncer does not know: never written when validating against it.
-PGCREW_ONLY_KEYS = frozenset({"workers"})
+PGCREW_ONLY_KEYS = frozenset({"workers", "unnamed_statement_cache"})
 
 SANITIZER_MARKERS = ("AddressSanitizer", "LeakSanitizer", "runtime error:",
                      "UndefinedBehaviorSanitizer")

@@ -359,3 +359,27 @@ def test_large_bind_and_results(pg, make_pooler):
     for i in range(5):
         got = conn.execute("SELECT length(%s::text) + %s::int, %s::text", (big, i, big)).fetchone()
         assert got[0] == len(big) + i and got[1] == big
+
+
+@pytest.mark.pgcrew_only
+def test_unnamed_statement_cache(bench_pg, make_pooler):
+    """PgDoorman's extension: pgbench -M extended sends an unnamed Parse per
+    query; with unnamed_statement_cache each text is prepared once per
+    server and later Parses cost no plan."""
+    p = make_pooler(bench_pg, settings=settings(default_pool_size=10, unnamed_statement_cache=1))
+    before = history_rows(bench_pg)
+    rc, output, summary = run_pgbench(p, clients=40, seconds=SECONDS, threads=40,
+                                      extra=("-M", "extended"))
+    assert rc == 0 and summary["failed"] in (0, None), output
+    assert history_rows(bench_pg) - before == summary["processed"], output
+    stats = settled_stats(p, summary["processed"])
+    assert stats["total_query_count"] >= summary["processed"] * 7, stats
+    # 7 texts, at most 10 servers, on 4 workers: a handful of Parses reach PostgreSQL
+    assert stats["total_server_parse_count"] <= 7 * 10 * WORKERS, stats
+    conn = p.connect(prepare_threshold=None)
+    for i in range(200):
+        assert conn.execute("SELECT %s::int * 2", (i,)).fetchone()[0] == 2 * i
+        assert conn.execute("SELECT %s::text", (str(i),)).fetchone()[0] == str(i)
+    with pytest.raises(psycopg.errors.UndefinedTable):
+        conn.execute("SELECT * FROM no_such_table WHERE a = %s", (1,))
+    assert conn.execute("SELECT %s::int * 2", (21,)).fetchone()[0] == 42

@@ -26,6 +26,7 @@ struct fix {
 	struct ps_rewrite rw;
 	struct ps_counters cnt;
 	int max;
+	bool unnamed;
 	uint32_t owed;
 };
 
@@ -94,8 +95,9 @@ static const struct pktbuf *kind_msg(struct fix *f, uint8_t type, uint8_t kind, 
 
 static enum ps_verdict send_avail(struct fix *f, const struct pktbuf *m, size_t avail, bool inject, bool grow)
 {
+	struct ps_config cfg = { .max_stmts = f->max, .unnamed_cache = f->unnamed };
 	pktbuf_reset(&f->inject);
-	return ps_client_msg(&f->pc, &f->ps, f->max, f->owed, m->buf, avail, (uint32_t)m->len,
+	return ps_client_msg(&f->pc, &f->ps, &cfg, f->owed, m->buf, avail, (uint32_t)m->len,
 			     inject, grow, &f->inject, &f->rw, &f->cnt);
 }
 
@@ -424,6 +426,53 @@ static void test_client_gone_with_replies_owed(void **state)
 	assert_false(ps_server_client_gone(f->ps));
 }
 
+/* unnamed_statement_cache: the first unnamed Parse of a text is sent named,
+ * later ones are answered by the statement the server has; "" in Bind and
+ * Describe follows; a simple Query, Close of "" or an uncached Parse ends it. */
+static void test_unnamed_cache(void **state)
+{
+	struct fix *f = *state;
+	char a[64], b[64];
+	f->unnamed = true;
+	const struct pktbuf *m = parse_msg(f, "", "SELECT $1");
+	assert_int_equal(send(f, m), PS_REWRITE);
+	server_name(f, m, 0, a);
+	assert_memory_equal(a, "PGCREW_", 7);
+	assert_int_equal(reply_type(f, '1'), PSR_FORWARD);
+	m = bind_msg(f, "", "");
+	assert_int_equal(send(f, m), PS_REWRITE);
+	assert_string_equal(server_name(f, m, 1, b), a);
+	assert_int_equal(f->cnt.bind, 0);                    /* binds of named statements only */
+	/* the same text again: no Parse reaches the server */
+	m = parse_msg(f, "", "SELECT $1");
+	assert_int_equal(send(f, m), PS_REWRITE);
+	assert_int_equal(f->rw.head[0], 'C');
+	assert_int_equal(reply_type(f, '3'), PSR_SKIP_SEND);
+	assert_int_equal(f->out.buf[0], '1');
+	m = kind_msg(f, 'D', 'S', "");
+	assert_int_equal(send(f, m), PS_REWRITE);
+	assert_string_equal(server_name(f, m, 1, b), a);
+	assert_int_equal(f->cnt.server_parse, 1);
+	/* a simple Query replaces the server's unnamed statement: "" is its own again */
+	pktbuf_reset(&f->msg);
+	pktbuf_begin(&f->msg, 'Q');
+	pktbuf_put_string(&f->msg, "SELECT 1");
+	pktbuf_finish(&f->msg);
+	assert_int_equal(send(f, &f->msg), PS_PASS);
+	assert_int_equal(send(f, bind_msg(f, "", "")), PS_PASS);
+	/* a failed unnamed Parse leaves nothing mapped */
+	assert_int_equal(send(f, parse_msg(f, "", "SELEC")), PS_REWRITE);
+	f->owed = 1;
+	assert_int_equal(reply_type(f, 'Z'), PSR_FORWARD);
+	f->owed = 0;
+	assert_int_equal(send(f, bind_msg(f, "", "")), PS_PASS);
+	/* off: unnamed Parse passes and forgets */
+	assert_int_equal(send(f, parse_msg(f, "", "SELECT $1")), PS_REWRITE);
+	f->unnamed = false;
+	assert_int_equal(send(f, parse_msg(f, "", "SELECT $1")), PS_PASS);
+	assert_int_equal(send(f, bind_msg(f, "", "")), PS_PASS);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -439,6 +488,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_malformed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_deallocate_all, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_client_gone_with_replies_owed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unnamed_cache, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
