@@ -29,7 +29,12 @@ enum stream_action {
 	SA_FLUSH,          /* send the bytes queued before this message, then ask again */
 	SA_NEED_MORE,      /* ask again with more of the message buffered (it may be
 	                      larger than the buffer: only its start is needed) */
+	SA_NEED_WHOLE,     /* as SA_NEED_FULL, but a message larger than the buffer
+	                      (up to STREAM_WHOLE_MAX) gets a buffer of its own */
 };
+
+/* Largest message SA_NEED_WHOLE buffers whole. */
+#define STREAM_WHOLE_MAX (16u << 20)
 
 /* Bytes kept free before the data of every buffer, so that a message can
  * be rewritten in place a little longer (stream_rewrite_head). */
@@ -68,6 +73,8 @@ struct iobuf {
 	uint32_t done;         /* [0, done) sent, skipped or consumed */
 	uint32_t parse;        /* [done, parse) queued for sending to send_dst */
 	uint32_t recv;         /* [parse, recv) received, not looked at yet */
+	uint32_t cap;          /* data bytes after the headroom: the cache's size,
+	                          or more for one large message (SA_NEED_WHOLE) */
 	uint8_t data[];
 };
 

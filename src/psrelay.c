@@ -62,7 +62,7 @@ enum stream_action psrelay_client_pkt(struct client *c, const struct pkt_hdr *h,
 	case PS_NEED_MORE:
 		return SA_NEED_MORE;
 	case PS_NEED_FULL:
-		return SA_NEED_FULL;
+		return SA_NEED_WHOLE;     /* a named Parse may exceed the buffer */
 	case PS_FLUSH:
 		if (can_inject && can_grow)
 			fatal("prepared: flush asked for with nothing to flush");

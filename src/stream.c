@@ -15,7 +15,7 @@ struct event_base *stream_base;
 
 /* Buffer offsets run from STREAM_HEADROOM to BUF_END: the headroom lets a
  * message at the start of the data be rewritten longer in place. */
-#define BUF_END (STREAM_HEADROOM + cache.size)
+#define BUF_END(b) (STREAM_HEADROOM + (b)->cap)
 
 static struct {
 	struct iobuf *free_list;
@@ -66,6 +66,7 @@ static struct iobuf *buf_get(void)
 		b = xmalloc(sizeof(*b) + STREAM_HEADROOM + cache.size);
 	}
 	b->done = b->parse = b->recv = STREAM_HEADROOM;
+	b->cap = cache.size;
 	b->next_free = NULL;
 	cache.n_used++;
 	return b;
@@ -74,8 +75,8 @@ static struct iobuf *buf_get(void)
 static void buf_put(struct iobuf *b)
 {
 	cache.n_used--;
-	/* Keep a bounded reserve; beyond it give memory back. */
-	if (cache.n_free >= 256) {
+	/* Keep a bounded reserve of standard buffers; give the rest back. */
+	if (cache.n_free >= 256 || b->cap != cache.size) {
 		free(b);
 		return;
 	}
@@ -472,6 +473,27 @@ static bool route_remaining(struct stream *s)
 	return true;
 }
 
+/* A message larger than the cache's buffers is to be handled whole: once
+ * what is queued before it is sent, it moves to a buffer of its own,
+ * freed when empty. False when the flush has to wait. */
+static bool enlarge(struct stream *s, uint32_t len)
+{
+	struct iobuf *b = s->buf;
+	if (b->done != b->parse && !flush_forward(s))
+		return false;
+	struct iobuf *nb = xmalloc(sizeof(*nb) + STREAM_HEADROOM + len);
+	uint32_t n = b->recv - b->parse;
+	memcpy(nb->data + STREAM_HEADROOM, b->data + b->parse, n);
+	nb->done = nb->parse = STREAM_HEADROOM;
+	nb->recv = STREAM_HEADROOM + n;
+	nb->cap = len;
+	nb->next_free = NULL;
+	cache.n_used++;
+	buf_put(b);
+	s->buf = nb;
+	return true;
+}
+
 /* Handle the next message header. False: stop processing. */
 static bool route_new(struct stream *s)
 {
@@ -509,15 +531,21 @@ static bool route_new(struct stream *s)
 		/* Asked again at once when the flush completes, else when the
 		 * destination drains (on_write processes us again). */
 		return b->done == b->parse || flush_forward(s);
+	case SA_NEED_WHOLE:
+		if (h.len > b->cap && h.len <= STREAM_WHOLE_MAX) {
+			(void)enlarge(s, h.len);    /* then wait for the rest */
+			return false;
+		}
+		/* fall through */
 	case SA_NEED_MORE:
 	case SA_NEED_FULL: {
-		uint32_t need = act == SA_NEED_MORE && h.len > cache.size ? cache.size : h.len;
-		if (need > cache.size || avail >= need) {
+		uint32_t need = act == SA_NEED_MORE && h.len > b->cap ? b->cap : h.len;
+		if (need > b->cap || avail >= need) {
 			s->errmsg = "message too large for the I/O buffer";
 			fire(s, SE_ERROR);
 			return false;
 		}
-		if (b->parse + need > BUF_END) {
+		if (b->parse + need > BUF_END(b)) {
 			if (b->done != b->parse && !flush_forward(s))
 				return false;
 			compact(b);
@@ -585,14 +613,14 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
 	if (!s->buf)
 		s->buf = buf_get();
 	struct iobuf *b = s->buf;
-	if (BUF_END - b->recv < 1024)
+	if (BUF_END(b) - b->recv < 1024)
 		compact(b);
-	if (b->recv == BUF_END || (s->paused && b->recv - STREAM_HEADROOM > cache.size / 2)) {
+	if (b->recv == BUF_END(b) || (s->paused && b->recv - STREAM_HEADROOM > b->cap / 2)) {
 		/* Full of bytes we cannot route yet: wait for the peer. */
 		stream_stop_reading(s);
 		return;
 	}
-	ssize_t n = s->ops->recv(s, b->data + b->recv, BUF_END - b->recv);
+	ssize_t n = s->ops->recv(s, b->data + b->recv, BUF_END(b) - b->recv);
 	if (n < 0) {
 		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
 			if (s->want_write_for_read)

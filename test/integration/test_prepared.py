@@ -383,3 +383,17 @@ def test_unnamed_statement_cache(bench_pg, make_pooler):
     with pytest.raises(psycopg.errors.UndefinedTable):
         conn.execute("SELECT * FROM no_such_table WHERE a = %s", (1,))
     assert conn.execute("SELECT %s::int * 2", (21,)).fetchone()[0] == 42
+
+
+def test_named_parse_larger_than_buffer(pg, make_pooler):
+    """A statement text far beyond pkt_buf is prepared, shared and prepared
+    again on other servers like any other."""
+    p = make_pooler(pg, settings=settings(default_pool_size=2))
+    conns = [p.connect(prepare_threshold=0) for _ in range(3)]
+    literal = "y" * 200_000
+    sql = f"SELECT length('{literal}') + %s::int"
+    for i in range(30):
+        c = conns[i % 3]
+        assert c.execute(sql, (i,)).fetchone()[0] == len(literal) + i
+    stats = settled_stats(p, 30)
+    assert stats["total_client_parse_count"] == 3, stats

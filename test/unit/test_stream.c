@@ -37,6 +37,7 @@ enum step {
 	STEP_GROW,           /* NEED_MORE until 9 bytes, then the head grows by GROW_BY (0xEE) */
 	STEP_SHRINK,         /* NEED_MORE until 9 + SHRINK_BY bytes, then those are cut */
 	STEP_INJECT,         /* FLUSH while bytes are queued, then a pooler message, then FORWARD */
+	STEP_WHOLE,          /* NEED_WHOLE until complete (even beyond the buffer), then as CONSUME */
 };
 
 #define GROW_BY   20
@@ -187,9 +188,10 @@ static enum stream_action on_pkt(struct stream *s, const struct pkt_hdr *h,
 		return decided(e, SA_SKIP);
 	case STEP_CONSUME_NOW:
 		return decided(e, SA_CONSUMED);
+	case STEP_WHOLE:
 	case STEP_CONSUME:
 		if (avail < h->len)
-			return SA_NEED_FULL;
+			return step_for(e) == STEP_WHOLE ? SA_NEED_WHOLE : SA_NEED_FULL;
 		bytes_add(&e->consumed, data, h->len);
 		return decided(e, SA_CONSUMED);
 	case STEP_FULL_FORWARD:
@@ -1408,6 +1410,37 @@ static void test_rewrite_and_inject(void **state)
 	assert_int_equal(stream_cache_used(), 0);
 }
 
+/* SA_NEED_WHOLE: messages beyond the buffer's size arrive whole in a
+ * buffer of their own, which goes away (not to the cache) once empty. */
+static void test_need_whole_beyond_buffer(void **state)
+{
+	static const enum step script[] = { STEP_FORWARD, STEP_WHOLE, STEP_FORWARD, STEP_WHOLE, STEP_WHOLE };
+	static const uint32_t lens[] = { 30, 40000, 50, 100, 70000 };
+	struct fx *fx = *state;
+	for (size_t chunk = 0; chunk <= 1000; chunk += 1000) {
+		struct bytes in = { 0 }, want = { 0 }, eaten = { 0 };
+		for (uint32_t i = 0; i < ARRAY_SIZE(lens); i++) {
+			struct bytes one = { 0 };
+			add_msg(&one, 'P', i, lens[i]);
+			bytes_add(&in, one.p, one.len);
+			bytes_add(script[i] == STEP_WHOLE ? &eaten : &want, one.p, one.len);
+			bytes_free(&one);
+		}
+		fx->a.script = script;
+		fx->a.n_script = ARRAY_SIZE(script);
+		fx->a.msg_idx = 0;
+		bytes_free(&fx->a.consumed);
+		expect_relay(fx, &in, chunk, &want);
+		assert_int_equal(fx->a.consumed.len, eaten.len);
+		assert_memory_equal(fx->a.consumed.p, eaten.p, eaten.len);
+		assert_int_equal(stream_cache_used(), 0);
+		assert_true(stream_cache_free_count() <= 2);     /* the large ones were freed */
+		bytes_free(&in);
+		bytes_free(&want);
+		bytes_free(&eaten);
+	}
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -1444,6 +1477,7 @@ int main(void)
 		T(test_forget_peer_processes_buffered),
 		T(test_close_after_queued_forward),
 		T(test_rewrite_and_inject),
+		T(test_need_whole_beyond_buffer),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
