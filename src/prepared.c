@@ -197,6 +197,17 @@ static void client_remove(struct ps_centry *ce)
 	ce_put(ce);
 }
 
+/* A Close the server skipped: the name is the client's again, unless it
+ * has been prepared anew since. */
+static void client_restore(struct ps_centry *ce)
+{
+	if (!ce || ce->in_map || !ce->owner || client_find(ce->owner, ce->name, strlen(ce->name)))
+		return;
+	tab_add(&ce->owner->names, &ce->link);
+	ce->in_map = true;
+	ce->refs++;
+}
+
 static void client_forget_all(struct ps_client *pc)
 {
 	for (uint32_t i = 0; pc && pc->names.b && i <= pc->names.mask; i++) {
@@ -252,6 +263,7 @@ enum pend_kind {
 	PE_ERROR,         /* our barrier: its error becomes the client's error */
 	PE_UNNAMED_PARSE, /* unnamed Parse sent named (unnamed_statement_cache): pass */
 	PE_UNNAMED_FAKE,  /* unnamed Parse the server had: CloseComplete becomes ParseComplete */
+	PE_CLIENT_CLOSE,  /* the client's Close of a name, as a Close of nobody: pass */
 };
 
 struct ps_pend {
@@ -418,6 +430,9 @@ static void pend_rollback(struct ps_server *ps, struct ps_client *pc, struct ps_
 		break;
 	case PE_CLIENT_FAKE:
 		client_remove(p->ce);
+		break;
+	case PE_CLIENT_CLOSE:
+		client_restore(p->ce);
 		break;
 	case PE_INJECTED:
 		server_remove_num(ps, p->stmt, p->num);
@@ -921,9 +936,12 @@ static enum ps_verdict on_close(struct ctx *x)
 	if (must_flush_to_grow(x, x->len, CLOSE_NOBODY_LEN))
 		return PS_FLUSH;
 	struct ps_centry *ce = client_find(*x->pc, name, strlen(name));
-	if (ce)
+	struct ps_pend *p = pend_push(need_server(x), ce ? PE_CLIENT_CLOSE : PE_PASS, x->seg);
+	if (ce) {
+		p->ce = ce;
+		ce->refs++;
 		client_remove(ce);
-	pass_reply(x);
+	}
 	return close_nobody(x);
 }
 

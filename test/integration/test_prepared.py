@@ -218,6 +218,10 @@ def test_close_then_parse_again(raw):
     assert kinds(msgs) == b"12DCZ" and rows(msgs) == ["2"]
     # Close of a name never prepared is not an error, as in PostgreSQL.
     assert kinds(exchange(c, close(b"S", "nobody") + SYNC)) == b"3Z"
+    # A Close skipped after an error leaves the statement, as in PostgreSQL.
+    msgs = exchange(c, bind("missing") + close(b"S", "s1") + SYNC)
+    assert kinds(msgs) == b"EZ" and error_of(msgs)["C"] == "26000"
+    assert rows(exchange(c, bind("s1") + execute() + SYNC)) == ["2"]
 
 
 def test_parse_existing_name(raw):

@@ -473,6 +473,33 @@ static void test_unnamed_cache(void **state)
 	assert_int_equal(send(f, bind_msg(f, "", "")), PS_PASS);
 }
 
+/* A Close the server skipped after an error (Bind fails, Close, Sync)
+ * leaves the name in place, as in PostgreSQL; a Parse of the name skipped
+ * with it does not replace it. */
+static void test_skipped_close_keeps_name(void **state)
+{
+	struct fix *f = *state;
+	char a[64], b[64];
+	const struct pktbuf *m = parse_msg(f, "s", "SELECT 1");
+	assert_int_equal(send(f, m), PS_REWRITE);
+	server_name(f, m, 0, a);
+	assert_int_equal(reply_type(f, '1'), PSR_FORWARD);
+	assert_int_equal(send(f, kind_msg(f, 'C', 'S', "s")), PS_REWRITE);
+	assert_int_equal(ps_client_count(f->pc), 0);
+	assert_int_equal(send(f, parse_msg(f, "s", "SELECT 2")), PS_REWRITE);
+	f->owed = 1;
+	assert_int_equal(reply_type(f, 'Z'), PSR_FORWARD);     /* both skipped */
+	f->owed = 0;
+	assert_int_equal(ps_client_count(f->pc), 1);
+	m = bind_msg(f, "", "s");
+	assert_int_equal(send(f, m), PS_REWRITE);
+	assert_string_equal(server_name(f, m, 1, b), a);       /* still SELECT 1 */
+	/* answered, the Close takes the name away */
+	assert_int_equal(send(f, kind_msg(f, 'C', 'S', "s")), PS_REWRITE);
+	assert_int_equal(reply_type(f, '3'), PSR_FORWARD);
+	assert_int_equal(ps_client_count(f->pc), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -489,6 +516,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_deallocate_all, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_client_gone_with_replies_owed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unnamed_cache, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_skipped_close_keeps_name, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
