@@ -275,7 +275,7 @@ static void client_row(struct result *r, const struct client *cl, usec_t now)
 		cl->addr, NULL, cl->port, cl->laddr, NULL, cl->lport, wait / 1000000, wait % 1000000,
 		ct, rt, ptr, cl->link ? link : "", cl->s.tls ? tls_conn_version(cl->s.tls) : "",
 		varcache_get(&cl->vars, varcache_lookup("application_name")) ?: "",
-		(uint64_t)0, id);
+		(uint64_t)ps_client_count(cl->ps), id);
 }
 
 static void view_clients(struct result *r)
@@ -319,7 +319,8 @@ static void view_servers(struct result *r)
 			server_state_name(sv->state), sv->addr, sv->port, sv->laddr, sv->lport, ct, ct, 0, 0,
 			sv->close_needed ? 1 : 0, ptr, sv->link ? link : "", (int)sv->be_pid,
 			sv->s.tls ? tls_conn_version(sv->s.tls) : "",
-			varcache_get(&sv->vars, varcache_lookup("application_name")) ?: "", (uint64_t)0, id);
+			varcache_get(&sv->vars, varcache_lookup("application_name")) ?: "",
+			(uint64_t)ps_server_count(sv->ps), id);
 	}
 }
 
@@ -403,8 +404,8 @@ static void view_lists(struct result *r)
 }
 
 /* Statistics views. Arrays are in stats_to_array order: xact, query, in,
- * out, xact_time, query_time, wait_time, assignments, errors. The parse and
- * bind counts belong to prepared-statement tracking, not built yet: 0. */
+ * out, xact_time, query_time, wait_time, assignments, errors, client
+ * parses, server parses, binds. */
 enum stats_view { SV_STATS, SV_TOTALS, SV_AVERAGES };
 
 static const int stats_order[] = { 7, 0, 1, 2, 3, 4, 5, 6 };  /* PgBouncer's column order */
@@ -457,9 +458,8 @@ static void stats_values(struct result *r, enum stats_view v, const char *name,
 			continue;
 		for (size_t k = 0; k < ARRAY_SIZE(stats_order); k++)
 			vals[n++] = src[stats_order[k]];
-		vals[n++] = 0;
-		vals[n++] = 0;
-		vals[n++] = 0;
+		for (int k = 9; k < 12; k++)      /* client/server parses, binds */
+			vals[n++] = src[k];
 	}
 	/* res_row takes varargs: one row of 1 + n columns. */
 	fmt[0] = 's';

@@ -19,6 +19,7 @@
 #include "proto/build.h"
 #include "proto/error.h"
 #include "proto/startup.h"
+#include "psrelay.h"
 #include "server.h"
 #include "shm.h"
 #include "tls.h"
@@ -210,6 +211,7 @@ void client_free(struct client *c)
 	varcache_clear(&c->vars);
 	admin_fanout_free(c);
 	admin_ext_free(c);
+	ps_client_free(c->ps);
 	free(c);
 }
 
@@ -913,8 +915,13 @@ static void note_request(struct client *c, uint8_t type)
 	struct pool *p = c->pool;
 	usec_t now = util_monotonic();
 
+	/* Extended-protocol messages sent after the last Sync keep the server:
+	 * its answers (and the Sync that ends them) are still to come. */
+	if (type == 'P' || type == 'B' || type == 'D' || type == 'E' || type == 'C')
+		sv->unsynced = true;
 	if (type != 'Q' && type != 'S' && type != 'F')
 		return;
+	sv->unsynced = false;
 	sv->expect_rfq++;
 	if (!c->query_running) {
 		c->query_running = true;
@@ -929,7 +936,8 @@ static void note_request(struct client *c, uint8_t type)
 	c->last_activity = now;
 }
 
-static enum stream_action active_pkt(struct client *c, const struct pkt_hdr *h)
+static enum stream_action active_pkt(struct client *c, const struct pkt_hdr *h,
+				     const uint8_t *data, size_t avail)
 {
 	if (h->type == 'X') {
 		client_close(c, false, "client close request");
@@ -943,6 +951,8 @@ static enum stream_action active_pkt(struct client *c, const struct pkt_hdr *h)
 	}
 	if (c->state == CLIENT_WAITING || c->state == CLIENT_WAITING_LOGIN)
 		return SA_PAUSE;
+	if (!c->link && h->type == 'H')
+		return SA_SKIP;     /* Flush after the Sync (libpq pipelines): no server holds output for us */
 	if (!c->link) {
 		/* The previous server's last bytes are still on their way to
 		 * us: a new server's replies must not overtake them. */
@@ -957,6 +967,11 @@ static enum stream_action active_pkt(struct client *c, const struct pkt_hdr *h)
 	}
 	if (c->link->internal == SI_SETVARS)
 		return SA_PAUSE;
+	if (psrelay_client_watch(c, h->type)) {
+		enum stream_action act = psrelay_client_pkt(c, h, data, avail);
+		if (act != SA_FORWARD)
+			return act;
+	}
 	note_request(c, h->type);
 	return SA_FORWARD;
 }
@@ -976,7 +991,7 @@ static enum stream_action client_on_pkt(struct stream *s, const struct pkt_hdr *
 	case CLIENT_ACTIVE:
 	case CLIENT_WAITING:
 	case CLIENT_WAITING_LOGIN:
-		return active_pkt(c, h);
+		return active_pkt(c, h, data, avail);
 	default:
 		return SA_PAUSE;
 	}

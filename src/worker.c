@@ -18,6 +18,7 @@
 #include "janitor.h"
 #include "log.h"
 #include "peer.h"
+#include "psrelay.h"
 #include "pool.h"
 #include "server.h"
 #include "stats.h"
@@ -462,6 +463,7 @@ static void worker_cleanup(void)
 	hba_free(W->hba);
 	hba_ident_free(W->hba_ident);
 	stream_cache_free();
+	psrelay_free();
 	varcache_set_tracked(NULL);
 	event_base_free(W->base);
 	config_free(W->staged);
