@@ -100,7 +100,12 @@ def test_reuse_across_server_switches(pg, make_pooler):
     p = make_pooler(pg, settings=settings(default_pool_size=2))
     conns = [p.connect(prepare_threshold=0) for _ in range(6)]
     backends = [set() for _ in conns]
+    admin = p.admin()
     for i in range(3000):
+        if i and i % 500 == 0:
+            # Idle servers are reused most-recent-first, so a sequential
+            # client may keep one backend: RECONNECT replaces them all.
+            admin.execute("RECONNECT testdb")
         k, turn = i % len(conns), i // len(conns)
         c = conns[k]
         assert c.execute("SELECT %s::int + 1", (i,)).fetchone()[0] == i + 1
