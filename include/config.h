@@ -171,6 +171,7 @@ struct config {
 	char *unix_socket_dir;
 	char *unix_socket_group;
 	int unix_socket_mode;
+	bool unnamed_statement_cache;       /* pgcrew: PgDoorman's cache for unnamed Parse */
 	char *user;
 	int verbose;
 	int workers;                        /* pgcrew: 0 = auto (online CPUs) */

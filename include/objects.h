@@ -9,6 +9,7 @@
 #include "util.h"
 #include "stream.h"
 #include "varcache.h"
+#include "prepared.h"
 #include "auth/scram.h"
 
 #include <netinet/in.h>
@@ -94,6 +95,7 @@ struct pool_stats {
 	uint64_t xact_count, query_count, bytes_in, bytes_out;
 	uint64_t xact_time, query_time, wait_time;   /* microseconds */
 	uint64_t server_assignment_count, errors;
+	struct ps_counters ps;            /* prepared statements: parses, binds */
 };
 
 struct pool {
@@ -164,12 +166,14 @@ struct client {
 	bool query_running;               /* request sent, ReadyForQuery not yet seen */
 	bool admin;                       /* talking to the console */
 	bool stats_only;                  /* console user from stats_users only */
+	bool local_admin;                 /* "pgbouncer" over the Unix socket, our UID: no password */
 	bool counted_db, counted_user;    /* holds a client slot of db/user */
 	bool counted_conn;                /* holds an instance-wide max_client_conn slot */
 	const char *close_reason;
 	uint64_t counted_in, counted_out;  /* stream bytes already added to pool stats */
 	struct admin_fanout *fanout;      /* console command waiting for every worker */
 	struct admin_ext *admin_ext;      /* console extended-protocol state */
+	struct ps_client *ps;             /* its prepared statement names, or NULL */
 };
 
 struct server {
@@ -190,6 +194,7 @@ struct server {
 	usec_t connect_time, request_time, last_used, query_start;
 	char ready_status;                /* last ReadyForQuery status, 0 before any */
 	int expect_rfq;                   /* requests forwarded that still owe ReadyForQuery */
+	bool unsynced;                    /* extended-protocol messages forwarded since the last Sync */
 	bool close_needed;                /* lifetime over or reconnect: close on release */
 	bool welcome_src;                 /* first login of its pool: capture parameters */
 	int cancels_pending;              /* CancelRequests in flight for it */
@@ -203,6 +208,7 @@ struct server {
 	uint32_t vars_set;                /* bit i: a client's value of tracked parameter i was SET here */
 	struct list close_node;           /* worker.closing_servers */
 	const char *close_reason;         /* set with close_node */
+	struct ps_server *ps;             /* statements prepared on it, or NULL */
 };
 
 #endif

@@ -26,7 +26,19 @@ enum stream_action {
 	SA_NEED_FULL,      /* call again once the whole message is buffered */
 	SA_PAUSE,          /* leave it unconsumed; stop until stream_resume() */
 	SA_STOP,           /* the owner closed or re-targeted the stream: stop now */
+	SA_FLUSH,          /* send the bytes queued before this message, then ask again */
+	SA_NEED_MORE,      /* ask again with more of the message buffered (it may be
+	                      larger than the buffer: only its start is needed) */
+	SA_NEED_WHOLE,     /* as SA_NEED_FULL, but a message larger than the buffer
+	                      (up to STREAM_WHOLE_MAX) gets a buffer of its own */
 };
+
+/* Largest message SA_NEED_WHOLE buffers whole. */
+#define STREAM_WHOLE_MAX (16u << 20)
+
+/* Bytes kept free before the data of every buffer, so that a message can
+ * be rewritten in place a little longer (stream_rewrite_head). */
+#define STREAM_HEADROOM 64
 
 enum stream_event {
 	SE_CONNECTED,      /* outgoing connect finished */
@@ -61,6 +73,8 @@ struct iobuf {
 	uint32_t done;         /* [0, done) sent, skipped or consumed */
 	uint32_t parse;        /* [done, parse) queued for sending to send_dst */
 	uint32_t recv;         /* [parse, recv) received, not looked at yet */
+	uint32_t cap;          /* data bytes after the headroom: the cache's size,
+	                          or more for one large message (SA_NEED_WHOLE) */
 	uint8_t data[];
 };
 
@@ -80,6 +94,7 @@ struct stream {
 	uint32_t out_sent;         /* bytes of out already written */
 	uint32_t out_mark;         /* out bytes queued before hold_src's message; the rest follow it */
 	uint32_t pkt_remain;       /* bytes of the current message still to route */
+	int32_t len_adjust;        /* set by stream_rewrite_head for the message at hand */
 	uint8_t pkt_action;        /* SA_FORWARD or SA_SKIP for pkt_remain */
 	bool startup;              /* parse startup-phase packets (no type byte) */
 	bool reading;              /* ev_read is armed */
@@ -123,6 +138,14 @@ bool stream_has_pending_forward(const struct stream *s);
 /* Drop the first n unprocessed bytes (a message the owner handled by hand
  * before returning SA_STOP). */
 void stream_consume(struct stream *s, uint32_t n);
+/* From inside on_pkt, before returning SA_FORWARD: the message's first
+ * old_len bytes (buffered) become new_len bytes, which the caller writes at
+ * the returned address; the rest is forwarded from the buffer as it is.
+ * NULL when the message cannot grow that much without a flush first
+ * (return SA_FLUSH). The data pointer given to on_pkt is stale afterwards. */
+uint8_t *stream_rewrite_head(struct stream *s, uint32_t old_len, uint32_t new_len) MUSTCHECK;
+/* How many bytes stream_rewrite_head could grow the message at hand by. */
+uint32_t stream_head_room(const struct stream *s);
 /* Bytes received and not yet processed. */
 size_t stream_unprocessed(const struct stream *s);
 void stream_set_tls(struct stream *s, struct tls_conn *tls);

@@ -56,6 +56,8 @@ void worker_schedule_reap(void);
 void worker_check_shutdown(void);
 /* Apply a config generation (reload); takes ownership of cfg. */
 void worker_apply_config(struct config *cfg);
+/* 0, or -1 with err: the TLS contexts of cfg cannot be built (bad files). */
+int worker_check_tls(const struct config *cfg, char *err, size_t errlen) MUSTCHECK;
 void worker_refresh_config(void);
 
 #endif

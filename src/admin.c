@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <strings.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #define ADMIN_MAX_QUERY 8192
@@ -64,10 +65,21 @@ static struct database *get_admin_db(void)
 	return admin_db;
 }
 
+/* PgBouncer's rule: user "pgbouncer" connecting over the Unix socket from
+ * the UID the pooler runs as gets the console without a password. */
+static bool local_admin(const struct client *c)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+	return c->is_unix && strcmp(c->user_name, "pgbouncer") == 0 &&
+	       getsockopt(c->s.fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0 && cr.uid == geteuid();
+}
+
 void admin_client_login(struct client *c, const struct startup_msg *m)
 {
 	const struct config *cfg = W->cfg;
-	bool admin = in_list(cfg->admin_users, c->user_name);
+	c->local_admin = local_admin(c);
+	bool admin = c->local_admin || in_list(cfg->admin_users, c->user_name);
 	bool stats = in_list(cfg->stats_users, c->user_name);
 
 	(void)m;
@@ -81,7 +93,7 @@ void admin_client_login(struct client *c, const struct startup_msg *m)
 		return;
 	}
 	c->login_user = pool_find_user(c->user_name);
-	if (!c->login_user && cfg->auth_type == AUTH_ANY)
+	if (!c->login_user && (cfg->auth_type == AUTH_ANY || c->local_admin))
 		c->login_user = pool_get_user(c->user_name);
 	if (c->login_user)
 		c->pool = pool_get(c->db, c->login_user);
@@ -275,7 +287,7 @@ static void client_row(struct result *r, const struct client *cl, usec_t now)
 		cl->addr, NULL, cl->port, cl->laddr, NULL, cl->lport, wait / 1000000, wait % 1000000,
 		ct, rt, ptr, cl->link ? link : "", cl->s.tls ? tls_conn_version(cl->s.tls) : "",
 		varcache_get(&cl->vars, varcache_lookup("application_name")) ?: "",
-		(uint64_t)0, id);
+		(uint64_t)ps_client_count(cl->ps), id);
 }
 
 static void view_clients(struct result *r)
@@ -319,7 +331,8 @@ static void view_servers(struct result *r)
 			server_state_name(sv->state), sv->addr, sv->port, sv->laddr, sv->lport, ct, ct, 0, 0,
 			sv->close_needed ? 1 : 0, ptr, sv->link ? link : "", (int)sv->be_pid,
 			sv->s.tls ? tls_conn_version(sv->s.tls) : "",
-			varcache_get(&sv->vars, varcache_lookup("application_name")) ?: "", (uint64_t)0, id);
+			varcache_get(&sv->vars, varcache_lookup("application_name")) ?: "",
+			(uint64_t)ps_server_count(sv->ps), id);
 	}
 }
 
@@ -403,8 +416,8 @@ static void view_lists(struct result *r)
 }
 
 /* Statistics views. Arrays are in stats_to_array order: xact, query, in,
- * out, xact_time, query_time, wait_time, assignments, errors. The parse and
- * bind counts belong to prepared-statement tracking, not built yet: 0. */
+ * out, xact_time, query_time, wait_time, assignments, errors, client
+ * parses, server parses, binds. */
 enum stats_view { SV_STATS, SV_TOTALS, SV_AVERAGES };
 
 static const int stats_order[] = { 7, 0, 1, 2, 3, 4, 5, 6 };  /* PgBouncer's column order */
@@ -457,9 +470,8 @@ static void stats_values(struct result *r, enum stats_view v, const char *name,
 			continue;
 		for (size_t k = 0; k < ARRAY_SIZE(stats_order); k++)
 			vals[n++] = src[stats_order[k]];
-		vals[n++] = 0;
-		vals[n++] = 0;
-		vals[n++] = 0;
+		for (int k = 9; k < 12; k++)      /* client/server parses, binds */
+			vals[n++] = src[k];
 	}
 	/* res_row takes varargs: one row of 1 + n columns. */
 	fmt[0] = 's';

@@ -22,6 +22,7 @@
 #include "proto/build.h"
 #include "proto/error.h"
 #include "proto/startup.h"
+#include "psrelay.h"
 #include "server.h"
 #include "shm.h"
 #include "tls.h"
@@ -216,6 +217,7 @@ void client_free(struct client *c)
 	varcache_clear(&c->vars);
 	admin_fanout_free(c);
 	admin_ext_free(c);
+	ps_client_free(c->ps);
 	free(c);
 }
 
@@ -469,6 +471,10 @@ void client_start_auth(struct client *c)
 	const char *map = NULL;
 	const struct hba_rule *rule = NULL;
 
+	if (c->local_admin) {
+		finish_login(c);
+		return;
+	}
 	if (method == AUTH_HBA && (method = hba_method_of(c, &map, &rule)) < 0)
 		return;
 	switch (method) {
@@ -969,8 +975,13 @@ static void note_request(struct client *c, uint8_t type)
 	struct pool *p = c->pool;
 	usec_t now = util_monotonic();
 
+	/* Extended-protocol messages sent after the last Sync keep the server:
+	 * its answers (and the Sync that ends them) are still to come. */
+	if (type == 'P' || type == 'B' || type == 'D' || type == 'E' || type == 'C')
+		sv->unsynced = true;
 	if (type != 'Q' && type != 'S' && type != 'F')
 		return;
+	sv->unsynced = false;
 	sv->expect_rfq++;
 	if (!c->query_running) {
 		c->query_running = true;
@@ -985,7 +996,8 @@ static void note_request(struct client *c, uint8_t type)
 	c->last_activity = now;
 }
 
-static enum stream_action active_pkt(struct client *c, const struct pkt_hdr *h)
+static enum stream_action active_pkt(struct client *c, const struct pkt_hdr *h,
+				     const uint8_t *data, size_t avail)
 {
 	if (h->type == 'X') {
 		client_close(c, false, "client close request");
@@ -999,6 +1011,8 @@ static enum stream_action active_pkt(struct client *c, const struct pkt_hdr *h)
 	}
 	if (c->state == CLIENT_WAITING || c->state == CLIENT_WAITING_LOGIN)
 		return SA_PAUSE;
+	if (!c->link && h->type == 'H')
+		return SA_SKIP;     /* Flush after the Sync (libpq pipelines): no server holds output for us */
 	if (!c->link) {
 		/* The previous server's last bytes are still on their way to
 		 * us: a new server's replies must not overtake them. */
@@ -1013,6 +1027,11 @@ static enum stream_action active_pkt(struct client *c, const struct pkt_hdr *h)
 	}
 	if (c->link->internal == SI_SETVARS)
 		return SA_PAUSE;
+	if (psrelay_client_watch(c, h->type)) {
+		enum stream_action act = psrelay_client_pkt(c, h, data, avail);
+		if (act != SA_FORWARD)
+			return act;
+	}
 	note_request(c, h->type);
 	return SA_FORWARD;
 }
@@ -1032,7 +1051,7 @@ static enum stream_action client_on_pkt(struct stream *s, const struct pkt_hdr *
 	case CLIENT_ACTIVE:
 	case CLIENT_WAITING:
 	case CLIENT_WAITING_LOGIN:
-		return active_pkt(c, h);
+		return active_pkt(c, h, data, avail);
 	default:
 		return SA_PAUSE;
 	}

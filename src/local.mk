@@ -4,7 +4,8 @@ libpgcrew_a_SOURCES += \
 	src/listen.c src/stream.c src/client.c src/server.c src/pool.c \
 	src/varcache.c src/cancel.c src/janitor.c src/stats.c src/admin.c \
 	src/shm.c src/ledger.c src/rowmerge.c src/takeover.c src/peer.c src/control.c \
-	src/admin_ext.c src/admin_sockets.c src/sdnotify.c src/hist.c src/metrics.c
+	src/admin_ext.c src/admin_sockets.c src/sdnotify.c src/hist.c src/metrics.c \
+	src/prepared.c src/psrelay.c
 noinst_HEADERS += \
 	include/admin.h \
 	include/admin_ext.h \
@@ -23,6 +24,8 @@ noinst_HEADERS += \
 	include/objects.h \
 	include/peer.h \
 	include/pool.h \
+	include/prepared.h \
+	include/psrelay.h \
 	include/rowmerge.h \
 	include/sdnotify.h \
 	include/server.h \

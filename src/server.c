@@ -18,6 +18,7 @@
 #include "pool.h"
 #include "proto/build.h"
 #include "proto/error.h"
+#include "psrelay.h"
 #include "tls.h"
 #include "worker.h"
 
@@ -215,6 +216,7 @@ void server_free(struct server *sv)
 	list_del(&sv->node);
 	list_del(&sv->all_node);
 	varcache_clear(&sv->vars);
+	ps_server_free(sv->ps);
 	free(sv);
 }
 
@@ -739,6 +741,7 @@ bool server_run_internal(struct server *sv, enum server_internal why, const char
 	pktbuf_init(&pb, strlen(sql) + 8);
 	pkt_write_query(&pb, sql);
 	sv->internal = why;
+	psrelay_server_sql(sv, sql);
 	if (sv->state == SERVER_IDLE)
 		server_set_state(sv, SERVER_TESTED);
 	server_debug(sv, "internal query: %s", sql);
@@ -749,6 +752,7 @@ static void internal_done(struct server *sv, char status)
 {
 	enum server_internal why = sv->internal;
 	sv->expect_rfq = 0;
+	sv->unsynced = false;
 	sv->internal = SI_NONE;
 	sv->ready_status = status;
 
@@ -837,13 +841,18 @@ static void ready_for_query(struct server *sv, char status)
 		server_close_with_client(sv, "database configuration changed");
 		return;
 	}
-	if (mode != POOL_SESSION && status == 'I' && sv->expect_rfq == 0)
+	if (mode != POOL_SESSION && status == 'I' && sv->expect_rfq == 0 && !sv->unsynced)
 		server_release(sv);
 }
 
 static enum stream_action active_pkt(struct server *sv, const struct pkt_hdr *h,
 				     const uint8_t *data, size_t avail)
 {
+	if (psrelay_server_watch(sv, h->type)) {
+		enum stream_action act = psrelay_server_pkt(sv, h, data, avail);
+		if (act != SA_FORWARD)
+			return act;
+	}
 	switch (h->type) {
 	case 'Z':
 		if (avail < h->len)
@@ -975,7 +984,8 @@ void server_close_soon(struct server *sv, const char *reason)
 void server_client_gone(struct server *sv)
 {
 	struct client *c = sv->link;
-	bool busy = c && c->query_running;
+	/* A pipeline without its Sync yet leaves the backend mid-request too. */
+	bool busy = c && (c->query_running || sv->unsynced);
 
 	if (c) {
 		stream_forget_peer(&sv->s, &c->s);
@@ -984,6 +994,7 @@ void server_client_gone(struct server *sv)
 	}
 	sv->link = NULL;
 	sv->s.peer = NULL;
+	psrelay_client_gone(sv);
 	if (busy) {
 		/* Do not leave the query running: cancel it, then drop the server. */
 		cancel_send(sv);

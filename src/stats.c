@@ -15,8 +15,9 @@
 static uint64_t last[SHM_STATS];
 static usec_t last_time;
 
-enum { ST_XACT, ST_QUERY, ST_IN, ST_OUT, ST_XACT_TIME, ST_QUERY_TIME, ST_WAIT_TIME, ST_ASSIGN, ST_ERRORS };
-_Static_assert(ST_ERRORS + 1 == SHM_STATS, "stats columns");
+enum { ST_XACT, ST_QUERY, ST_IN, ST_OUT, ST_XACT_TIME, ST_QUERY_TIME, ST_WAIT_TIME, ST_ASSIGN, ST_ERRORS,
+       ST_CLIENT_PARSE, ST_SERVER_PARSE, ST_BIND };
+_Static_assert(ST_BIND + 1 == SHM_STATS, "stats columns");
 
 void stats_to_array(const struct pool_stats *s, uint64_t a[SHM_STATS])
 {
@@ -29,6 +30,9 @@ void stats_to_array(const struct pool_stats *s, uint64_t a[SHM_STATS])
 	a[ST_WAIT_TIME] = s->wait_time;
 	a[ST_ASSIGN] = s->server_assignment_count;
 	a[ST_ERRORS] = s->errors;
+	a[ST_CLIENT_PARSE] = s->ps.client_parse;
+	a[ST_SERVER_PARSE] = s->ps.server_parse;
+	a[ST_BIND] = s->ps.bind;
 }
 
 /* Move what the pools counted since the last flush into shared memory. */
@@ -78,6 +82,8 @@ static void per_db_averages(uint64_t secs)
 		avg[ST_QUERY_TIME] = per(d[ST_QUERY_TIME], d[ST_QUERY]);
 		avg[ST_WAIT_TIME] = per(d[ST_WAIT_TIME], d[ST_ASSIGN]);
 		avg[ST_ERRORS] = d[ST_ERRORS] / secs;
+		for (int k = ST_CLIENT_PARSE; k <= ST_BIND; k++)
+			avg[k] = d[k] / secs;
 		shm_avg_set(i, avg);
 		memcpy(db_last[i], now, sizeof(now));
 	}

@@ -13,6 +13,10 @@
 
 struct event_base *stream_base;
 
+/* Buffer offsets run from STREAM_HEADROOM to BUF_END: the headroom lets a
+ * message at the start of the data be rewritten longer in place. */
+#define BUF_END(b) (STREAM_HEADROOM + (b)->cap)
+
 static struct {
 	struct iobuf *free_list;
 	uint32_t size;
@@ -59,9 +63,10 @@ static struct iobuf *buf_get(void)
 		cache.free_list = b->next_free;
 		cache.n_free--;
 	} else {
-		b = xmalloc(sizeof(*b) + cache.size);
+		b = xmalloc(sizeof(*b) + STREAM_HEADROOM + cache.size);
 	}
-	b->done = b->parse = b->recv = 0;
+	b->done = b->parse = b->recv = STREAM_HEADROOM;
+	b->cap = cache.size;
 	b->next_free = NULL;
 	cache.n_used++;
 	return b;
@@ -70,8 +75,8 @@ static struct iobuf *buf_get(void)
 static void buf_put(struct iobuf *b)
 {
 	cache.n_used--;
-	/* Keep a bounded reserve; beyond it give memory back. */
-	if (cache.n_free >= 256) {
+	/* Keep a bounded reserve of standard buffers; give the rest back. */
+	if (cache.n_free >= 256 || b->cap != cache.size) {
 		free(b);
 		return;
 	}
@@ -432,12 +437,41 @@ blocked:
 
 static void compact(struct iobuf *b)
 {
-	if (b->done == 0)
+	if (b->done == STREAM_HEADROOM)
 		return;
-	memmove(b->data, b->data + b->done, b->recv - b->done);
-	b->parse -= b->done;
-	b->recv -= b->done;
-	b->done = 0;
+	memmove(b->data + STREAM_HEADROOM, b->data + b->done, b->recv - b->done);
+	b->parse = b->parse - b->done + STREAM_HEADROOM;
+	b->recv = b->recv - b->done + STREAM_HEADROOM;
+	b->done = STREAM_HEADROOM;
+}
+
+uint32_t stream_head_room(const struct stream *s)
+{
+	return s->buf ? s->buf->done : 0;
+}
+
+/* The bytes queued before the message ([done, parse)) move with its start,
+ * so they stay contiguous with it. */
+uint8_t *stream_rewrite_head(struct stream *s, uint32_t old_len, uint32_t new_len)
+{
+	struct iobuf *b = s->buf;
+	if (!b || b->recv - b->parse < old_len)
+		fatal("stream_rewrite_head: the head is not buffered");
+	if (new_len > old_len) {
+		uint32_t grow = new_len - old_len;
+		if (b->done < grow)
+			return NULL;
+		memmove(b->data + b->done - grow, b->data + b->done, b->parse - b->done);
+		b->done -= grow;
+		b->parse -= grow;
+	} else {
+		uint32_t shrink = old_len - new_len;
+		memmove(b->data + b->done + shrink, b->data + b->done, b->parse - b->done);
+		b->done += shrink;
+		b->parse += shrink;
+	}
+	s->len_adjust = (int32_t)new_len - (int32_t)old_len;
+	return b->data + b->parse;
 }
 
 /* Route bytes of a message already decided on. False: stop processing. */
@@ -465,6 +499,27 @@ static bool route_remaining(struct stream *s)
 	return true;
 }
 
+/* A message larger than the cache's buffers is to be handled whole: once
+ * what is queued before it is sent, it moves to a buffer of its own,
+ * freed when empty. False when the flush has to wait. */
+static bool enlarge(struct stream *s, uint32_t len)
+{
+	struct iobuf *b = s->buf;
+	if (b->done != b->parse && !flush_forward(s))
+		return false;
+	struct iobuf *nb = xmalloc(sizeof(*nb) + STREAM_HEADROOM + len);
+	uint32_t n = b->recv - b->parse;
+	memcpy(nb->data + STREAM_HEADROOM, b->data + b->parse, n);
+	nb->done = nb->parse = STREAM_HEADROOM;
+	nb->recv = STREAM_HEADROOM + n;
+	nb->cap = len;
+	nb->next_free = NULL;
+	cache.n_used++;
+	buf_put(b);
+	s->buf = nb;
+	return true;
+}
+
 /* Handle the next message header. False: stop processing. */
 static bool route_new(struct stream *s)
 {
@@ -485,6 +540,7 @@ static bool route_new(struct stream *s)
 	/* The destination is the peer at decision time: the owner may unlink
 	 * (release the server) inside the callback. */
 	struct stream *dst = s->peer;
+	s->len_adjust = 0;
 	enum stream_action act = s->on_pkt(s, &h, b->data + b->parse, avail);
 	if (s->closed || act == SA_STOP)
 		return false;
@@ -492,22 +548,36 @@ static bool route_new(struct stream *s)
 	case SA_FORWARD:
 	case SA_SKIP:
 	case SA_CONSUMED:
-		s->pkt_remain = h.len;
+		s->pkt_remain = (uint32_t)((int64_t)h.len + s->len_adjust);
+		s->len_adjust = 0;
 		s->pkt_action = act == SA_FORWARD ? SA_FORWARD : SA_SKIP;
 		s->fwd_dst = act == SA_FORWARD ? (dst ? dst : s->peer) : NULL;
 		return true;
-	case SA_NEED_FULL:
-		if (h.len > cache.size || avail >= h.len) {
+	case SA_FLUSH:
+		/* Asked again at once when the flush completes, else when the
+		 * destination drains (on_write processes us again). */
+		return b->done == b->parse || flush_forward(s);
+	case SA_NEED_WHOLE:
+		if (h.len > b->cap && h.len <= STREAM_WHOLE_MAX) {
+			(void)enlarge(s, h.len);    /* then wait for the rest */
+			return false;
+		}
+		/* fall through */
+	case SA_NEED_MORE:
+	case SA_NEED_FULL: {
+		uint32_t need = act == SA_NEED_MORE && h.len > b->cap ? b->cap : h.len;
+		if (need > b->cap || avail >= need) {
 			s->errmsg = "message too large for the I/O buffer";
 			fire(s, SE_ERROR);
 			return false;
 		}
-		if (b->parse + h.len > cache.size) {
+		if (b->parse + need > BUF_END(b)) {
 			if (b->done != b->parse && !flush_forward(s))
 				return false;
 			compact(b);
 		}
 		return false;
+	}
 	case SA_PAUSE:
 		/* Keep reading so a disconnect is noticed while paused; a full
 		 * buffer stops reading in on_read. */
@@ -571,14 +641,14 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
 	if (!s->buf)
 		s->buf = buf_get();
 	struct iobuf *b = s->buf;
-	if (cache.size - b->recv < 1024)
+	if (BUF_END(b) - b->recv < 1024)
 		compact(b);
-	if (b->recv == cache.size || (s->paused && b->recv > cache.size / 2)) {
+	if (b->recv == BUF_END(b) || (s->paused && b->recv - STREAM_HEADROOM > b->cap / 2)) {
 		/* Full of bytes we cannot route yet: wait for the peer. */
 		stream_stop_reading(s);
 		return;
 	}
-	ssize_t n = s->ops->recv(s, b->data + b->recv, cache.size - b->recv);
+	ssize_t n = s->ops->recv(s, b->data + b->recv, BUF_END(b) - b->recv);
 	if (n < 0) {
 		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
 			if (s->want_write_for_read)

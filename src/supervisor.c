@@ -814,6 +814,12 @@ int supervisor_run(const struct run_options *opt, struct config *cfg)
 {
 	sup.cfg = cfg;
 	sup.n_slots = worker_count(cfg);
+	char tls_err[512];
+	if (worker_check_tls(cfg, tls_err, sizeof(tls_err)) < 0) {
+		log_error("TLS setup failed: %s", tls_err);
+		config_free(cfg);
+		return 1;
+	}
 	if (shm_create(sup.n_slots) < 0 || hist_create(sup.n_slots) < 0) {
 		log_error("cannot map shared memory for %d workers", sup.n_slots);
 		goto fail_shm;

@@ -18,6 +18,7 @@
 #include "janitor.h"
 #include "log.h"
 #include "peer.h"
+#include "psrelay.h"
 #include "pool.h"
 #include "server.h"
 #include "stats.h"
@@ -105,6 +106,30 @@ static void setup_server_tls(const struct config *cfg)
 	}
 	tls_ctx_free(W->server_tls);
 	W->server_tls = ctx;
+}
+
+/* Start-up check, run by the supervisor before the first fork: both
+ * contexts can be built from the configured files. A failure here would
+ * otherwise make every worker exit at start, over and over, while the
+ * listening sockets queue connections nobody serves. */
+int worker_check_tls(const struct config *cfg, char *err, size_t errlen)
+{
+	struct tls_settings ts;
+	struct tls_ctx *ctx;
+
+	if (cfg->client_tls_sslmode != SSLMODE_DISABLE) {
+		tls_settings_client(cfg, &ts);
+		if (!(ctx = tls_ctx_new_server(&ts, err, errlen)))
+			return -1;
+		tls_ctx_free(ctx);
+	}
+	if (cfg->server_tls_sslmode != SSLMODE_DISABLE) {
+		tls_settings_server(cfg, &ts);
+		if (!(ctx = tls_ctx_new_client(&ts, err, errlen)))
+			return -1;
+		tls_ctx_free(ctx);
+	}
+	return 0;
 }
 
 /* Build the client-facing context; on error keep the old one (reload). */
@@ -462,6 +487,7 @@ static void worker_cleanup(void)
 	hba_free(W->hba);
 	hba_ident_free(W->hba_ident);
 	stream_cache_free();
+	psrelay_free();
 	varcache_set_tracked(NULL);
 	event_base_free(W->base);
 	config_free(W->staged);

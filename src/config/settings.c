@@ -222,6 +222,7 @@ static const struct setting table[] = {
 	S_STR(unix_socket_dir, "/tmp", NR, "directory of the unix socket (empty = none)"),
 	S_STR(unix_socket_group, "", NR, "group owning the unix socket"),
 	S_INT(unix_socket_mode, "0777", 0, 07777, NR, "file mode of the unix socket"),
+	S_BOOL(unnamed_statement_cache, "0", EXT, "serve an unnamed Parse of a statement the server has prepared from it"),
 	S_STR(user, "", NR, "unix user to switch to after start"),
 	S_INT(verbose, "0", 0, INT_MAX, 0, "log verbosity, as -v"),
 	S_INT(workers, "auto", 0, 128, NR | EXT | CF_AUTO, "worker processes (auto = online CPUs)"),

@@ -118,6 +118,30 @@ def scram_parts(client, server):
     return out
 
 
+def interleaved(client, server):
+    """Seed for fuzz_prepared: the client's messages up to each Sync (or
+    Query), then the server's replies up to the matching ReadyForQuery; one
+    direction byte (0 client, 1 server) before each message."""
+    def frame(t, b):
+        return bytes([t]) + struct.pack("!I", len(b) + 4) + b
+    cl = [(t, b) for t, b in messages(client, True) if t not in (0, ord("p"))]
+    sv = [(t, b) for t, b in messages(server, False)]
+    # Skip the login: everything up to the first ReadyForQuery.
+    first = next((i for i, (t, _) in enumerate(sv) if t == ord("Z")), len(sv))
+    sv = sv[first + 1:]
+    out, si = bytearray(), 0
+    for t, b in cl:
+        out += b"\0" + frame(t, b)
+        if t in (ord("S"), ord("Q")):
+            while si < len(sv):
+                st, sb = sv[si]
+                si += 1
+                out += b"\1" + frame(st, sb)
+                if st == ord("Z"):
+                    break
+    return bytes([3]) + bytes(out)   # config byte: max 4 statements
+
+
 def save(target, data):
     d = os.path.join(CORPUS, target)
     os.makedirs(d, exist_ok=True)
@@ -212,6 +236,7 @@ def main():
             continue
         save("fuzz_client_stream", client)
         save("fuzz_server_stream", server)
+        save("fuzz_prepared", interleaved(client, server))
         first = next(messages(client, True), None)
         if first:
             save("fuzz_startup", first[1])

@@ -15,7 +15,7 @@ import psycopg
 import util
 
 # Settings PgBouncer does not know: never written when validating against it.
-PGCREW_ONLY_KEYS = frozenset({"workers", "auth_query_cache_ttl"})
+PGCREW_ONLY_KEYS = frozenset({"workers", "auth_query_cache_ttl", "unnamed_statement_cache"})
 
 SANITIZER_MARKERS = ("AddressSanitizer", "LeakSanitizer", "runtime error:",
                      "UndefinedBehaviorSanitizer")

@@ -1,6 +1,6 @@
 # unit tests: core relay modules (stream transport, varcache, ipc, slot
 # ledger, shared memory, SHOW row merging, console parsers, admin_ext,
-# latency histograms).
+# latency histograms, prepared statements).
 check_PROGRAMS += test/unit/test_stream
 TESTS += test/unit/test_stream
 test_unit_test_stream_SOURCES = test/unit/test_stream.c
@@ -49,8 +49,15 @@ test_unit_test_admin_ext_SOURCES = test/unit/test_admin_ext.c
 test_unit_test_admin_ext_CFLAGS = $(UNIT_CFLAGS)
 test_unit_test_admin_ext_LDADD = $(UNIT_LDADD)
 
+
 check_PROGRAMS += test/unit/test_hist
 TESTS += test/unit/test_hist
 test_unit_test_hist_SOURCES = test/unit/test_hist.c
 test_unit_test_hist_CFLAGS = $(UNIT_CFLAGS)
 test_unit_test_hist_LDADD = $(UNIT_LDADD)
+
+check_PROGRAMS += test/unit/test_prepared
+TESTS += test/unit/test_prepared
+test_unit_test_prepared_SOURCES = test/unit/test_prepared.c
+test_unit_test_prepared_CFLAGS = $(UNIT_CFLAGS)
+test_unit_test_prepared_LDADD = $(UNIT_LDADD)

@@ -197,6 +197,7 @@ static const struct {
 	{ "unix_socket_dir", "/tmp", "/tmp" },
 	{ "unix_socket_group", "", "" },
 	{ "unix_socket_mode", "511", "0777" },      /* printed in decimal, as PgBouncer */
+	{ "unnamed_statement_cache", "0", "0" },    /* pgcrew */
 	{ "user", "", "" },
 	{ "verbose", "0", "0" },
 	{ "workers", "auto", "auto" },
@@ -272,7 +273,7 @@ static void test_table_rules(void **state)
 	};
 	static const char *const extensions[] = {
 		"auth_query_cache_ttl", "max_pools", "metrics_listen", "server_login_concurrency",
-		"server_tls_sslnegotiation", "workers",
+		"server_tls_sslnegotiation", "unnamed_statement_cache", "workers",
 	};
 	size_t n_nr = 0, n_ext = 0;
 

@@ -34,7 +34,15 @@ enum step {
 	STEP_FULL_FORWARD,   /* NEED_FULL until complete, then FORWARD */
 	STEP_PAUSE_ONCE,     /* PAUSE at the first offer, FORWARD after stream_resume */
 	STEP_CLOSE,          /* stream_close() inside the callback, then SA_STOP */
+	STEP_GROW,           /* NEED_MORE until 9 bytes, then the head grows by GROW_BY (0xEE) */
+	STEP_SHRINK,         /* NEED_MORE until 9 + SHRINK_BY bytes, then those are cut */
+	STEP_INJECT,         /* FLUSH while bytes are queued, then a pooler message, then FORWARD */
+	STEP_WHOLE,          /* NEED_WHOLE until complete (even beyond the buffer), then as CONSUME */
 };
+
+#define GROW_BY   20
+#define SHRINK_BY 6
+static const uint8_t injected_msg[9] = { 'i', 0, 0, 0, 8, 1, 2, 3, 4 };
 
 struct bytes {
 	uint8_t *p;
@@ -143,6 +151,30 @@ static enum stream_action decided(struct end *e, enum stream_action act)
 	return act;
 }
 
+/* The message's type, length and sequence number stay; GROW adds filler
+ * after them, SHRINK drops the pattern bytes that follow them. */
+static enum stream_action rewrite_step(struct end *e, const struct pkt_hdr *h,
+				       const uint8_t *data, size_t avail)
+{
+	bool grow = step_for(e) == STEP_GROW;
+	uint32_t old_len = grow ? 9 : 9 + SHRINK_BY, new_len = grow ? 9 + GROW_BY : 9;
+	uint8_t head[9 + GROW_BY];
+	if (avail < old_len)
+		return SA_NEED_MORE;
+	uint32_t word = h->len - old_len + new_len - 1;
+	memcpy(head, data, 9);
+	head[1] = (uint8_t)(word >> 24);
+	head[2] = (uint8_t)(word >> 16);
+	head[3] = (uint8_t)(word >> 8);
+	head[4] = (uint8_t)word;
+	memset(head + 9, 0xEE, GROW_BY);
+	uint8_t *at = stream_rewrite_head(&e->s, old_len, new_len);
+	if (!at)
+		return SA_FLUSH;
+	memcpy(at, head, new_len);
+	return decided(e, SA_FORWARD);
+}
+
 static enum stream_action on_pkt(struct stream *s, const struct pkt_hdr *h,
 				 const uint8_t *data, size_t avail)
 {
@@ -156,9 +188,10 @@ static enum stream_action on_pkt(struct stream *s, const struct pkt_hdr *h,
 		return decided(e, SA_SKIP);
 	case STEP_CONSUME_NOW:
 		return decided(e, SA_CONSUMED);
+	case STEP_WHOLE:
 	case STEP_CONSUME:
 		if (avail < h->len)
-			return SA_NEED_FULL;
+			return step_for(e) == STEP_WHOLE ? SA_NEED_WHOLE : SA_NEED_FULL;
 		bytes_add(&e->consumed, data, h->len);
 		return decided(e, SA_CONSUMED);
 	case STEP_FULL_FORWARD:
@@ -172,6 +205,14 @@ static enum stream_action on_pkt(struct stream *s, const struct pkt_hdr *h,
 	case STEP_CLOSE:
 		stream_close(s);
 		return decided(e, SA_STOP);
+	case STEP_GROW:
+	case STEP_SHRINK:
+		return rewrite_step(e, h, data, avail);
+	case STEP_INJECT:
+		if (stream_has_pending_forward(s))
+			return SA_FLUSH;
+		assert_true(stream_write_raw(s->peer, injected_msg, sizeof(injected_msg)));
+		return decided(e, SA_FORWARD);
 	}
 	fail();
 	return SA_STOP;
@@ -1342,6 +1383,92 @@ static void test_event_names(void **state)
 	assert_string_equal(stream_event_name(SE_COUNT), "?");
 }
 
+/* What the peer gets for a message under a rewriting step. */
+static void add_expected(struct bytes *want, enum step st, uint32_t seq, uint32_t len)
+{
+	struct bytes one = { 0 };
+	add_msg(&one, 'D', seq, len);
+	if (st == STEP_INJECT)
+		bytes_add(want, injected_msg, sizeof(injected_msg));
+	if (st != STEP_GROW && st != STEP_SHRINK) {
+		bytes_add(want, one.p, one.len);
+		bytes_free(&one);
+		return;
+	}
+	uint32_t cut = st == STEP_SHRINK ? SHRINK_BY : 0, add = st == STEP_GROW ? GROW_BY : 0;
+	uint32_t word = len + add - cut - 1;
+	uint8_t hdr[5] = { 'D', (uint8_t)(word >> 24), (uint8_t)(word >> 16), (uint8_t)(word >> 8), (uint8_t)word };
+	uint8_t fill[GROW_BY];
+	memset(fill, 0xEE, sizeof(fill));
+	bytes_add(want, hdr, 5);
+	bytes_add(want, one.p + 5, 4);
+	bytes_add(want, fill, add);
+	bytes_add(want, one.p + 9 + cut, len - 9 - cut);
+	bytes_free(&one);
+}
+
+/* Heads rewritten in place, longer and shorter, several in one batch (the
+ * queued bytes before each move with it), pooler messages injected after a
+ * flush, messages larger than the buffer: byte-exact at the peer, whole and
+ * in small pieces. */
+static void test_rewrite_and_inject(void **state)
+{
+	static const enum step script[] = {
+		STEP_FORWARD, STEP_GROW, STEP_GROW, STEP_GROW, STEP_GROW, STEP_SHRINK, STEP_INJECT,
+		STEP_GROW, STEP_FORWARD, STEP_INJECT, STEP_SHRINK, STEP_GROW, STEP_GROW,
+	};   /* four growths in a row exceed the headroom: the fourth flushes first */
+	static const uint32_t lens[] = { 30, 12, 40, 9, 33, 20, 60, 30000, 50, 15, 40000, 16, 21 };
+	struct fx *fx = *state;
+	for (size_t chunk = 0; chunk <= 7; chunk += 7) {
+		struct bytes in = { 0 }, want = { 0 };
+		for (uint32_t i = 0; i < ARRAY_SIZE(lens); i++) {
+			struct bytes one = { 0 };
+			add_msg(&one, 'D', i, lens[i]);
+			bytes_add(&in, one.p, one.len);
+			bytes_free(&one);
+			add_expected(&want, script[i], i, lens[i]);
+		}
+		fx->a.script = script;
+		fx->a.n_script = ARRAY_SIZE(script);
+		fx->a.msg_idx = 0;
+		expect_relay(fx, &in, chunk, &want);
+		bytes_free(&in);
+		bytes_free(&want);
+	}
+	assert_int_equal(stream_cache_used(), 0);
+}
+
+/* SA_NEED_WHOLE: messages beyond the buffer's size arrive whole in a
+ * buffer of their own, which goes away (not to the cache) once empty. */
+static void test_need_whole_beyond_buffer(void **state)
+{
+	static const enum step script[] = { STEP_FORWARD, STEP_WHOLE, STEP_FORWARD, STEP_WHOLE, STEP_WHOLE };
+	static const uint32_t lens[] = { 30, 40000, 50, 100, 70000 };
+	struct fx *fx = *state;
+	for (size_t chunk = 0; chunk <= 1000; chunk += 1000) {
+		struct bytes in = { 0 }, want = { 0 }, eaten = { 0 };
+		for (uint32_t i = 0; i < ARRAY_SIZE(lens); i++) {
+			struct bytes one = { 0 };
+			add_msg(&one, 'P', i, lens[i]);
+			bytes_add(&in, one.p, one.len);
+			bytes_add(script[i] == STEP_WHOLE ? &eaten : &want, one.p, one.len);
+			bytes_free(&one);
+		}
+		fx->a.script = script;
+		fx->a.n_script = ARRAY_SIZE(script);
+		fx->a.msg_idx = 0;
+		bytes_free(&fx->a.consumed);
+		expect_relay(fx, &in, chunk, &want);
+		assert_int_equal(fx->a.consumed.len, eaten.len);
+		assert_memory_equal(fx->a.consumed.p, eaten.p, eaten.len);
+		assert_int_equal(stream_cache_used(), 0);
+		assert_true(stream_cache_free_count() <= 2);     /* the large ones were freed */
+		bytes_free(&in);
+		bytes_free(&want);
+		bytes_free(&eaten);
+	}
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -1378,6 +1505,8 @@ int main(void)
 		T(test_write_while_forward_blocked),
 		T(test_forget_peer_processes_buffered),
 		T(test_close_after_queued_forward),
+		T(test_rewrite_and_inject),
+		T(test_need_whole_beyond_buffer),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

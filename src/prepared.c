@@ -1,0 +1,1092 @@
+/* pgcrew — protocol-level prepared statements: the worker's statements keyed
+ * by query text and parameter types, each client's names for them, each
+ * server's LRU of what is prepared there (as PGCREW_<n>), and the rewrite
+ * decisions for client messages and server replies. Pure bookkeeping: the
+ * relay glue (psrelay.c) moves the bytes. */
+#include "prepared.h"
+#include "log.h"
+#include "proto/error.h"
+#include "proto/packet.h"
+#include "util.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+/* ---- chained hash tables (load factor at most 1) ---- */
+
+struct ps_link {
+	struct ps_link *next;
+	uint64_t hash;
+};
+
+struct ps_tab {
+	struct ps_link **b;
+	uint32_t mask;            /* buckets - 1 (0 with no buckets) */
+	uint32_t n;
+};
+
+static uint64_t hash_bytes(const void *p, size_t n)
+{
+	const uint8_t *s = p;
+	uint64_t h = 0xcbf29ce484222325ULL;          /* FNV-1a */
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ s[i]) * 0x100000001b3ULL;
+	return h ^ (h >> 29);
+}
+
+static void tab_grow(struct ps_tab *t)
+{
+	uint32_t nb = t->b ? (t->mask + 1) * 2 : 16;
+	struct ps_link **b = xcalloc(nb, sizeof(*b));
+	for (uint32_t i = 0; t->b && i <= t->mask; i++) {
+		struct ps_link *l = t->b[i], *next;
+		for (; l; l = next) {
+			next = l->next;
+			l->next = b[l->hash & (nb - 1)];
+			b[l->hash & (nb - 1)] = l;
+		}
+	}
+	free(t->b);
+	t->b = b;
+	t->mask = nb - 1;
+}
+
+static void tab_add(struct ps_tab *t, struct ps_link *l)
+{
+	if (!t->b || t->n > t->mask)
+		tab_grow(t);
+	l->next = t->b[l->hash & t->mask];
+	t->b[l->hash & t->mask] = l;
+	t->n++;
+}
+
+static void tab_del(struct ps_tab *t, struct ps_link *l)
+{
+	struct ps_link **pp = &t->b[l->hash & t->mask];
+	while (*pp && *pp != l)
+		pp = &(*pp)->next;
+	if (!*pp)
+		fatal("prepared: unlinking an entry not in its table");
+	*pp = l->next;
+	t->n--;
+}
+
+static struct ps_link *tab_chain(const struct ps_tab *t, uint64_t hash)
+{
+	return t->b ? t->b[hash & t->mask] : NULL;
+}
+
+/* ---- statements: the body after the name, shared by every client ---- */
+
+struct ps_stmt {
+	struct ps_link link;      /* registry */
+	uint32_t refs;            /* client names, server entries, replies owed */
+	uint32_t len;
+	uint8_t body[];           /* query\0, int16 count, int32 type oids */
+};
+
+static struct ps_tab registry;
+static uint64_t next_num = 1;     /* PGCREW_<n>; 0 never exists (see CLOSE_NOBODY) */
+
+/* A Close of a name that never exists: the server answers CloseComplete and
+ * changes nothing, which puts a locally answered message in its place. */
+#define CLOSE_NOBODY PS_NAME_PREFIX "0"
+/* Describe of a name that never exists: the server fails here, exactly as
+ * it would for the client's own mistake, and skips to Sync. */
+#define BARRIER_NAME PS_NAME_PREFIX "ERR"
+
+static struct ps_stmt *stmt_find(const uint8_t *body, uint32_t len, uint64_t h)
+{
+	for (struct ps_link *l = tab_chain(&registry, h); l; l = l->next) {
+		struct ps_stmt *s = (struct ps_stmt *)l;
+		if (l->hash == h && s->len == len && memcmp(s->body, body, len) == 0)
+			return s;
+	}
+	return NULL;
+}
+
+/* The statement for body, with one more reference. */
+static struct ps_stmt *stmt_get(const uint8_t *body, uint32_t len, uint64_t h)
+{
+	struct ps_stmt *s = stmt_find(body, len, h);
+	if (!s) {
+		s = xmalloc(sizeof(*s) + len);
+		s->link.hash = h;
+		s->refs = 0;
+		s->len = len;
+		memcpy(s->body, body, len);
+		tab_add(&registry, &s->link);
+	}
+	s->refs++;
+	return s;
+}
+
+static void stmt_put(struct ps_stmt *s)
+{
+	if (!s || --s->refs > 0)
+		return;
+	tab_del(&registry, &s->link);
+	free(s);
+	if (registry.n == 0) {
+		free(registry.b);
+		registry.b = NULL;
+		registry.mask = 0;
+	}
+}
+
+size_t ps_stmt_count(void)
+{
+	return registry.n;
+}
+
+/* ---- client names ---- */
+
+struct ps_centry {
+	struct ps_link link;
+	struct ps_stmt *stmt;     /* one reference */
+	struct ps_client *owner;  /* NULL once the client is gone */
+	uint32_t refs;            /* the map's, plus replies owed for it */
+	bool in_map;
+	char name[];
+};
+
+struct ps_client {
+	struct ps_tab names;
+	struct ps_stmt *unnamed;  /* unnamed_statement_cache: what "" stands for, or NULL */
+};
+
+static struct ps_centry *client_find(const struct ps_client *pc, const char *name, size_t n)
+{
+	uint64_t h = hash_bytes(name, n);
+	for (struct ps_link *l = pc ? tab_chain(&pc->names, h) : NULL; l; l = l->next) {
+		struct ps_centry *ce = (struct ps_centry *)l;
+		if (l->hash == h && strcmp(ce->name, name) == 0)
+			return ce;
+	}
+	return NULL;
+}
+
+static struct ps_centry *client_add(struct ps_client *pc, const char *name, size_t n, struct ps_stmt *st)
+{
+	struct ps_centry *ce = xmalloc(sizeof(*ce) + n + 1);
+	memcpy(ce->name, name, n + 1);
+	ce->link.hash = hash_bytes(name, n);
+	ce->stmt = st;
+	ce->owner = pc;
+	ce->refs = 1;
+	ce->in_map = true;
+	tab_add(&pc->names, &ce->link);
+	return ce;
+}
+
+static void ce_put(struct ps_centry *ce)
+{
+	if (!ce || --ce->refs > 0)
+		return;
+	stmt_put(ce->stmt);
+	free(ce);
+}
+
+static void client_remove(struct ps_centry *ce)
+{
+	if (!ce || !ce->in_map || !ce->owner)
+		return;
+	tab_del(&ce->owner->names, &ce->link);
+	ce->in_map = false;
+	ce_put(ce);
+}
+
+/* A Close the server skipped: the name is the client's again, unless it
+ * has been prepared anew since. */
+static void client_restore(struct ps_centry *ce)
+{
+	if (!ce || ce->in_map || !ce->owner || client_find(ce->owner, ce->name, strlen(ce->name)))
+		return;
+	tab_add(&ce->owner->names, &ce->link);
+	ce->in_map = true;
+	ce->refs++;
+}
+
+static void client_forget_all(struct ps_client *pc)
+{
+	for (uint32_t i = 0; pc && pc->names.b && i <= pc->names.mask; i++) {
+		struct ps_link *l = pc->names.b[i], *next;
+		for (; l; l = next) {
+			struct ps_centry *ce = (struct ps_centry *)l;
+			next = l->next;
+			ce->in_map = false;
+			ce->owner = NULL;
+			ce_put(ce);
+		}
+		pc->names.b[i] = NULL;
+	}
+	if (pc) {
+		pc->names.n = 0;
+		stmt_put(pc->unnamed);
+		pc->unnamed = NULL;
+	}
+}
+
+size_t ps_client_count(const struct ps_client *pc)
+{
+	return pc ? pc->names.n : 0;
+}
+
+void ps_client_free(struct ps_client *pc)
+{
+	if (!pc)
+		return;
+	client_forget_all(pc);
+	free(pc->names.b);
+	free(pc);
+}
+
+/* ---- server statements and the replies a server owes ---- */
+
+struct ps_sentry {
+	struct ps_link link;              /* keyed by the statement's address */
+	struct ps_sentry *older, *newer;  /* LRU */
+	struct ps_stmt *stmt;             /* one reference */
+	uint64_t num;                     /* prepared there as PGCREW_<num> */
+};
+
+/* What a Parse or Close sent to the server stands for, so that its reply
+ * (ParseComplete, CloseComplete) can be passed on, dropped or replaced, and
+ * what was skipped after an error can be rolled back at ReadyForQuery. */
+enum pend_kind {
+	PE_PASS,          /* the client's own unnamed Parse or Close: pass the reply */
+	PE_CLIENT_PARSE,  /* the client's Parse, renamed: pass */
+	PE_CLIENT_FAKE,   /* the client's Parse of a statement the server has: CloseComplete becomes ParseComplete */
+	PE_INJECTED,      /* our Parse before a Bind/Describe: drop */
+	PE_EVICT,         /* our Close of the least recently used: drop */
+	PE_ERROR,         /* our barrier: its error becomes the client's error */
+	PE_UNNAMED_PARSE, /* unnamed Parse sent named (unnamed_statement_cache): pass */
+	PE_UNNAMED_FAKE,  /* unnamed Parse the server had: CloseComplete becomes ParseComplete */
+	PE_CLIENT_CLOSE,  /* the client's Close of a name, as a Close of nobody: pass */
+};
+
+struct ps_pend {
+	uint8_t kind;
+	uint32_t seg;                     /* ReadyForQuery that ends its Sync's segment */
+	struct ps_stmt *stmt;             /* a reference, or NULL */
+	struct ps_centry *ce;             /* a reference, or NULL */
+	uint64_t num;
+	char *error;                      /* PE_ERROR */
+	char code[6];
+};
+
+struct ps_server {
+	struct ps_tab stmts;
+	struct ps_sentry *oldest, *newest;
+	struct ps_pend *q;                /* ring of replies owed, in order */
+	uint32_t q_head, q_len, q_cap;
+	uint32_t z_seen;                  /* ReadyForQuery seen while replies were owed */
+};
+
+static uint64_t ptr_hash(const void *p)
+{
+	return hash_bytes(&p, sizeof(p));
+}
+
+static struct ps_sentry *server_find(const struct ps_server *ps, const struct ps_stmt *st)
+{
+	uint64_t h = ptr_hash(st);
+	for (struct ps_link *l = ps ? tab_chain(&ps->stmts, h) : NULL; l; l = l->next) {
+		struct ps_sentry *se = (struct ps_sentry *)l;
+		if (se->stmt == st)
+			return se;
+	}
+	return NULL;
+}
+
+static void lru_unlink(struct ps_server *ps, struct ps_sentry *se)
+{
+	if (se->older)
+		se->older->newer = se->newer;
+	else
+		ps->oldest = se->newer;
+	if (se->newer)
+		se->newer->older = se->older;
+	else
+		ps->newest = se->older;
+	se->older = se->newer = NULL;
+}
+
+static void lru_append(struct ps_server *ps, struct ps_sentry *se)
+{
+	se->older = ps->newest;
+	se->newer = NULL;
+	if (ps->newest)
+		ps->newest->newer = se;
+	else
+		ps->oldest = se;
+	ps->newest = se;
+}
+
+static void server_touch(struct ps_server *ps, struct ps_sentry *se)
+{
+	if (ps->newest == se)
+		return;
+	lru_unlink(ps, se);
+	lru_append(ps, se);
+}
+
+static struct ps_sentry *server_add(struct ps_server *ps, struct ps_stmt *st, uint64_t num)
+{
+	struct ps_sentry *se = xcalloc(1, sizeof(*se));
+	se->link.hash = ptr_hash(st);
+	se->stmt = st;
+	st->refs++;
+	se->num = num;
+	tab_add(&ps->stmts, &se->link);
+	lru_append(ps, se);
+	return se;
+}
+
+/* Forget se; its statement reference goes to the caller when keep_ref. */
+static void server_remove(struct ps_server *ps, struct ps_sentry *se, bool keep_ref)
+{
+	tab_del(&ps->stmts, &se->link);
+	lru_unlink(ps, se);
+	if (!keep_ref)
+		stmt_put(se->stmt);
+	free(se);
+}
+
+static void server_forget_all(struct ps_server *ps)
+{
+	while (ps && ps->oldest)
+		server_remove(ps, ps->oldest, false);
+}
+
+size_t ps_server_count(const struct ps_server *ps)
+{
+	return ps ? ps->stmts.n : 0;
+}
+
+static struct ps_pend *pend_at(struct ps_server *ps, uint32_t i)
+{
+	return &ps->q[(ps->q_head + i) % ps->q_cap];
+}
+
+static struct ps_pend *pend_push(struct ps_server *ps, enum pend_kind kind, uint32_t seg)
+{
+	if (ps->q_len == ps->q_cap) {
+		uint32_t cap = ps->q_cap ? ps->q_cap * 2 : 16;
+		struct ps_pend *q = xcalloc(cap, sizeof(*q));
+		for (uint32_t i = 0; i < ps->q_len; i++)
+			q[i] = *pend_at(ps, i);
+		free(ps->q);
+		ps->q = q;
+		ps->q_cap = cap;
+		ps->q_head = 0;
+	}
+	struct ps_pend *p = pend_at(ps, ps->q_len++);
+	memset(p, 0, sizeof(*p));
+	p->kind = (uint8_t)kind;
+	p->seg = seg;
+	return p;
+}
+
+static void pend_release(struct ps_pend *p)
+{
+	stmt_put(p->stmt);
+	ce_put(p->ce);
+	free(p->error);
+	p->stmt = NULL;
+	p->ce = NULL;
+	p->error = NULL;
+}
+
+static void pend_pop(struct ps_server *ps)
+{
+	pend_release(pend_at(ps, 0));
+	ps->q_head = (ps->q_head + 1) % ps->q_cap;
+	ps->q_len--;
+}
+
+static void server_remove_num(struct ps_server *ps, struct ps_stmt *st, uint64_t num)
+{
+	struct ps_sentry *se = server_find(ps, st);
+	if (se && se->num == num)
+		server_remove(ps, se, false);
+}
+
+/* The server skipped this request (an earlier error in its segment): undo
+ * what sending it assumed. A skipped eviction leaves the statement on the
+ * server under a name nobody uses again, until the connection closes. */
+static void pend_rollback(struct ps_server *ps, struct ps_client *pc, struct ps_pend *p)
+{
+	if ((p->kind == PE_UNNAMED_PARSE || p->kind == PE_UNNAMED_FAKE) && pc && pc->unnamed == p->stmt) {
+		stmt_put(pc->unnamed);
+		pc->unnamed = NULL;
+	}
+	switch (p->kind) {
+	case PE_UNNAMED_PARSE:
+	case PE_CLIENT_PARSE:
+		client_remove(p->ce);
+		server_remove_num(ps, p->stmt, p->num);
+		break;
+	case PE_CLIENT_FAKE:
+		client_remove(p->ce);
+		break;
+	case PE_CLIENT_CLOSE:
+		client_restore(p->ce);
+		break;
+	case PE_INJECTED:
+		server_remove_num(ps, p->stmt, p->num);
+		break;
+	default:
+		break;
+	}
+}
+
+bool ps_server_client_gone(struct ps_server *ps)
+{
+	bool owed = ps && ps->q_len > 0;
+	while (ps && ps->q_len > 0)
+		pend_pop(ps);
+	return owed;
+}
+
+void ps_server_free(struct ps_server *ps)
+{
+	if (!ps)
+		return;
+	(void)ps_server_client_gone(ps);
+	server_forget_all(ps);
+	free(ps->q);
+	free(ps->stmts.b);
+	free(ps);
+}
+
+/* ---- client messages ---- */
+
+struct ctx {
+	struct ps_client **pc;
+	struct ps_server **ps;
+	int max;
+	bool unnamed_cache;
+	uint32_t seg;
+	const uint8_t *msg;
+	size_t avail;
+	uint32_t len;
+	bool can_inject, can_grow;
+	struct pktbuf *inject;
+	struct ps_rewrite *rw;
+	struct ps_counters *cnt;
+};
+
+static struct ps_server *need_server(struct ctx *x)
+{
+	if (!*x->ps)
+		*x->ps = xcalloc(1, sizeof(**x->ps));
+	return *x->ps;
+}
+
+static struct ps_client *need_client(struct ctx *x)
+{
+	if (!*x->pc)
+		*x->pc = xcalloc(1, sizeof(**x->pc));
+	return *x->pc;
+}
+
+static int num_name(char *buf, size_t len, uint64_t num)
+{
+	return snprintf(buf, len, PS_NAME_PREFIX "%llu", (unsigned long long)num);
+}
+
+/* The NUL-terminated string at off, inside [off, lim): its length, or -1. */
+static long str_at(const uint8_t *p, size_t off, size_t lim)
+{
+	if (off >= lim)
+		return -1;
+	const uint8_t *z = memchr(p + off, 0, lim - off);
+	return z ? (long)(z - (p + off)) : -1;
+}
+
+/* Head writer: bounded, with a sticky failure. */
+struct hw {
+	struct ps_rewrite *rw;
+	bool failed;
+};
+
+static void hw_put(struct hw *w, const void *p, size_t n)
+{
+	if (w->failed || w->rw->head_len + n > PS_HEAD_MAX) {
+		w->failed = true;
+		return;
+	}
+	memcpy(w->rw->head + w->rw->head_len, p, n);
+	w->rw->head_len += (uint32_t)n;
+}
+
+static void hw_str(struct hw *w, const char *s)
+{
+	hw_put(w, s, strlen(s) + 1);
+}
+
+/* Type byte and a length word patched by hw_finish. */
+static void hw_begin(struct hw *w, uint8_t type)
+{
+	w->rw->head_len = 0;
+	hw_put(w, &type, 1);
+	hw_put(w, "\0\0\0\0", 4);
+}
+
+/* new total = head + the bytes of the message kept after old_len. */
+static void hw_finish(struct hw *w, uint32_t old_len, uint32_t len)
+{
+	uint32_t total = w->rw->head_len + (len - old_len) - 1;
+	uint8_t *l = w->rw->head + 1;
+	l[0] = (uint8_t)(total >> 24);
+	l[1] = (uint8_t)(total >> 16);
+	l[2] = (uint8_t)(total >> 8);
+	l[3] = (uint8_t)total;
+	w->rw->old_len = old_len;
+}
+
+static enum ps_verdict bad(struct ctx *x, const char *why)
+{
+	x->rw->why = why;
+	return PS_BAD;
+}
+
+/* Would growing the message from old_len to new_len bytes need a flush? */
+static bool must_flush_to_grow(const struct ctx *x, size_t old_len, size_t new_len)
+{
+	return new_len > old_len && !x->can_grow;
+}
+
+static void inject_close(struct ctx *x, const char *name)
+{
+	pktbuf_begin(x->inject, 'C');
+	pktbuf_put_u8(x->inject, 'S');
+	pktbuf_put_string(x->inject, name);
+	pktbuf_finish(x->inject);
+}
+
+/* Make room for one more statement on the server: Close the least recently
+ * used, its CloseComplete dropped. */
+static void evict_for_one(struct ctx *x, struct ps_server *ps)
+{
+	char nm[32];
+	int max = x->max > 0 ? x->max : 1;
+	while (ps->stmts.n >= (uint32_t)max && ps->oldest) {
+		struct ps_sentry *se = ps->oldest;
+		num_name(nm, sizeof(nm), se->num);
+		inject_close(x, nm);
+		struct ps_pend *p = pend_push(ps, PE_EVICT, x->seg);
+		p->stmt = se->stmt;       /* the entry's reference moves here */
+		server_remove(ps, se, true);
+	}
+}
+
+static bool evict_needed(const struct ctx *x)
+{
+	int max = x->max > 0 ? x->max : 1;
+	return ps_server_count(*x->ps) >= (size_t)max;
+}
+
+/* Prepare st on the server under a new number, ahead of the message. */
+static struct ps_sentry *inject_parse(struct ctx *x, struct ps_stmt *st)
+{
+	struct ps_server *ps = need_server(x);
+	char nm[32];
+	evict_for_one(x, ps);
+	uint64_t num = next_num++;
+	num_name(nm, sizeof(nm), num);
+	pktbuf_begin(x->inject, 'P');
+	pktbuf_put_string(x->inject, nm);
+	pktbuf_put_bytes(x->inject, st->body, st->len);
+	pktbuf_finish(x->inject);
+	struct ps_pend *p = pend_push(ps, PE_INJECTED, x->seg);
+	p->stmt = st;
+	st->refs++;
+	p->num = num;
+	x->cnt->server_parse++;
+	return server_add(ps, st, num);
+}
+
+static void pass_reply(struct ctx *x)
+{
+	(void)pend_push(need_server(x), PE_PASS, x->seg);
+}
+
+/* The client's mistake answered the way PostgreSQL would: the message is
+ * replaced by a Describe that fails on the server, whose error becomes
+ * ours, so ordering, the skip to Sync and the aborted transaction are the
+ * server's own. */
+static enum ps_verdict client_error(struct ctx *x, const char *code, const char *fmt, const char *name)
+{
+	static const uint8_t barrier_len = 1 + 4 + 1 + sizeof(BARRIER_NAME);
+	bool whole = x->avail >= x->len;
+	char text[512];
+
+	if (whole ? must_flush_to_grow(x, x->len, barrier_len) : !x->can_inject)
+		return PS_FLUSH;
+	snprintf(text, sizeof(text), fmt, name);
+	struct ps_pend *p = pend_push(need_server(x), PE_ERROR, x->seg);
+	p->error = xstrdup(text);
+	memcpy(p->code, code, sizeof(p->code));
+	if (!whole) {
+		pktbuf_begin(x->inject, 'D');
+		pktbuf_put_u8(x->inject, 'S');
+		pktbuf_put_string(x->inject, BARRIER_NAME);
+		pktbuf_finish(x->inject);
+		return PS_REPLACE;
+	}
+	struct hw w = { x->rw, false };
+	hw_begin(&w, 'D');
+	hw_put(&w, "S", 1);
+	hw_str(&w, BARRIER_NAME);
+	hw_finish(&w, x->len, x->len);
+	return PS_REWRITE;
+}
+
+#define CLOSE_NOBODY_LEN (1 + 4 + 1 + sizeof(CLOSE_NOBODY))
+
+/* The whole message becomes a Close of nobody. */
+static enum ps_verdict close_nobody(struct ctx *x)
+{
+	struct hw w = { x->rw, false };
+	hw_begin(&w, 'C');
+	hw_put(&w, "S", 1);
+	hw_str(&w, CLOSE_NOBODY);
+	hw_finish(&w, x->len, x->len);
+	return PS_REWRITE;
+}
+
+struct parse_msg {
+	const char *name;
+	size_t name_len;
+	const uint8_t *body;      /* after the name */
+	uint32_t body_len;
+};
+
+static bool parse_parse(const uint8_t *msg, uint32_t len, struct parse_msg *pm)
+{
+	struct pkt_reader r;
+	pkt_reader_init(&r, msg + 5, len - 5);
+	pm->name = pkt_get_string(&r);
+	size_t after_name = r.pos;
+	(void)pkt_get_string(&r);
+	int16_t n = (int16_t)pkt_get_u16(&r);
+	if (n < 0)
+		return false;
+	(void)pkt_get_bytes(&r, 4 * (size_t)n);
+	if (!pkt_get_end(&r))
+		return false;
+	pm->name_len = strlen(pm->name);
+	pm->body = msg + 5 + after_name;
+	pm->body_len = len - 5 - (uint32_t)after_name;
+	return true;
+}
+
+/* The client's Parse goes to the server as PGCREW_<n> (old_head = the
+ * bytes up to the end of its name): st becomes one of the server's
+ * statements. The pending reply is returned for the caller to complete. */
+static struct ps_pend *parse_renamed(struct ctx *x, struct ps_stmt *st, enum pend_kind kind,
+				     uint32_t old_head)
+{
+	struct ps_server *ps = need_server(x);
+	char nm[32];
+
+	x->cnt->server_parse++;
+	evict_for_one(x, ps);
+	uint64_t num = next_num++;
+	num_name(nm, sizeof(nm), num);
+	(void)server_add(ps, st, num);
+	struct ps_pend *p = pend_push(ps, kind, x->seg);
+	p->stmt = st;
+	st->refs++;
+	p->num = num;
+	struct hw w = { x->rw, false };
+	hw_begin(&w, 'P');
+	hw_str(&w, nm);
+	hw_finish(&w, old_head, x->len);
+	return p;
+}
+
+/* ---- unnamed_statement_cache: PgDoorman's extension ----
+ * An unnamed Parse is sent as a named one (PGCREW_<n>, shared like any
+ * other), or, when the server already has that statement, answered by it
+ * without a new plan; Bind and Describe of "" then use it until the next
+ * unnamed Parse, Close of "" or simple Query. */
+
+#define UNNAMED_CACHE_MAX 8192   /* larger unnamed Parse pass through */
+
+static void set_unnamed(struct ctx *x, struct ps_stmt *st)
+{
+	struct ps_client *pc = st ? need_client(x) : *x->pc;
+	if (!pc)
+		return;
+	stmt_put(pc->unnamed);
+	pc->unnamed = st;
+}
+
+static enum ps_verdict unnamed_pass(struct ctx *x, bool reply_owed)
+{
+	set_unnamed(x, NULL);
+	if (reply_owed)
+		pass_reply(x);
+	return PS_PASS;
+}
+
+static enum ps_verdict parse_unnamed(struct ctx *x)
+{
+	struct parse_msg pm;
+	char nm[32];
+
+	if (x->len > UNNAMED_CACHE_MAX)
+		return unnamed_pass(x, true);
+	if (x->avail < x->len)
+		return PS_NEED_FULL;
+	if (!parse_parse(x->msg, x->len, &pm))
+		return bad(x, "malformed Parse message");
+	uint64_t h = hash_bytes(pm.body, pm.body_len);
+	struct ps_stmt *st = stmt_find(pm.body, pm.body_len, h);
+	struct ps_sentry *se = st ? server_find(*x->ps, st) : NULL;
+	if (se) {
+		if (must_flush_to_grow(x, x->len, CLOSE_NOBODY_LEN))
+			return PS_FLUSH;
+		server_touch(*x->ps, se);
+		st->refs++;
+		set_unnamed(x, st);
+		struct ps_pend *p = pend_push(*x->ps, PE_UNNAMED_FAKE, x->seg);
+		p->stmt = st;
+		st->refs++;
+		return close_nobody(x);
+	}
+	size_t new_head = 5 + (size_t)num_name(nm, sizeof(nm), next_num) + 1;
+	if ((evict_needed(x) && !x->can_inject) || must_flush_to_grow(x, 6, new_head))
+		return PS_FLUSH;
+	st = stmt_get(pm.body, pm.body_len, h);
+	set_unnamed(x, st);
+	(void)parse_renamed(x, st, PE_UNNAMED_PARSE, 6);
+	return PS_REWRITE;
+}
+
+/* The statement "" stands for, or NULL (then "" is the server's own). */
+static struct ps_stmt *unnamed_of(const struct ctx *x)
+{
+	return *x->pc ? (*x->pc)->unnamed : NULL;
+}
+
+/* The client's Parse of a statement this server already has: a Close of
+ * nobody stands in, its CloseComplete becomes the ParseComplete. */
+static enum ps_verdict parse_known(struct ctx *x, const struct parse_msg *pm,
+				   struct ps_stmt *st, struct ps_sentry *se)
+{
+	if (must_flush_to_grow(x, x->len, CLOSE_NOBODY_LEN))
+		return PS_FLUSH;
+	x->cnt->client_parse++;
+	struct ps_centry *ce = client_add(need_client(x), pm->name, pm->name_len, st);
+	st->refs++;
+	server_touch(*x->ps, se);
+	struct ps_pend *p = pend_push(*x->ps, PE_CLIENT_FAKE, x->seg);
+	p->ce = ce;
+	ce->refs++;
+	return close_nobody(x);
+}
+
+static enum ps_verdict on_parse(struct ctx *x)
+{
+	struct parse_msg pm;
+	char nm[32];
+
+	if (x->len < 6)
+		return bad(x, "malformed Parse message");
+	if (x->avail < 6)
+		return PS_NEED_MORE;
+	if (x->msg[5] == 0)
+		return x->unnamed_cache ? parse_unnamed(x) : unnamed_pass(x, true);
+	if (x->avail < x->len)
+		return PS_NEED_FULL;
+	if (!parse_parse(x->msg, x->len, &pm))
+		return bad(x, "malformed Parse message");
+	if (client_find(*x->pc, pm.name, pm.name_len))
+		return client_error(x, "42P05", "prepared statement \"%s\" already exists", pm.name);
+	uint64_t h = hash_bytes(pm.body, pm.body_len);
+	struct ps_stmt *st = stmt_find(pm.body, pm.body_len, h);
+	struct ps_sentry *se = st ? server_find(*x->ps, st) : NULL;
+	if (se)
+		return parse_known(x, &pm, st, se);
+	uint32_t old_head = 5 + (uint32_t)pm.name_len + 1;
+	size_t new_head = 5 + (size_t)num_name(nm, sizeof(nm), next_num) + 1;
+	if ((evict_needed(x) && !x->can_inject) || must_flush_to_grow(x, old_head, new_head))
+		return PS_FLUSH;
+	x->cnt->client_parse++;
+	st = stmt_get(pm.body, pm.body_len, h);
+	struct ps_centry *ce = client_add(need_client(x), pm.name, pm.name_len, st);
+	struct ps_pend *p = parse_renamed(x, st, PE_CLIENT_PARSE, old_head);
+	p->ce = ce;
+	ce->refs++;
+	return PS_REWRITE;
+}
+
+/* Bind and Describe of statement st: the server's name, prepared there
+ * first if it is not. prefix = what precedes the name in the new head (the
+ * portal for Bind, 'S' for Describe), old_head = the bytes the new head
+ * replaces. */
+static enum ps_verdict use_stmt(struct ctx *x, uint8_t type, struct ps_stmt *st, bool named,
+				const void *prefix, size_t prefix_len, uint32_t old_head)
+{
+	char nm[32];
+	struct ps_sentry *se = server_find(*x->ps, st);
+	uint64_t num = se ? se->num : next_num;
+	size_t new_head = 5 + prefix_len + (size_t)num_name(nm, sizeof(nm), num) + 1;
+	if (new_head > PS_HEAD_MAX)
+		return bad(x, "statement or portal name too long");
+	if ((!se && !x->can_inject) || must_flush_to_grow(x, old_head, new_head))
+		return PS_FLUSH;
+	if (type == 'B' && named)
+		x->cnt->bind++;
+	if (se)
+		server_touch(*x->ps, se);
+	else
+		se = inject_parse(x, st);
+	struct hw w = { x->rw, false };
+	hw_begin(&w, type);
+	hw_put(&w, prefix, prefix_len);
+	hw_str(&w, nm);
+	hw_finish(&w, old_head, x->len);
+	return PS_REWRITE;
+}
+
+static enum ps_verdict use_statement(struct ctx *x, uint8_t type, const char *name,
+				     const void *prefix, size_t prefix_len, uint32_t old_head)
+{
+	struct ps_stmt *st = unnamed_of(x);
+	if (!*name)
+		return st ? use_stmt(x, type, st, false, prefix, prefix_len, old_head) : PS_PASS;
+	struct ps_centry *ce = client_find(*x->pc, name, strlen(name));
+	if (!ce)
+		return client_error(x, "26000", "prepared statement \"%s\" does not exist", name);
+	return use_stmt(x, type, ce->stmt, true, prefix, prefix_len, old_head);
+}
+
+static enum ps_verdict on_bind(struct ctx *x)
+{
+	size_t lim = x->avail < x->len ? x->avail : x->len;
+	bool more = x->avail < x->len && x->avail < 5 + PS_HEAD_MAX;
+	long portal = str_at(x->msg, 5, lim);
+	long name = portal < 0 ? -1 : str_at(x->msg, 5 + (size_t)portal + 1, lim);
+
+	if (name < 0)
+		return more ? PS_NEED_MORE : bad(x, "malformed Bind message");
+	if (name == 0 && !unnamed_of(x))
+		return PS_PASS;
+	const char *nm = (const char *)x->msg + 5 + portal + 1;
+	uint32_t old_head = 5 + (uint32_t)portal + 1 + (uint32_t)name + 1;
+	return use_statement(x, 'B', nm, x->msg + 5, (size_t)portal + 1, old_head);
+}
+
+/* Describe and Close: a kind byte and a name, nothing else. False with
+ * *v set when the message is not (yet) usable. */
+static bool read_kind_name(struct ctx *x, const char *malformed, uint8_t *kind,
+			   const char **name, enum ps_verdict *v)
+{
+	struct pkt_reader r;
+	if (x->avail < x->len) {
+		*v = x->len > 5 + PS_HEAD_MAX ? bad(x, "statement or portal name too long") : PS_NEED_FULL;
+		return false;
+	}
+	pkt_reader_init(&r, x->msg + 5, x->len - 5);
+	*kind = pkt_get_u8(&r);
+	*name = pkt_get_string(&r);
+	if (!pkt_get_end(&r) || (*kind != 'S' && *kind != 'P')) {
+		*v = bad(x, malformed);
+		return false;
+	}
+	return true;
+}
+
+static enum ps_verdict on_describe(struct ctx *x)
+{
+	enum ps_verdict v;
+	uint8_t kind;
+	const char *name;
+
+	if (!read_kind_name(x, "malformed Describe message", &kind, &name, &v))
+		return v;
+	if (kind == 'P' || (!*name && !unnamed_of(x)))
+		return PS_PASS;
+	return use_statement(x, 'D', name, "S", 1, x->len);
+}
+
+/* Close of a named statement is the client's business only: its name goes,
+ * the server keeps the statement for others, and a Close of nobody gets
+ * the CloseComplete back in its place. */
+static enum ps_verdict on_close(struct ctx *x)
+{
+	enum ps_verdict v;
+	uint8_t kind;
+	const char *name;
+
+	if (!read_kind_name(x, "malformed Close message", &kind, &name, &v))
+		return v;
+	if (kind == 'P') {
+		pass_reply(x);
+		return PS_PASS;
+	}
+	if (!*name)
+		return unnamed_pass(x, true);
+	if (must_flush_to_grow(x, x->len, CLOSE_NOBODY_LEN))
+		return PS_FLUSH;
+	struct ps_centry *ce = client_find(*x->pc, name, strlen(name));
+	struct ps_pend *p = pend_push(need_server(x), ce ? PE_CLIENT_CLOSE : PE_PASS, x->seg);
+	if (ce) {
+		p->ce = ce;
+		ce->refs++;
+		client_remove(ce);
+	}
+	return close_nobody(x);
+}
+
+enum ps_verdict ps_client_msg(struct ps_client **pc, struct ps_server **psv,
+			      const struct ps_config *cfg, uint32_t syncs_owed,
+			      const uint8_t *msg, size_t avail, uint32_t len,
+			      bool can_inject, bool can_grow, struct pktbuf *inject,
+			      struct ps_rewrite *rw, struct ps_counters *cnt)
+{
+	struct ctx x = {
+		.pc = pc, .ps = psv, .max = cfg->max_stmts, .unnamed_cache = cfg->unnamed_cache,
+		.msg = msg, .avail = avail, .len = len,
+		.can_inject = can_inject, .can_grow = can_grow, .inject = inject, .rw = rw, .cnt = cnt,
+	};
+	x.seg = (*psv ? (*psv)->z_seen : 0) + syncs_owed;
+	rw->old_len = rw->head_len = 0;
+	rw->why = NULL;
+	switch (msg[0]) {
+	case 'P': return on_parse(&x);
+	case 'B': return on_bind(&x);
+	case 'D': return on_describe(&x);
+	case 'C': return on_close(&x);
+	case 'Q': return unnamed_pass(&x, false);     /* drops the server's unnamed statement */
+	default: return PS_PASS;
+	}
+}
+
+/* ---- server replies ---- */
+
+bool ps_server_watch(const struct ps_server *ps, const struct ps_client *pc, uint8_t type)
+{
+	switch (type) {
+	case '1':
+	case '3':
+	case 'E':
+	case 'Z':
+		return ps && ps->q_len > 0;
+	case 'C':
+		return (ps && ps->stmts.n > 0) || (pc && pc->names.n > 0);
+	default:
+		return false;
+	}
+}
+
+static enum ps_reply on_complete(struct ps_server *ps, struct pktbuf *out)
+{
+	struct ps_pend *p = pend_at(ps, 0);
+	if (p->seg > ps->z_seen || p->kind == PE_ERROR)
+		return PSR_FORWARD;     /* not ours: cannot happen with a sane server */
+	enum pend_kind kind = p->kind;
+	pend_pop(ps);
+	switch (kind) {
+	case PE_CLIENT_FAKE:
+	case PE_UNNAMED_FAKE:
+		pktbuf_begin(out, '1');
+		pktbuf_finish(out);
+		return PSR_SKIP_SEND;
+	case PE_INJECTED:
+	case PE_EVICT:
+		return PSR_SKIP;
+	default:
+		return PSR_FORWARD;
+	}
+}
+
+static enum ps_reply on_error(struct ps_server *ps, const uint8_t *msg, size_t avail,
+			      uint32_t len, struct pktbuf *out)
+{
+	struct ps_pend *p = pend_at(ps, 0);
+	struct pg_error e;
+	if (p->kind != PE_ERROR || p->seg != ps->z_seen)
+		return PSR_FORWARD;
+	if (avail < len)
+		return PSR_NEED_FULL;
+	if (!pkt_parse_error(msg + 5, len - 5, &e) || strcmp(e.sqlstate, "26000") != 0 ||
+	    !strstr(e.message, "\"" BARRIER_NAME "\""))
+		return PSR_FORWARD;
+	pkt_write_error(out, "ERROR", p->code, "%s", p->error);
+	pend_pop(ps);
+	return PSR_SKIP_SEND;
+}
+
+/* End of a segment: what is still owed there was skipped by the server
+ * after an error. Undo newest first, so a statement evicted and prepared
+ * again in the same segment ends as it was. */
+static void on_ready(struct ps_server *ps, struct ps_client *pc)
+{
+	uint32_t k = 0;
+	while (k < ps->q_len && pend_at(ps, k)->seg <= ps->z_seen)
+		k++;
+	for (uint32_t i = k; i-- > 0;)
+		pend_rollback(ps, pc, pend_at(ps, i));
+	while (k-- > 0)
+		pend_pop(ps);
+	ps->z_seen++;
+}
+
+static enum ps_reply on_command_complete(struct ps_server *ps, struct ps_client *pc,
+					 const uint8_t *msg, size_t avail, uint32_t len)
+{
+	if (avail < len)
+		return PSR_NEED_FULL;
+	const char *tag = (const char *)msg + 5;
+	if (len < 6 || msg[len - 1] != 0)
+		return PSR_FORWARD;
+	if (strcmp(tag, "DEALLOCATE ALL") == 0 || strcmp(tag, "DISCARD ALL") == 0) {
+		server_forget_all(ps);
+		client_forget_all(pc);
+	}
+	return PSR_FORWARD;
+}
+
+enum ps_reply ps_server_msg(struct ps_server *ps, struct ps_client *pc, const uint8_t *msg,
+			    size_t avail, uint32_t len, struct pktbuf *out)
+{
+	switch (msg[0]) {
+	case '1':
+	case '3':
+		return ps && ps->q_len ? on_complete(ps, out) : PSR_FORWARD;
+	case 'E':
+		return ps && ps->q_len ? on_error(ps, msg, avail, len, out) : PSR_FORWARD;
+	case 'Z':
+		if (avail < len)
+			return PSR_NEED_FULL;
+		if (ps && ps->q_len)
+			on_ready(ps, pc);
+		return PSR_FORWARD;
+	case 'C':
+		return on_command_complete(ps, pc, msg, avail, len);
+	default:
+		return PSR_FORWARD;
+	}
+}
+
+static bool mentions(const char *sql, const char *what)
+{
+	size_t n = strlen(what);
+	for (const char *p = sql; *p; p++)
+		if (strncasecmp(p, what, n) == 0)
+			return true;
+	return false;
+}
+
+void ps_server_reset_sql(struct ps_server *ps, const char *sql)
+{
+	if (ps && (mentions(sql, "DISCARD ALL") || mentions(sql, "DEALLOCATE ALL")))
+		server_forget_all(ps);
+}

@@ -1,0 +1,522 @@
+/* pgcrew — unit tests for prepared statements: client names renamed to
+ * PGCREW_<n>, statements shared by text, the server LRU and its evictions,
+ * re-preparing a statement a server lost, Close answered without touching
+ * the server's statement, PostgreSQL's errors through the barrier, the
+ * rollback at ReadyForQuery, and malformed Parse/Bind rejected. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "prepared.h"
+#include "proto/build.h"
+#include "proto/error.h"
+#include "proto/packet.h"
+
+/* One client and its server, as the relay would hold them. */
+struct fix {
+	struct ps_client *pc;
+	struct ps_server *ps;
+	struct pktbuf inject, out, msg;
+	struct ps_rewrite rw;
+	struct ps_counters cnt;
+	int max;
+	bool unnamed;
+	uint32_t owed;
+};
+
+static int setup(void **state)
+{
+	struct fix *f = calloc(1, sizeof(*f));
+	pktbuf_init(&f->inject, 256);
+	pktbuf_init(&f->out, 256);
+	pktbuf_init(&f->msg, 256);
+	f->max = 200;
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fix *f = *state;
+	ps_client_free(f->pc);
+	ps_server_free(f->ps);
+	pktbuf_free(&f->inject);
+	pktbuf_free(&f->out);
+	pktbuf_free(&f->msg);
+	free(f);
+	assert_int_equal(ps_stmt_count(), 0);    /* every reference returned */
+	return 0;
+}
+
+/* ---- messages ---- */
+
+static const struct pktbuf *parse_msg(struct fix *f, const char *name, const char *sql)
+{
+	pktbuf_reset(&f->msg);
+	pktbuf_begin(&f->msg, 'P');
+	pktbuf_put_string(&f->msg, name);
+	pktbuf_put_string(&f->msg, sql);
+	pktbuf_put_u16(&f->msg, 1);
+	pktbuf_put_u32(&f->msg, 23);
+	pktbuf_finish(&f->msg);
+	return &f->msg;
+}
+
+static const struct pktbuf *bind_msg(struct fix *f, const char *portal, const char *name)
+{
+	pktbuf_reset(&f->msg);
+	pktbuf_begin(&f->msg, 'B');
+	pktbuf_put_string(&f->msg, portal);
+	pktbuf_put_string(&f->msg, name);
+	pktbuf_put_u16(&f->msg, 0);
+	pktbuf_put_u16(&f->msg, 1);
+	pktbuf_put_u32(&f->msg, 1);
+	pktbuf_put_u8(&f->msg, '7');
+	pktbuf_put_u16(&f->msg, 0);
+	pktbuf_finish(&f->msg);
+	return &f->msg;
+}
+
+static const struct pktbuf *kind_msg(struct fix *f, uint8_t type, uint8_t kind, const char *name)
+{
+	pktbuf_reset(&f->msg);
+	pktbuf_begin(&f->msg, type);
+	pktbuf_put_u8(&f->msg, kind);
+	pktbuf_put_string(&f->msg, name);
+	pktbuf_finish(&f->msg);
+	return &f->msg;
+}
+
+static enum ps_verdict send_avail(struct fix *f, const struct pktbuf *m, size_t avail, bool inject, bool grow)
+{
+	struct ps_config cfg = { .max_stmts = f->max, .unnamed_cache = f->unnamed };
+	pktbuf_reset(&f->inject);
+	return ps_client_msg(&f->pc, &f->ps, &cfg, f->owed, m->buf, avail, (uint32_t)m->len,
+			     inject, grow, &f->inject, &f->rw, &f->cnt);
+}
+
+static enum ps_verdict send(struct fix *f, const struct pktbuf *m)
+{
+	return send_avail(f, m, m->len, true, true);
+}
+
+static enum ps_reply reply(struct fix *f, const uint8_t *msg, size_t len)
+{
+	pktbuf_reset(&f->out);
+	return ps_server_msg(f->ps, f->pc, msg, len, (uint32_t)len, &f->out);
+}
+
+static enum ps_reply reply_type(struct fix *f, uint8_t type)
+{
+	uint8_t m[6] = { type, 0, 0, 0, 4, 'I' };
+	if (type == 'Z')
+		m[4] = 5;
+	return reply(f, m, type == 'Z' ? 6 : 5);
+}
+
+/* The message the server gets: the head as rewritten plus the kept tail. */
+static size_t rewritten(const struct fix *f, const struct pktbuf *m, uint8_t *out)
+{
+	memcpy(out, f->rw.head, f->rw.head_len);
+	memcpy(out + f->rw.head_len, m->buf + f->rw.old_len, m->len - f->rw.old_len);
+	return f->rw.head_len + (m->len - f->rw.old_len);
+}
+
+/* The name the rewritten message carries after `skip` body bytes. */
+static const char *server_name(const struct fix *f, const struct pktbuf *m, size_t skip, char *buf)
+{
+	uint8_t full[1024];
+	size_t n = rewritten(f, m, full);
+	uint32_t len = (uint32_t)full[1] << 24 | (uint32_t)full[2] << 16 | (uint32_t)full[3] << 8 | full[4];
+	assert_int_equal(len + 1, n);          /* the length word fits the new size */
+	strcpy(buf, (const char *)full + 5 + skip);
+	return buf;
+}
+
+/* Messages in the inject buffer, as type letters; names into names[]. */
+static void injected(const struct fix *f, char *types, char names[][32])
+{
+	size_t off = 0;
+	int i = 0;
+	while (off < f->inject.len) {
+		struct pkt_hdr h;
+		assert_int_equal(pkt_parse_header(f->inject.buf + off, f->inject.len - off, false, 1u << 20, &h, NULL), PKT_OK);
+		types[i] = (char)h.type;
+		snprintf(names[i], 32, "%s", (const char *)f->inject.buf + off + 5 + (h.type == 'C' ? 1 : 0));
+		off += h.len;
+		i++;
+	}
+	types[i] = 0;
+}
+
+/* ---- tests ---- */
+
+static void test_parse_bind_renamed(void **state)
+{
+	struct fix *f = *state;
+	char a[64], b[64];
+	const struct pktbuf *m = parse_msg(f, "s1", "SELECT $1");
+	assert_int_equal(send(f, m), PS_REWRITE);
+	assert_int_equal(f->inject.len, 0);
+	assert_memory_equal(server_name(f, m, 0, a), "PGCREW_", 7);
+	/* the statement text and types follow the new name unchanged */
+	uint8_t full[256];
+	size_t n = rewritten(f, m, full);
+	assert_string_equal((const char *)full + 5 + strlen(a) + 1, "SELECT $1");
+	assert_int_equal(n, m->len - 2 + strlen(a));
+	assert_int_equal(reply_type(f, '1'), PSR_FORWARD);
+
+	m = bind_msg(f, "", "s1");
+	assert_int_equal(send(f, m), PS_REWRITE);
+	assert_string_equal(server_name(f, m, 1, b), a);
+	m = kind_msg(f, 'D', 'S', "s1");
+	assert_int_equal(send(f, m), PS_REWRITE);
+	assert_string_equal(server_name(f, m, 1, b), a);
+	assert_int_equal(f->cnt.client_parse, 1);
+	assert_int_equal(f->cnt.server_parse, 1);
+	assert_int_equal(f->cnt.bind, 1);
+	assert_int_equal(ps_client_count(f->pc), 1);
+	assert_int_equal(ps_server_count(f->ps), 1);
+}
+
+static void test_unnamed_pass(void **state)
+{
+	struct fix *f = *state;
+	assert_int_equal(send(f, parse_msg(f, "", "SELECT 1")), PS_PASS);
+	assert_int_equal(send(f, bind_msg(f, "", "")), PS_PASS);
+	assert_int_equal(send(f, kind_msg(f, 'D', 'P', "")), PS_PASS);
+	assert_int_equal(send(f, kind_msg(f, 'C', 'P', "portal")), PS_PASS);
+	/* their replies still pass in order */
+	assert_int_equal(reply_type(f, '1'), PSR_FORWARD);
+	assert_int_equal(reply_type(f, '3'), PSR_FORWARD);
+	assert_int_equal(ps_client_count(f->pc), 0);
+}
+
+static void test_close_local_and_unknown(void **state)
+{
+	struct fix *f = *state;
+	char nm[64];
+	assert_int_equal(send(f, parse_msg(f, "s1", "SELECT 1")), PS_REWRITE);
+	assert_int_equal(reply_type(f, '1'), PSR_FORWARD);
+	const struct pktbuf *m = kind_msg(f, 'C', 'S', "s1");
+	assert_int_equal(send(f, m), PS_REWRITE);
+	assert_string_equal(server_name(f, m, 1, nm), "PGCREW_0");   /* nobody */
+	assert_int_equal(ps_client_count(f->pc), 0);
+	assert_int_equal(ps_server_count(f->ps), 1);                  /* kept for others */
+	assert_int_equal(reply_type(f, '3'), PSR_FORWARD);
+	m = kind_msg(f, 'C', 'S', "never");
+	assert_int_equal(send(f, m), PS_REWRITE);
+	assert_string_equal(server_name(f, m, 1, nm), "PGCREW_0");
+	assert_int_equal(reply_type(f, '3'), PSR_FORWARD);
+}
+
+static void test_same_text_shared(void **state)
+{
+	struct fix *f = *state;
+	struct ps_client *other = NULL;
+	char a[64], b[64];
+	const struct pktbuf *m = parse_msg(f, "x", "SELECT 1");
+	assert_int_equal(send(f, m), PS_REWRITE);
+	server_name(f, m, 0, a);
+	assert_int_equal(reply_type(f, '1'), PSR_FORWARD);
+	/* same text, another name: already on the server, a Close of nobody
+	 * stands in and its CloseComplete comes back as ParseComplete */
+	m = parse_msg(f, "y", "SELECT 1");
+	assert_int_equal(send(f, m), PS_REWRITE);
+	assert_int_equal(f->rw.head[0], 'C');
+	assert_int_equal(reply_type(f, '3'), PSR_SKIP_SEND);
+	assert_int_equal(f->out.len, 5);
+	assert_int_equal(f->out.buf[0], '1');
+	assert_int_equal(f->cnt.server_parse, 1);
+	assert_int_equal(ps_stmt_count(), 1);
+	/* another client, same name, other text: its own statement */
+	struct ps_client *mine = f->pc;
+	f->pc = other;
+	m = parse_msg(f, "x", "SELECT 2");
+	assert_int_equal(send(f, m), PS_REWRITE);
+	server_name(f, m, 0, b);
+	assert_string_not_equal(a, b);
+	assert_int_equal(reply_type(f, '1'), PSR_FORWARD);
+	assert_int_equal(ps_stmt_count(), 2);
+	assert_int_equal(ps_server_count(f->ps), 2);
+	other = f->pc;
+	f->pc = mine;
+	/* the first client's x still means SELECT 1 */
+	m = bind_msg(f, "", "x");
+	assert_int_equal(send(f, m), PS_REWRITE);
+	assert_string_equal(server_name(f, m, 1, b), a);
+	ps_client_free(other);
+}
+
+static void test_eviction_and_reprepare(void **state)
+{
+	struct fix *f = *state;
+	char types[8], names[8][32], first[64], nm[64];
+	f->max = 2;
+	const struct pktbuf *m = parse_msg(f, "a", "SELECT 'a'");
+	assert_int_equal(send(f, m), PS_REWRITE);
+	server_name(f, m, 0, first);
+	assert_int_equal(send(f, parse_msg(f, "b", "SELECT 'b'")), PS_REWRITE);
+	assert_int_equal(reply_type(f, '1'), PSR_FORWARD);
+	assert_int_equal(reply_type(f, '1'), PSR_FORWARD);
+	/* a third statement: the least recently used (a) is closed first */
+	assert_int_equal(send(f, parse_msg(f, "c", "SELECT 'c'")), PS_REWRITE);
+	injected(f, types, names);
+	assert_string_equal(types, "C");
+	assert_string_equal(names[0], first);
+	assert_int_equal(ps_server_count(f->ps), 2);
+	assert_int_equal(reply_type(f, '3'), PSR_SKIP);      /* our Close */
+	assert_int_equal(reply_type(f, '1'), PSR_FORWARD);   /* the client's Parse */
+	/* Bind of a: prepared again (evicting b), under a new name */
+	m = bind_msg(f, "p", "a");
+	assert_int_equal(send(f, m), PS_REWRITE);
+	injected(f, types, names);
+	assert_string_equal(types, "CP");
+	assert_string_equal(server_name(f, m, 2, nm), names[1]);
+	assert_string_not_equal(nm, first);
+	const uint8_t *text = f->inject.buf + (f->inject.len - (5 + strlen(nm) + 1 + 11 + 2 + 4)) + 5 + strlen(nm) + 1;
+	assert_string_equal((const char *)text, "SELECT 'a'");
+	assert_int_equal(reply_type(f, '3'), PSR_SKIP);
+	assert_int_equal(reply_type(f, '1'), PSR_SKIP);      /* our Parse: the client never sent one */
+	assert_int_equal(f->cnt.server_parse, 4);
+	assert_int_equal(ps_client_count(f->pc), 3);
+}
+
+static void test_flush_changes_nothing(void **state)
+{
+	struct fix *f = *state;
+	f->max = 1;
+	assert_int_equal(send(f, parse_msg(f, "a", "SELECT 1")), PS_REWRITE);
+	assert_int_equal(send(f, parse_msg(f, "b", "SELECT 2")), PS_REWRITE);  /* evicts a */
+	struct ps_counters before = f->cnt;
+	const struct pktbuf *m = bind_msg(f, "", "a");
+	assert_int_equal(send_avail(f, m, m->len, false, true), PS_FLUSH);
+	assert_memory_equal(&before, &f->cnt, sizeof(before));
+	assert_int_equal(f->inject.len, 0);
+	assert_int_equal(send_avail(f, m, m->len, true, false), PS_FLUSH);  /* would grow */
+	assert_int_equal(send_avail(f, m, m->len, true, true), PS_REWRITE);
+}
+
+static void test_errors_through_barrier(void **state)
+{
+	struct fix *f = *state;
+	struct pktbuf e;
+	struct pg_error pe;
+	assert_int_equal(send(f, parse_msg(f, "s", "SELECT 1")), PS_REWRITE);
+	assert_int_equal(reply_type(f, '1'), PSR_FORWARD);
+	assert_int_equal(send(f, parse_msg(f, "s", "SELECT 2")), PS_REWRITE);
+	assert_int_equal(f->rw.head[0], 'D');               /* fails on the server */
+	pktbuf_init(&e, 128);
+	pkt_write_error(&e, "ERROR", "26000", "prepared statement \"%s\" does not exist", PS_NAME_PREFIX "ERR");
+	assert_int_equal(reply(f, e.buf, e.len), PSR_SKIP_SEND);
+	assert_true(pkt_parse_error(f->out.buf + 5, f->out.len - 5, &pe));
+	assert_string_equal(pe.sqlstate, "42P05");
+	assert_string_equal(pe.message, "prepared statement \"s\" already exists");
+	assert_int_equal(reply_type(f, 'Z'), PSR_FORWARD);
+	/* Bind of a name never prepared: PostgreSQL's 26000 */
+	assert_int_equal(send(f, bind_msg(f, "", "nope")), PS_REWRITE);
+	assert_int_equal(reply(f, e.buf, e.len), PSR_SKIP_SEND);
+	assert_true(pkt_parse_error(f->out.buf + 5, f->out.len - 5, &pe));
+	assert_string_equal(pe.sqlstate, "26000");
+	assert_string_equal(pe.message, "prepared statement \"nope\" does not exist");
+	/* the same Bind, not fully buffered: injected barrier, message skipped */
+	const struct pktbuf *m = bind_msg(f, "", "nope");
+	assert_int_equal(send_avail(f, m, m->len - 1, true, true), PS_REPLACE);
+	assert_int_equal(f->inject.buf[0], 'D');
+	pktbuf_free(&e);
+}
+
+static void test_rollback_after_error(void **state)
+{
+	struct fix *f = *state;
+	uint8_t err[] = { 'E', 0, 0, 0, 4 + 7, 'C', '4', '2', '6', '0', '1', 0, 0 };
+	err[4] = (uint8_t)(sizeof(err) - 1);
+	assert_int_equal(send(f, parse_msg(f, "bad", "SELEC 1")), PS_REWRITE);
+	f->owed = 1;      /* its Sync */
+	assert_int_equal(reply(f, err, sizeof(err)), PSR_FORWARD);
+	assert_int_equal(reply_type(f, 'Z'), PSR_FORWARD);
+	f->owed = 0;
+	/* the failed Parse left nothing: the name is free, the server empty */
+	assert_int_equal(ps_client_count(f->pc), 0);
+	assert_int_equal(ps_server_count(f->ps), 0);
+	assert_int_equal(send(f, parse_msg(f, "bad", "SELECT 1")), PS_REWRITE);
+	assert_int_equal(f->rw.head[0], 'P');
+}
+
+static void test_skipped_segment_only(void **state)
+{
+	struct fix *f = *state;
+	/* Parse a; Sync; Parse b; Sync. a succeeds, b's segment fails before b. */
+	assert_int_equal(send(f, parse_msg(f, "a", "SELECT 1")), PS_REWRITE);
+	f->owed = 1;
+	assert_int_equal(send(f, parse_msg(f, "b", "SELECT 2")), PS_REWRITE);
+	assert_int_equal(reply_type(f, '1'), PSR_FORWARD);
+	assert_int_equal(reply_type(f, 'Z'), PSR_FORWARD);    /* ends a's segment */
+	assert_int_equal(ps_client_count(f->pc), 2);
+	assert_int_equal(reply_type(f, 'Z'), PSR_FORWARD);    /* b was skipped */
+	assert_int_equal(ps_client_count(f->pc), 1);
+	assert_int_equal(ps_server_count(f->ps), 1);
+}
+
+static void test_malformed(void **state)
+{
+	struct fix *f = *state;
+	struct pktbuf m;
+	pktbuf_init(&m, 64);
+	/* Parse announcing 5 parameter types and carrying none */
+	pktbuf_begin(&m, 'P');
+	pktbuf_put_string(&m, "n");
+	pktbuf_put_string(&m, "SELECT 1");
+	pktbuf_put_u16(&m, 5);
+	pktbuf_finish(&m);
+	assert_int_equal(send(f, &m), PS_BAD);
+	assert_non_null(f->rw.why);
+	/* Parse with a negative count */
+	pktbuf_reset(&m);
+	pktbuf_begin(&m, 'P');
+	pktbuf_put_string(&m, "n");
+	pktbuf_put_string(&m, "SELECT 1");
+	pktbuf_put_u16(&m, 0xffff);
+	pktbuf_finish(&m);
+	assert_int_equal(send(f, &m), PS_BAD);
+	/* Bind whose names never end */
+	pktbuf_reset(&m);
+	pktbuf_begin(&m, 'B');
+	pktbuf_put_bytes(&m, "abc", 3);
+	pktbuf_finish(&m);
+	assert_int_equal(send(f, &m), PS_BAD);
+	/* a Bind head not buffered yet is asked for, not refused */
+	const struct pktbuf *b = bind_msg(f, "portal", "stmt");
+	assert_int_equal(send_avail(f, b, 9, true, true), PS_NEED_MORE);
+	/* a named Parse is needed whole */
+	const struct pktbuf *p = parse_msg(f, "s", "SELECT 1");
+	assert_int_equal(send_avail(f, p, 8, true, true), PS_NEED_FULL);
+	/* Describe with a bad kind */
+	assert_int_equal(send(f, kind_msg(f, 'D', 'X', "s")), PS_BAD);
+	assert_int_equal(ps_client_count(f->pc), 0);
+	pktbuf_free(&m);
+}
+
+static void test_deallocate_all(void **state)
+{
+	struct fix *f = *state;
+	static const uint8_t tag[] = "C\0\0\0\x13" "DEALLOCATE ALL";
+	assert_int_equal(send(f, parse_msg(f, "s", "SELECT 1")), PS_REWRITE);
+	assert_int_equal(reply_type(f, '1'), PSR_FORWARD);
+	assert_true(ps_server_watch(f->ps, f->pc, 'C'));
+	assert_int_equal(reply(f, tag, sizeof(tag)), PSR_FORWARD);
+	assert_int_equal(ps_client_count(f->pc), 0);
+	assert_int_equal(ps_server_count(f->ps), 0);
+	ps_server_reset_sql(f->ps, "discard all");
+}
+
+static void test_client_gone_with_replies_owed(void **state)
+{
+	struct fix *f = *state;
+	assert_int_equal(send(f, parse_msg(f, "s", "SELECT 1")), PS_REWRITE);
+	ps_client_free(f->pc);
+	f->pc = NULL;
+	assert_true(ps_server_client_gone(f->ps));
+	assert_false(ps_server_client_gone(f->ps));
+}
+
+/* unnamed_statement_cache: the first unnamed Parse of a text is sent named,
+ * later ones are answered by the statement the server has; "" in Bind and
+ * Describe follows; a simple Query, Close of "" or an uncached Parse ends it. */
+static void test_unnamed_cache(void **state)
+{
+	struct fix *f = *state;
+	char a[64], b[64];
+	f->unnamed = true;
+	const struct pktbuf *m = parse_msg(f, "", "SELECT $1");
+	assert_int_equal(send(f, m), PS_REWRITE);
+	server_name(f, m, 0, a);
+	assert_memory_equal(a, "PGCREW_", 7);
+	assert_int_equal(reply_type(f, '1'), PSR_FORWARD);
+	m = bind_msg(f, "", "");
+	assert_int_equal(send(f, m), PS_REWRITE);
+	assert_string_equal(server_name(f, m, 1, b), a);
+	assert_int_equal(f->cnt.bind, 0);                    /* binds of named statements only */
+	/* the same text again: no Parse reaches the server */
+	m = parse_msg(f, "", "SELECT $1");
+	assert_int_equal(send(f, m), PS_REWRITE);
+	assert_int_equal(f->rw.head[0], 'C');
+	assert_int_equal(reply_type(f, '3'), PSR_SKIP_SEND);
+	assert_int_equal(f->out.buf[0], '1');
+	m = kind_msg(f, 'D', 'S', "");
+	assert_int_equal(send(f, m), PS_REWRITE);
+	assert_string_equal(server_name(f, m, 1, b), a);
+	assert_int_equal(f->cnt.server_parse, 1);
+	/* a simple Query replaces the server's unnamed statement: "" is its own again */
+	pktbuf_reset(&f->msg);
+	pktbuf_begin(&f->msg, 'Q');
+	pktbuf_put_string(&f->msg, "SELECT 1");
+	pktbuf_finish(&f->msg);
+	assert_int_equal(send(f, &f->msg), PS_PASS);
+	assert_int_equal(send(f, bind_msg(f, "", "")), PS_PASS);
+	/* a failed unnamed Parse leaves nothing mapped */
+	assert_int_equal(send(f, parse_msg(f, "", "SELEC")), PS_REWRITE);
+	f->owed = 1;
+	assert_int_equal(reply_type(f, 'Z'), PSR_FORWARD);
+	f->owed = 0;
+	assert_int_equal(send(f, bind_msg(f, "", "")), PS_PASS);
+	/* off: unnamed Parse passes and forgets */
+	assert_int_equal(send(f, parse_msg(f, "", "SELECT $1")), PS_REWRITE);
+	f->unnamed = false;
+	assert_int_equal(send(f, parse_msg(f, "", "SELECT $1")), PS_PASS);
+	assert_int_equal(send(f, bind_msg(f, "", "")), PS_PASS);
+}
+
+/* A Close the server skipped after an error (Bind fails, Close, Sync)
+ * leaves the name in place, as in PostgreSQL; a Parse of the name skipped
+ * with it does not replace it. */
+static void test_skipped_close_keeps_name(void **state)
+{
+	struct fix *f = *state;
+	char a[64], b[64];
+	const struct pktbuf *m = parse_msg(f, "s", "SELECT 1");
+	assert_int_equal(send(f, m), PS_REWRITE);
+	server_name(f, m, 0, a);
+	assert_int_equal(reply_type(f, '1'), PSR_FORWARD);
+	assert_int_equal(send(f, kind_msg(f, 'C', 'S', "s")), PS_REWRITE);
+	assert_int_equal(ps_client_count(f->pc), 0);
+	assert_int_equal(send(f, parse_msg(f, "s", "SELECT 2")), PS_REWRITE);
+	f->owed = 1;
+	assert_int_equal(reply_type(f, 'Z'), PSR_FORWARD);     /* both skipped */
+	f->owed = 0;
+	assert_int_equal(ps_client_count(f->pc), 1);
+	m = bind_msg(f, "", "s");
+	assert_int_equal(send(f, m), PS_REWRITE);
+	assert_string_equal(server_name(f, m, 1, b), a);       /* still SELECT 1 */
+	/* answered, the Close takes the name away */
+	assert_int_equal(send(f, kind_msg(f, 'C', 'S', "s")), PS_REWRITE);
+	assert_int_equal(reply_type(f, '3'), PSR_FORWARD);
+	assert_int_equal(ps_client_count(f->pc), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_parse_bind_renamed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unnamed_pass, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_close_local_and_unknown, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_same_text_shared, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_eviction_and_reprepare, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_flush_changes_nothing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_errors_through_barrier, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rollback_after_error, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_skipped_segment_only, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_malformed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_deallocate_all, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_client_gone_with_replies_owed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unnamed_cache, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_skipped_close_keeps_name, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
