@@ -65,6 +65,7 @@ struct database {
 	struct varcache startup_vars;     /* client_encoding/datestyle/timezone/application_name from the entry */
 	bool load_balance;
 	usec_t server_lifetime;           /* -1 = global */
+	int sslnegotiation;               /* -1 = server_tls_sslnegotiation (pgcrew) */
 	bool is_autodb;                   /* created from the "*" template */
 	bool dead;                        /* removed by reload: no new servers or logins */
 	bool mark;                        /* reload mark-and-sweep */

@@ -119,6 +119,7 @@ static void db_apply_def(struct database *db, const struct db_def *d, const char
 		pool_reconnect_db(db, "database configuration changed");
 	db->load_balance = d->load_balance_hosts != 0;
 	db->server_lifetime = d->server_lifetime;
+	db->sslnegotiation = d->sslnegotiation;
 	db->dead = false;
 }
 
@@ -130,6 +131,7 @@ static struct database *db_new(const char *name)
 	db->shm_idx = shm_name_index(SHM_DB, name);
 	list_append(&W->databases, &db->node);
 	db->last_used = util_monotonic();
+	db->sslnegotiation = -1;
 	return db;
 }
 

@@ -408,7 +408,10 @@ static void on_ssl_answer(evutil_socket_t fd, short what, void *arg)
 static void ask_for_tls(struct server *sv)
 {
 	static const uint8_t ssl_request[8] = { 0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f };
-	if (W->cfg->server_tls_sslnegotiation == SSLNEG_DIRECT) {
+	int neg = sv->pool->db->sslnegotiation;
+	if (neg < 0)
+		neg = (int)W->cfg->server_tls_sslnegotiation;
+	if (neg == SSLNEG_DIRECT) {
 		(void)start_server_tls(sv);     /* PostgreSQL 17+: TLS from the first byte */
 		return;
 	}

@@ -24,10 +24,10 @@ def make_ca(d, name):
             "-keyout", f"{name}.key", "-out", f"{name}.crt", cwd=d)
 
 
-@pytest.fixture(scope="module")
-def tls_pg(session_dir):
-    """A PostgreSQL 15 with ssl = on, its certificate valid for 127.0.0.1."""
-    base = os.path.join(session_dir, "pgtls")
+def tls_cluster(session_dir, name, bindir):
+    """A PostgreSQL with ssl = on, its certificate valid for 127.0.0.1 and
+    signed by a test CA (certs in cluster.certs); a generator for fixtures."""
+    base = os.path.join(session_dir, name)
     os.makedirs(base)
     os.chmod(base, 0o755)
     certs = os.path.join(base, "certs")
@@ -40,13 +40,13 @@ def tls_pg(session_dir):
             "-keyout", "server.key", "-out", "server.csr", cwd=certs)
     openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
             "-CAcreateserial", "-days", "2", "-extfile", "san.ext", "-out", "server.crt", cwd=certs)
-    cluster = pg_cluster.PgCluster("pgtls", pg_cluster.PG15_BINDIR, os.path.join(base, "pg"))
+    cluster = pg_cluster.PgCluster(name, bindir, os.path.join(base, "pg"))
     os.makedirs(cluster.basedir, exist_ok=True)
     try:
         cluster.init()
-        for name in ("server.crt", "server.key"):
-            shutil.copy(os.path.join(certs, name), os.path.join(cluster.datadir, name))
-            os.chmod(os.path.join(cluster.datadir, name), 0o600)
+        for fname in ("server.crt", "server.key"):
+            shutil.copy(os.path.join(certs, fname), os.path.join(cluster.datadir, fname))
+            os.chmod(os.path.join(cluster.datadir, fname), 0o600)
         with open(os.path.join(cluster.datadir, "postgresql.conf"), "a") as f:
             f.write("ssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\n")
         util.give_to_service_user(cluster.basedir)
@@ -56,6 +56,19 @@ def tls_pg(session_dir):
         yield cluster
     finally:
         cluster.stop("immediate")
+
+
+@pytest.fixture(scope="module")
+def tls_pg(session_dir):
+    """PostgreSQL 15 with TLS."""
+    yield from tls_cluster(session_dir, "pgtls", pg_cluster.PG15_BINDIR)
+
+
+@pytest.fixture(scope="module")
+def tls_pg18(session_dir):
+    """PostgreSQL 18 with TLS: it accepts direct TLS (sslnegotiation=direct)."""
+    bindir = pg_cluster.unpack_pg18(os.path.join(session_dir, "pg18tls-install"))
+    yield from tls_cluster(session_dir, "pgtls18", bindir)
 
 
 def backend_uses_tls(conn):
@@ -96,3 +109,43 @@ def test_disable_keeps_plain_tcp(tls_pg, make_pooler):
     p = make_pooler(tls_pg, settings={"server_tls_sslmode": "disable"})
     with p.connect() as conn:
         assert not backend_uses_tls(conn)
+
+
+def direct_settings(cluster, **extra):
+    s = {"server_tls_sslmode": "verify-full", "server_login_retry": 1,
+         "server_tls_ca_file": os.path.join(cluster.certs, "ca.crt")}
+    s.update(extra)
+    return s
+
+
+@pytest.mark.pgcrew_only
+def test_direct_tls_to_postgres18(tls_pg18, make_pooler):
+    """server_tls_sslnegotiation = direct (pgcrew): TLS from the first byte,
+    ALPN "postgresql", certificate verified; PostgreSQL 18 accepts it."""
+    p = make_pooler(tls_pg18, settings=direct_settings(tls_pg18, server_tls_sslnegotiation="direct"))
+    with p.connect(user="scram_user", password=password("scram_user")) as conn:
+        assert backend_uses_tls(conn)
+
+
+@pytest.mark.pgcrew_only
+def test_direct_tls_is_really_direct(tls_pg, make_pooler):
+    """PostgreSQL 15 knows only SSLRequest: a direct ClientHello is refused,
+    which shows the setting skips the SSLRequest round trip."""
+    p = make_pooler(tls_pg, settings=direct_settings(tls_pg, server_tls_sslnegotiation="direct"))
+    with pytest.raises(psycopg.OperationalError):
+        p.connect(connect_timeout=5).execute("SELECT 1")
+
+
+@pytest.mark.pgcrew_only
+def test_sslnegotiation_per_database(tls_pg18, tls_pg, make_pooler):
+    """sslnegotiation= in a [databases] entry overrides the global setting:
+    globally direct (PostgreSQL 18 entry), but postgres for the PostgreSQL 15
+    entry, which would refuse a direct ClientHello."""
+    p = make_pooler(tls_pg18, settings={"server_tls_sslmode": "require", "server_login_retry": 1,
+                                        "server_tls_sslnegotiation": "direct"},
+                    databases={"testdb": tls_pg18.dsn("testdb"),
+                               "otherdb": tls_pg.dsn("otherdb", sslnegotiation="postgres")})
+    with p.connect(dbname="testdb") as conn:
+        assert backend_uses_tls(conn)
+    with p.connect(dbname="otherdb") as conn:
+        assert backend_uses_tls(conn)
