@@ -542,18 +542,30 @@ static bool auth_sasl_start(struct server *sv, struct pkt_reader *r)
 	size_t n = 0;
 	struct pktbuf pb;
 
+	struct pkt_reader again = *r;
+	bool plus = sv->s.tls && sasl_mech_offered(&again, "SCRAM-SHA-256-PLUS");
 	if (!sasl_mech_offered(r, "SCRAM-SHA-256")) {
 		login_failed(sv, "28000", "server offered no supported SASL mechanism");
 		return false;
 	}
 	free(sv->scram);
 	sv->scram = xcalloc(1, sizeof(*sv->scram));
-	if (scram_client_first(sv->scram, out, sizeof(out), &n) < 0) {
+	/* Over TLS, channel binding when the server offers it (as libpq's
+	 * default channel_binding=prefer); a certificate whose hash we cannot
+	 * take falls back to plain SCRAM. */
+	uint8_t cbind[64];
+	size_t cbind_len = sizeof(cbind);
+	plus = plus && tls_conn_server_end_point(sv->s.tls, cbind, &cbind_len);
+	int rc = plus ? scram_client_first_plus(sv->scram, cbind, cbind_len, out, sizeof(out), &n)
+		      : scram_client_first(sv->scram, out, sizeof(out), &n);
+	if (rc < 0) {
 		login_failed(sv, "28000", "SCRAM: could not build client-first-message");
 		return false;
 	}
+	if (log_verbose >= 1)
+		log_server(sv, LG_DEBUG, "SASL mechanism=%s", plus ? "SCRAM-SHA-256-PLUS" : "SCRAM-SHA-256");
 	pktbuf_init(&pb, 128);
-	pkt_write_sasl_initial(&pb, "SCRAM-SHA-256", out, n);
+	pkt_write_sasl_initial(&pb, plus ? "SCRAM-SHA-256-PLUS" : "SCRAM-SHA-256", out, n);
 	return send_pb(sv, &pb);
 }
 

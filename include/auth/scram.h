@@ -151,11 +151,21 @@ struct scram_client {
 	 * signature we expect back is kept, not the message or ServerKey. */
 	uint8_t expected_server_sig[SCRAM_KEY_LEN];
 	char server_error[128];      /* text of an "e=" server-final, for errmsg */
+	/* SCRAM-SHA-256-PLUS: the gs2 header and tls-server-end-point data,
+	 * both repeated (base64) in client-final's c= attribute. */
+	bool plus;
+	uint8_t cbind[64];
+	size_t cbind_len;
 };
 
 /* client-first-message "n,,n=,r=<nonce>" (empty user name, as libpq).
  * 0, or -1 if out is too small or no random bytes. */
 int scram_client_first(struct scram_client *st, char *out, size_t outlen, size_t *outn) MUSTCHECK;
+/* The same for SCRAM-SHA-256-PLUS over TLS: gs2 header
+ * "p=tls-server-end-point,,", cbind = the hash of the server's certificate
+ * (tls_conn_server_end_point), at most 64 bytes. */
+int scram_client_first_plus(struct scram_client *st, const uint8_t *cbind, size_t cbind_len,
+			    char *out, size_t outlen, size_t *outn) MUSTCHECK;
 /* Given server-first and either a plaintext password or (password NULL) a
  * secret with has_client_key (pass-through), writes client-final. -1 with
  * errmsg on: message over SCRAM_MAX_SERVER_FIRST, 'm=', bad/missing/extra

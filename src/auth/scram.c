@@ -725,11 +725,12 @@ int scram_server_final(struct scram_server *st, const char *msg, size_t len, cha
 /* ---------------------------------------------------------------------- */
 /* Client side                                                              */
 
-int scram_client_first(struct scram_client *st, char *out, size_t outlen, size_t *outn)
+#define GS2_PLUS "p=tls-server-end-point,,"
+
+static int client_first(struct scram_client *st, char *out, size_t outlen, size_t *outn)
 {
 	size_t pos = 0;
 
-	memset(st, 0, sizeof(*st));
 	st->state = SCRAM_CLIENT_FAILED;
 	if (test_client_nonce[0] != '\0')
 		memcpy(st->client_nonce, test_client_nonce, sizeof(st->client_nonce));
@@ -742,12 +743,44 @@ int scram_client_first(struct scram_client *st, char *out, size_t outlen, size_t
 		return -1;
 	st->cfb_len = pos;
 	pos = 0;
-	if (!put_str(out, outlen, &pos, "n,,") || !put(out, outlen, &pos, st->client_first_bare, st->cfb_len))
+	if (!put_str(out, outlen, &pos, st->plus ? GS2_PLUS : "n,,") ||
+	    !put(out, outlen, &pos, st->client_first_bare, st->cfb_len))
 		return -1;
 	if (outn != NULL)
 		*outn = pos;
 	st->state = SCRAM_CLIENT_FIRST_SENT;
 	return 0;
+}
+
+int scram_client_first(struct scram_client *st, char *out, size_t outlen, size_t *outn)
+{
+	memset(st, 0, sizeof(*st));
+	return client_first(st, out, outlen, outn);
+}
+
+int scram_client_first_plus(struct scram_client *st, const uint8_t *cbind, size_t cbind_len,
+			    char *out, size_t outlen, size_t *outn)
+{
+	memset(st, 0, sizeof(*st));
+	if (cbind_len == 0 || cbind_len > sizeof(st->cbind))
+		return -1;
+	st->plus = true;
+	memcpy(st->cbind, cbind, cbind_len);
+	st->cbind_len = cbind_len;
+	return client_first(st, out, outlen, outn);
+}
+
+/* c= of client-final: base64 of the gs2 header, plus the channel-binding
+ * data for -PLUS ("biws" is base64 of "n,,"). */
+static bool put_cbind_attr(const struct scram_client *st, char *out, size_t outlen, size_t *pos)
+{
+	uint8_t raw[sizeof(GS2_PLUS) - 1 + sizeof(st->cbind)];
+	if (!st->plus)
+		return put_str(out, outlen, pos, "c=biws");
+	memcpy(raw, GS2_PLUS, sizeof(GS2_PLUS) - 1);
+	memcpy(raw + sizeof(GS2_PLUS) - 1, st->cbind, st->cbind_len);
+	return put_str(out, outlen, pos, "c=") &&
+	       put_b64(out, outlen, pos, raw, sizeof(GS2_PLUS) - 1 + st->cbind_len);
 }
 
 struct server_first {
@@ -809,7 +842,7 @@ static int client_credential(const struct server_first *f, const char *password,
 	return 0;
 }
 
-/* Writes "c=biws,r=<nonce>,p=<proof>" and remembers the expected ServerSignature. */
+/* Writes "c=<cbind>,r=<nonce>,p=<proof>" and remembers the expected ServerSignature. */
 static int build_client_final(struct scram_client *st, const struct server_first *f,
 			      struct span sf, const struct scram_secret *keys, char *out,
 			      size_t outlen, size_t *outn, const char **errmsg)
@@ -818,7 +851,8 @@ static int build_client_final(struct scram_client *st, const struct server_first
 	uint8_t client_sig[SCRAM_KEY_LEN], proof[SCRAM_KEY_LEN];
 	size_t pos = 0;
 
-	if (!put_str(out, outlen, &pos, "c=biws,r=") || !put(out, outlen, &pos, f->nonce.p, f->nonce.len))
+	if (!put_cbind_attr(st, out, outlen, &pos) || !put_str(out, outlen, &pos, ",r=") ||
+	    !put(out, outlen, &pos, f->nonce.p, f->nonce.len))
 		return fail(errmsg, "SCRAM output buffer too small");
 	wp = (struct span){ out, pos };
 	if (!auth_hmac(keys->stored_key, cfb, sf, wp, client_sig)

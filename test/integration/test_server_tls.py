@@ -149,3 +149,17 @@ def test_sslnegotiation_per_database(tls_pg18, tls_pg, make_pooler):
         assert backend_uses_tls(conn)
     with p.connect(dbname="otherdb") as conn:
         assert backend_uses_tls(conn)
+
+
+@pytest.mark.pgcrew_only
+@pytest.mark.parametrize("which", ["pg15", "pg18"])
+def test_scram_plus_toward_servers(tls_pg, tls_pg18, make_pooler, which):
+    """Over TLS, pgcrew logs in to PostgreSQL with SCRAM-SHA-256-PLUS
+    (tls-server-end-point), as libpq does by default; the server checks the
+    binding, so a wrong one would fail the login."""
+    cluster = tls_pg if which == "pg15" else tls_pg18
+    p = make_pooler(cluster, settings={"server_tls_sslmode": "require", "verbose": 1,
+                                       "auth_type": "scram-sha-256"})
+    with p.connect(user="scram_user", password=password("scram_user")) as conn:
+        assert backend_uses_tls(conn)
+    p.wait_for_log(r"SASL mechanism=SCRAM-SHA-256-PLUS", timeout=5)

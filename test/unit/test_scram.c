@@ -836,6 +836,47 @@ static void test_plus_binding_checked(void **state)
 	assert_int_equal(srv_final(&st, big, out, sizeof(out), &err), -1);
 }
 
+/* pgcrew as -PLUS client (toward PostgreSQL) against pgcrew as -PLUS
+ * server: the same end-point data succeeds, another certificate's fails. */
+static void test_plus_client_against_server(void **state)
+{
+	struct scram_secret sec;
+	struct scram_cbind cb = { .offered = true, .plus = true, .len = 32 };
+	uint8_t wrong[32];
+	const char *err = NULL;
+
+	(void)state;
+	memset(cb.data, 0x5a, sizeof(cb.data));
+	memset(wrong, 0x5b, sizeof(wrong));
+	assert_true(scram_secret_for_user("alice", "s3cret", 4096, &sec));
+	for (int round = 0; round < 2; round++) {
+		struct scram_client cl;
+		struct scram_server st;
+		char c1[256], s1[600], c2[700], s2[128];
+		size_t n1 = 0, n2 = 0, n3 = 0, n4 = 0;
+		const uint8_t *mine = round == 0 ? cb.data : wrong;
+
+		memset(&st, 0, sizeof(st));
+		assert_int_equal(scram_client_first_plus(&cl, mine, 32, c1, sizeof(c1), &n1), 0);
+		assert_memory_equal(c1, "p=tls-server-end-point,,n=,r=", 29);
+		assert_int_equal(scram_server_first_cb(&st, &sec, false, &cb, c1, n1, s1, sizeof(s1), &n2,
+						       &err), 0);
+		assert_int_equal(scram_client_final(&cl, s1, n2, "s3cret", NULL, c2, sizeof(c2), &n3, &err), 0);
+		int rc = scram_server_final(&st, c2, n3, s2, sizeof(s2), &n4, &err);
+		if (round == 0) {
+			assert_int_equal(rc, 0);
+			assert_int_equal(scram_client_verify(&cl, s2, n4, &err), 0);
+		} else {
+			assert_int_equal(rc, -1);
+			assert_string_equal(err, "SCRAM channel binding check failed");
+		}
+	}
+	struct scram_client cl;
+	char c1[256];
+	assert_int_equal(scram_client_first_plus(&cl, wrong, 0, c1, sizeof(c1), NULL), -1);
+	assert_int_equal(scram_client_first_plus(&cl, wrong, 65, c1, sizeof(c1), NULL), -1);
+}
+
 static void test_plus_negotiation(void **state)
 {
 	struct scram_server st;
@@ -900,6 +941,7 @@ int main(void)
 		T(test_state_names),
 		T(test_plus_binding_checked),
 		T(test_plus_negotiation),
+		T(test_plus_client_against_server),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
