@@ -816,6 +816,12 @@ static void handle_startup(struct client *c, const struct startup_msg *m)
 	}
 	c->db->last_used = util_monotonic();
 	if (authquery_applies(c)) {
+		/* The HBA decides first: no lookup for a login it refuses anyway
+		 * (a burst of such logins must not become a burst of queries). */
+		const char *map = NULL;
+		const struct hba_rule *rule = NULL;
+		if (W->cfg->auth_type == AUTH_HBA && hba_method_of(c, &map, &rule) < 0)
+			return;
 		negotiate_version(c, m);
 		if (c->state != CLIENT_JUSTFREE)
 			authquery_start(c);

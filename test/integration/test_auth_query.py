@@ -298,3 +298,21 @@ def test_client_leaving_mid_lookup(aq_pg, make_pooler):
     p.wait_for_log(r"closing because: client disconnect while server was not ready")
     assert login(p, "aq_scram", "aq-scram-pw") == "aq_scram"
     p.assert_alive()
+
+
+@pytest.mark.pgcrew_only
+def test_hba_still_decides_for_auth_query_users(aq_pg, make_pooler):
+    """auth_type = hba with auth_query: a user known only through auth_query
+    is still held to the HBA rules — a database or user the HBA rejects
+    stays closed, and no lookup runs for it."""
+    hba = ("host otherdb all 127.0.0.1/32 reject\n"
+           "host all aq_md5 127.0.0.1/32 reject\n"
+           "host all all 127.0.0.1/32 scram-sha-256\n")
+    p = make_pooler(aq_pg, settings={"auth_type": "hba", "auth_user": AUTH_USER,
+                                     "auth_query": QUERY, "workers": 1},
+                    userlist={AUTH_USER: AUTH_PW}, hba=hba)
+    assert login(p, "aq_scram", "aq-scram-pw") == "aq_scram"
+    before = calls(aq_pg, db="otherdb"), calls(aq_pg)
+    refused(p, "aq_scram", "aq-scram-pw", "rejects connection", db="otherdb")
+    refused(p, "aq_md5", "aq-md5-pw", "rejects connection")
+    assert (calls(aq_pg, db="otherdb"), calls(aq_pg)) == before
