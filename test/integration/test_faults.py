@@ -268,37 +268,89 @@ def test_descriptor_exhaustion(pg15, make_pooler):
     util.wait_until(lambda: _query_ok(p), 20, what="service after descriptors freed")
 
 
+def running(pid):
+    """pid exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+class ClientLoad:
+    """Clients running short transactions in threads until stop(); counts
+    successes and errors (a killed worker costs its clients a connection,
+    which the loop reopens)."""
+
+    def __init__(self, p, n=4):
+        self.p, self.ok, self.errors = p, 0, 0
+        self.stopping = threading.Event()
+        self.threads = [threading.Thread(target=self._run, daemon=True) for _ in range(n)]
+        for t in self.threads:
+            t.start()
+
+    def _run(self):
+        while not self.stopping.is_set():
+            try:
+                with self.p.connect(connect_timeout=5) as conn:
+                    while not self.stopping.is_set():
+                        conn.execute("SELECT 1")
+                        self.ok += 1
+            except psycopg.Error:
+                self.errors += 1
+                time.sleep(0.05)
+
+    def stop(self):
+        self.stopping.set()
+        for t in self.threads:
+            t.join(timeout=15)
+
+
 def test_worker_killed_twenty_times(pg15, make_pooler):
-    """kill -9 of a worker, 20 times, under a client loop: each time the
+    """kill -9 of a worker, 20 times, under a client load: each time the
     supervisor replaces it and the pooler keeps serving; no server
-    connection outlives its worker (SHOW POOLS matches PostgreSQL)."""
+    connection outlives its worker."""
     p = make_pooler(pg15, settings={"workers": 2, "pool_mode": "transaction",
                                     "default_pool_size": 5})
-    for i in range(20):
-        workers = util.wait_until(lambda: children(p.pid) if len(children(p.pid)) == 2
-                                  else None, 10, what="two workers")
-        os.kill(workers[i % 2], signal.SIGKILL)
-        util.wait_until(lambda: len(children(p.pid)) == 2
-                        and workers[i % 2] not in children(p.pid), 10,
-                        what=f"worker replaced (round {i})")
-        util.wait_until(lambda: _query_ok(p), 10, what=f"service (round {i})")
-    # Backends of killed workers end (their sockets closed with the process).
-    util.wait_until(lambda: pg15.server_connections("testdb") <= 10, 15,
+    load = ClientLoad(p)
+    try:
+        for i in range(20):
+            workers = util.wait_until(lambda: children(p.pid) if len(children(p.pid)) == 2
+                                      else None, 10, what="two workers")
+            os.kill(workers[i % 2], signal.SIGKILL)
+            util.wait_until(lambda: len(children(p.pid)) == 2
+                            and workers[i % 2] not in children(p.pid), 10,
+                            what=f"worker replaced (round {i})")
+            util.wait_until(lambda: _query_ok(p), 10, what=f"service (round {i})")
+        done = load.ok
+        time.sleep(0.5)
+        assert load.ok > done, "the load stopped making progress"
+    finally:
+        load.stop()
+    util.wait_until(lambda: pg15.server_connections("testdb", "trust_user") <= 10, 15,
                     what="server connections within the pool limit")
     p.assert_alive()
 
 
-def test_supervisor_killed(pg15, make_pooler):
-    """kill -9 of the supervisor: the workers notice and exit (no orphan keeps
-    the port), and a new pgcrew can start on the same port."""
+def test_supervisor_killed_twenty_times(pg15, make_pooler):
+    """kill -9 of the supervisor under a client load, 20 times: the workers
+    notice and exit (no orphan keeps the port or a server connection), and a
+    new pgcrew starts on the same port each time."""
     p = make_pooler(pg15, settings={"workers": 2})
-    workers = util.wait_until(lambda: children(p.pid) if len(children(p.pid)) == 2 else None,
-                              10, what="two workers")
-    os.kill(p.pid, signal.SIGKILL)
-    p.proc.wait(timeout=10)
-    util.wait_until(lambda: not any(os.path.exists(f"/proc/{w}") and
-                                    open(f"/proc/{w}/stat").read().split()[2] != "Z"
-                                    for w in workers), 20, what="workers to exit")
-    p.proc = None
-    p.start()
-    assert _query_ok(p)
+    for i in range(20):
+        workers = util.wait_until(lambda: children(p.pid) if len(children(p.pid)) == 2
+                                  else None, 10, what="two workers")
+        load = ClientLoad(p, n=2)
+        try:
+            util.wait_until(lambda: load.ok > 0, 10, what="load running")
+            os.kill(p.pid, signal.SIGKILL)
+            p.proc.wait(timeout=10)
+            util.wait_until(lambda: not any(running(w) for w in workers), 20,
+                            what=f"workers to exit (round {i})")
+        finally:
+            load.stop()
+        util.wait_until(lambda: pg15.server_connections("testdb", "trust_user") == 0, 15,
+                        what=f"server connections of the dead pooler gone (round {i})")
+        p.proc = None
+        p.start()
+        assert _query_ok(p)
