@@ -23,12 +23,7 @@ def assert_serving(p):
 
 
 def closed_with_error(raw, timeout=5.0):
-    """Wait for the close; return the ErrorResponse text if one came first."""
-    data = raw.wait_closed(timeout)
-    if data[:1] == b"E" and len(data) >= 5:
-        length = struct.unpack("!I", data[1:5])[0]
-        return wire.error_fields(data[5:1 + length]).get("M", "")
-    return ""
+    return raw.closed_with_error(timeout)
 
 
 def test_garbage_first_packet(pooler):

@@ -19,12 +19,7 @@ import wire
 
 
 def refused(raw, timeout=5.0):
-    """The ErrorResponse text before the close ('' if closed silently)."""
-    data = raw.wait_closed(timeout)
-    if data[:1] == b"E" and len(data) >= 5:
-        n = struct.unpack("!I", data[1:5])[0]
-        return wire.error_fields(data[5:1 + n]).get("M", "")
-    return ""
+    return raw.closed_with_error(timeout)
 
 
 @pytest.mark.parametrize("options", [

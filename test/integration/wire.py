@@ -96,6 +96,14 @@ class RawConn:
             received += chunk
         raise AssertionError(f"peer did not close within {timeout}s; got {received[:200]!r}")
 
+    def closed_with_error(self, timeout=5.0):
+        """Wait for the close; the ErrorResponse text if one came first, else ''."""
+        data = self.wait_closed(timeout)
+        if data[:1] == b"E" and len(data) >= 5:
+            length = struct.unpack("!I", data[1:5])[0]
+            return error_fields(data[5:1 + length]).get("M", "")
+        return ""
+
     def login_trust(self, user, database, timeout=5.0):
         """Startup without a password; returns once ReadyForQuery arrives."""
         self.send(startup_packet(user, database))
