@@ -87,14 +87,18 @@ def test_search_path_follows_the_client_on_pg18(pg18, make_pooler):
     a, b, plain = p.connect(), p.connect(), p.connect()
     a.execute("SET search_path = sp_a")
     b.execute("SET search_path = sp_b, public")
-    pids = set()
+    pids = {id(conn): set() for conn in (a, b, plain)}
     for _ in range(30):
         assert a.execute("SELECT s FROM whoami").fetchone() == ("sp_a",)
         assert b.execute("SELECT s FROM whoami").fetchone() == ("sp_b",)
         assert plain.execute("SHOW search_path").fetchone() == ('"$user", public',)
         for conn in (a, b, plain):
-            pids.add(conn.execute("SELECT pg_backend_pid()").fetchone()[0])
-    assert len(pids) >= 2, "the clients never shared or switched servers"
+            pids[id(conn)].add(conn.execute("SELECT pg_backend_pid()").fetchone()[0])
+    # Three clients, two servers: some backend served two of them (or a
+    # client moved), so the values really were set per transaction.
+    sets = list(pids.values())
+    shared = any(x & y for i, x in enumerate(sets) for y in sets[i + 1:])
+    assert shared or any(len(x) > 1 for x in sets), pids
     # The driver sees the value it set (ParameterStatus), and RESET returns
     # the client to the default everywhere.
     assert a.info.parameter_status("search_path") == "sp_a"
