@@ -133,6 +133,10 @@ struct pool {
 	int wanted;                       /* other workers' waiters: give up servers idle a while */
 };
 
+/* replication= in a client's startup packet (PgBouncer 1.23+): such a client
+ * gets a server connection of its own, opened with the same parameter. */
+enum replication { REPL_NONE, REPL_LOGICAL, REPL_PHYSICAL };
+
 struct client {
 	struct list node;                 /* the list of its state */
 	struct list all_node;             /* worker.all_clients */
@@ -175,6 +179,8 @@ struct client {
 	struct admin_fanout *fanout;      /* console command waiting for every worker */
 	struct admin_ext *admin_ext;      /* console extended-protocol state */
 	struct ps_client *ps;             /* its prepared statement names, or NULL */
+	enum replication repl;            /* replication= of its startup packet */
+	struct server *repl_server;       /* its own server (replication), linked or logging in */
 };
 
 struct server {
@@ -210,6 +216,10 @@ struct server {
 	struct list close_node;           /* worker.closing_servers */
 	const char *close_reason;         /* set with close_node */
 	struct ps_server *ps;             /* statements prepared on it, or NULL */
+	/* A replication server belongs to one client from launch to close:
+	 * never idle in its pool, never linked to another client. */
+	enum replication repl;
+	struct client *repl_owner;
 };
 
 #endif

@@ -33,6 +33,8 @@ usec_t pool_server_lifetime(const struct pool *p);
 struct server *pool_idle_server(struct pool *p);
 /* A client needs a server: link one now (true), or queue the client. */
 bool pool_request_server(struct client *c);
+/* A replication server has logged in: link it to its owner. */
+void pool_link_replication(struct server *sv);
 /* A server became usable (login done, released, check done): hand it to the
  * first waiting client or park it idle. */
 void pool_server_ready(struct server *sv);

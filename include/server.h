@@ -10,6 +10,10 @@
 /* Open one more server connection for the pool. False if it could not even start. */
 /* Open a server connection; with_slot: the ledger counted it for us. */
 bool server_launch(struct pool *pool, bool with_slot);
+/* A dedicated server for a replication client (c->repl): opened with its
+ * replication= and parameters, outside the ledger, linked to c once logged
+ * in and closed with it. False when it failed at once (c is then closed). */
+bool server_launch_replication(struct client *c);
 /* Close after the current loop iteration (see server.c). */
 void server_close_soon(struct server *sv, const char *reason);
 void server_close_with_client(struct server *sv, const char *reason);

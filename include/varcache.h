@@ -13,7 +13,8 @@ struct pktbuf;
 #define VAR_VALUE_MAX 128
 #define VAR_NAME_MAX 63     /* PostgreSQL's NAMEDATALEN - 1; longer extras are ignored */
 /* Room for varcache_diff_query() setting every parameter to a value of quotes. */
-#define VARCACHE_SQL_MAX (VAR_MAX * (sizeof("SET =''; ") + VAR_NAME_MAX + 2 * VAR_VALUE_MAX) + 1)
+#define VARCACHE_SQL_MAX (VAR_MAX * (sizeof("SELECT pg_catalog.set_config('','',false); ") + \
+				     2 * VAR_NAME_MAX + 2 * VAR_VALUE_MAX) + 1)
 
 struct varcache {
 	char *val[VAR_MAX];     /* NULL = not set; owned (strdup) */
@@ -33,7 +34,9 @@ void varcache_copy(struct varcache *dst, const struct varcache *src);
 bool varcache_set(struct varcache *vc, const char *name, const char *value);
 const char *varcache_get(const struct varcache *vc, int i);
 
-/* Build "SET a='x';SET b='y';" for what `want` has and `have` differs in;
+/* Build "SET a='x';SELECT pg_catalog.set_config('extra','y',false);" (SET
+ * for the built-in parameters, set_config for track_extra_parameters, which
+ * may be lists such as search_path) for what `want` has and `have` differs in;
  * returns false when nothing differs or the text does not fit in len
  * (buf is then empty). VARCACHE_SQL_MAX always fits. */
 bool varcache_diff_query(const struct varcache *want, const struct varcache *have,

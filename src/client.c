@@ -189,6 +189,13 @@ void client_close_sqlstate(struct client *c, const char *sqlstate, const char *r
 		log_client(c, LG_LOG, "closing because: %s (age=%s)", reason, age);
 	if (sqlstate)
 		send_error(c, "FATAL", sqlstate, reason);
+	if (c->repl_server && c->repl_server != c->link) {
+		/* Its own server was still logging in. */
+		struct server *sv = c->repl_server;
+		c->repl_server = NULL;
+		sv->repl_owner = NULL;
+		server_close(sv, "replication client gone");
+	}
 	if (c->link)
 		server_client_gone(c->link);
 	if (c->authq)
@@ -433,6 +440,7 @@ static int hba_method_of(struct client *c, const char **map, const struct hba_ru
 	struct hba_conn hc = {
 		.kind = c->is_unix ? HBA_LOCAL : HBA_HOST, .tls = c->s.tls != NULL,
 		.database = c->db_name, .user = c->user_name,
+		.replication = c->repl == REPL_PHYSICAL,
 	};
 	if (!c->is_unix && getpeername(c->s.fd, (struct sockaddr *)&ss, &len) == 0)
 		hc.addr = (const struct sockaddr *)&ss;
@@ -713,7 +721,9 @@ static bool apply_params(struct client *c, const struct startup_msg *m)
 
 	for (int i = 0; i < m->n_params; i++) {
 		const char *k = m->keys[i], *v = m->vals[i];
-		if (!strcmp(k, "user") || !strcmp(k, "database"))
+		/* replication: parsed in handle_startup, sent only to the
+		 * client's own server. */
+		if (!strcmp(k, "user") || !strcmp(k, "database") || !strcmp(k, "replication"))
 			continue;
 		if (!strcmp(k, "options")) {
 			if (startup_parse_options(v, option_cb, c, err, sizeof(err)) < 0) {
@@ -785,14 +795,43 @@ static bool check_client_limits(struct client *c)
 	return true;
 }
 
+/* PostgreSQL's values: "database" (logical), or a boolean (physical or
+ * none). */
+static bool parse_replication(const char *v, enum replication *out)
+{
+	static const char *const yes[] = { "true", "on", "yes", "1" };
+	static const char *const no[] = { "false", "off", "no", "0" };
+	if (strcmp(v, "database") == 0) {
+		*out = REPL_LOGICAL;
+		return true;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(yes); i++) {
+		if (strcasecmp(v, yes[i]) == 0) {
+			*out = REPL_PHYSICAL;
+			return true;
+		}
+		if (strcasecmp(v, no[i]) == 0) {
+			*out = REPL_NONE;
+			return true;
+		}
+	}
+	return false;
+}
+
 static void handle_startup(struct client *c, const struct startup_msg *m)
 {
 	char msg[256];
 
 	strlcpy_(c->user_name, m->user, sizeof(c->user_name));
 	strlcpy_(c->db_name, m->database, sizeof(c->db_name));
-	if (m->replication) {
-		client_close(c, true, "replication connections are not supported yet");
+	if (m->replication && !parse_replication(m->replication, &c->repl)) {
+		snprintf(msg, sizeof(msg), "invalid value for parameter \"replication\": \"%.100s\"",
+			 m->replication);
+		client_close(c, true, msg);
+		return;
+	}
+	if (admin_is_console_db(c->db_name) && c->repl != REPL_NONE) {
+		client_close(c, true, "replication connections are not supported by the admin console");
 		return;
 	}
 	if (admin_is_console_db(c->db_name)) {

@@ -757,7 +757,8 @@ static bool link_pair(struct client *c, struct server *sv)
 		c->request_time = 0;
 	}
 	c->pool->stats.server_assignment_count++;
-	if (varcache_diff_query(&c->vars, &sv->vars, sql, sizeof(sql))) {
+	/* A replication server got the client's parameters at startup. */
+	if (sv->repl == REPL_NONE && varcache_diff_query(&c->vars, &sv->vars, sql, sizeof(sql))) {
 		for (int i = 0; i < varcache_count(); i++)
 			if (varcache_get(&c->vars, i))
 				sv->vars_set |= 1u << i;   /* auth_query resets them */
@@ -788,9 +789,26 @@ struct server *pool_idle_server(struct pool *p)
 	return NULL;
 }
 
+void pool_link_replication(struct server *sv)
+{
+	struct client *c = sv->repl_owner;
+	if (link_pair(c, sv))
+		client_server_linked(c);
+}
+
 bool pool_request_server(struct client *c)
 {
 	struct pool *p = c->pool;
+
+	/* A replication client never takes a pooled server: it waits (paused,
+	 * active) for its own. */
+	if (c->repl != REPL_NONE) {
+		if (!c->repl_server) {
+			c->request_time = util_monotonic();
+			(void)server_launch_replication(c);
+		}
+		return false;
+	}
 
 	if (!(W->paused || p->db->paused || p->paused) && list_empty(&p->waiting_clients)) {
 		struct server *sv = pool_idle_server(p);

@@ -165,6 +165,19 @@ static void linger(struct pool *p, int fd)
 	event_add(l->ev, &tv);
 }
 
+/* The owner of a replication server that goes before it was linked learns
+ * why; a linked one is closed with the link, as any client. */
+static void drop_repl_owner(struct server *sv, const char *sqlstate, const char *reason)
+{
+	struct client *c = sv->repl_owner;
+	if (!c)
+		return;
+	sv->repl_owner = NULL;
+	c->repl_server = NULL;
+	if (sv->link != c)
+		client_close_sqlstate(c, sqlstate, reason);
+}
+
 void server_close(struct server *sv, const char *reason)
 {
 	struct pool *p = sv->pool;
@@ -186,6 +199,7 @@ void server_close(struct server *sv, const char *reason)
 	util_format_age(util_monotonic() - sv->connect_time, age, sizeof(age));
 	if (W->cfg->log_disconnections)
 		log_server(sv, LG_LOG, "closing because: %s (age=%s)", reason, age);
+	drop_repl_owner(sv, "08P01", reason);
 	if (sv->link) {
 		struct client *c = sv->link;
 		sv->link = NULL;
@@ -283,13 +297,18 @@ static void on_resolved(void *arg, enum dns_status st, const struct sockaddr_sto
 	}
 }
 
-bool server_launch(struct pool *p, bool with_slot)
+static bool launch(struct pool *p, bool with_slot, struct client *owner)
 {
 	struct database *db = p->db;
 	struct server *sv = xcalloc(1, sizeof(*sv));
 	int idx = 0;
 
 	sv->has_slot = with_slot;
+	if (owner) {
+		sv->repl = owner->repl;
+		sv->repl_owner = owner;
+		owner->repl_server = sv;
+	}
 	list_init(&sv->close_node);
 	sv->id = shm_next_id();
 	sv->pool = p;
@@ -336,6 +355,17 @@ bool server_launch(struct pool *p, bool with_slot)
 	return true;
 }
 
+bool server_launch(struct pool *p, bool with_slot)
+{
+	return launch(p, with_slot, NULL);
+}
+
+bool server_launch_replication(struct client *c)
+{
+	return launch(c->pool, false, c);
+}
+
+
 static void send_startup(struct server *sv)
 {
 	struct pool *p = sv->pool;
@@ -346,8 +376,16 @@ static void send_startup(struct server *sv)
 	kv[n++] = p->user->name;
 	kv[n++] = "database";
 	kv[n++] = p->db->dbname;
+	/* A walsender takes no SET (physical), so a replication server gets
+	 * its client's parameters at startup. */
+	const struct varcache *own = sv->repl_owner ? &sv->repl_owner->vars : NULL;
+	if (sv->repl != REPL_NONE) {
+		kv[n++] = "replication";
+		kv[n++] = sv->repl == REPL_LOGICAL ? "database" : "true";
+	}
 	for (int i = 0; i < varcache_count(); i++) {
-		const char *v = varcache_get(&p->db->startup_vars, i);
+		const char *v = own && varcache_get(own, i) ? varcache_get(own, i)
+							    : varcache_get(&p->db->startup_vars, i);
 		if (v) {
 			kv[n++] = varcache_name(i);
 			kv[n++] = v;
@@ -466,6 +504,7 @@ static void login_failed(struct server *sv, const char *sqlstate, const char *ms
 	snprintf(p->login_error_code, sizeof(p->login_error_code), "%s", sqlstate && *sqlstate ? sqlstate : "08P01");
 	p->login_failed_at = util_monotonic();
 	pool_login_failed_share(p);
+	drop_repl_owner(sv, p->login_error_code, p->login_error);
 	server_close(sv, "login failed");
 	/* Clients waiting only for this login learn why at once. */
 	if (p->n_login == 0) {
@@ -691,6 +730,10 @@ static void login_complete(struct server *sv)
 		pool_welcome_share(p);
 	}
 	sv->welcome_src = false;
+	if (sv->repl_owner) {
+		pool_link_replication(sv);
+		return;
+	}
 	if (p->db->connect_query) {
 		server_set_state(sv, SERVER_TESTED);
 		server_run_internal(sv, SI_CONNECT_QUERY, p->db->connect_query);
@@ -856,7 +899,8 @@ static void ready_for_query(struct server *sv, char status)
 		server_close_with_client(sv, "database configuration changed");
 		return;
 	}
-	if (mode != POOL_SESSION && status == 'I' && sv->expect_rfq == 0 && !sv->unsynced)
+	if (mode != POOL_SESSION && status == 'I' && sv->expect_rfq == 0 && !sv->unsynced &&
+	    sv->repl == REPL_NONE)
 		server_release(sv);
 }
 
@@ -1010,6 +1054,14 @@ void server_client_gone(struct server *sv)
 	sv->link = NULL;
 	sv->s.peer = NULL;
 	psrelay_client_gone(sv);
+	if (sv->repl != REPL_NONE) {
+		/* Never pooled: a walsender goes with its client. */
+		sv->repl_owner = NULL;
+		if (c)
+			c->repl_server = NULL;
+		server_close(sv, "replication client gone");
+		return;
+	}
 	if (busy) {
 		/* Do not leave the query running: cancel it, then drop the server. */
 		cancel_send(sv);

@@ -87,26 +87,54 @@ const char *varcache_get(const struct varcache *vc, int i)
 	return i >= 0 && i < VAR_MAX ? vc->val[i] : NULL;
 }
 
-/* Append `SET name='value';` (quotes doubled; backslashes are literal with
- * standard_conforming_strings, which every supported server has on).
- * False, with nothing appended, when it does not fit with its NUL. */
-static bool put_set(char *buf, size_t len, size_t *n, const char *name, const char *v)
+/* Copy v into d as the body of a string literal (quotes doubled; backslashes
+ * are literal with standard_conforming_strings, which every supported server
+ * has on); returns the end. */
+static char *put_literal(char *d, const char *v)
 {
-	size_t need = strlen("SET =''; ") + strlen(name);
-	for (const char *p = v; *p; p++)
-		need += *p == '\'' ? 2 : 1;
-	if (need > len - *n)
-		return false;
-	char *d = buf + *n;
-	d += sprintf(d, "SET %s='", name);
 	for (; *v; v++) {
 		if (*v == '\'')
 			*d++ = '\'';
 		*d++ = *v;
 	}
-	*d++ = '\'';
-	*d++ = ';';
-	*d = 0;
+	return d;
+}
+
+static size_t literal_len(const char *v)
+{
+	size_t n = 0;
+	for (; *v; v++)
+		n += *v == '\'' ? 2 : 1;
+	return n;
+}
+
+/* Append `SET name='value';` for the built-in parameters, and
+ * `SELECT pg_catalog.set_config('name','value',false);` for the
+ * track_extra_parameters ones: SET takes a quoted value of a list parameter
+ * (search_path, GUC_LIST_QUOTE) as one element, so `SET search_path='a, b'`
+ * would name a single schema "a, b", while set_config parses the text as
+ * the server reported it. False, with nothing appended, when it does not
+ * fit with its NUL. */
+static bool put_set(char *buf, size_t len, size_t *n, int idx, const char *v)
+{
+	static const char set_fn[] = "SELECT pg_catalog.set_config('";
+	const char *name = names[idx];
+	bool builtin_var = idx < (int)ARRAY_SIZE(builtin);
+	size_t need = builtin_var ? strlen("SET =''; ") + strlen(name)
+				  : strlen(set_fn) + literal_len(name) + strlen("','',false); ");
+	need += literal_len(v);
+	if (need > len - *n)
+		return false;
+	char *d = buf + *n;
+	if (builtin_var) {
+		d += sprintf(d, "SET %s='", name);
+	} else {
+		d += sprintf(d, "%s", set_fn);
+		d = put_literal(d, name);
+		d += sprintf(d, "','");
+	}
+	d = put_literal(d, v);
+	d += sprintf(d, builtin_var ? "';" : "',false);");
 	*n = (size_t)(d - buf);
 	return true;
 }
@@ -122,7 +150,7 @@ bool varcache_diff_query(const struct varcache *want, const struct varcache *hav
 		const char *w = want->val[i], *h = have->val[i];
 		if (!w || (h && strcmp(w, h) == 0))
 			continue;
-		if (!put_set(buf, len, &n, names[i], w)) {
+		if (!put_set(buf, len, &n, i, w)) {
 			buf[0] = 0;
 			return false;
 		}

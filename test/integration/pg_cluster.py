@@ -101,13 +101,19 @@ class PgCluster:
             "full_page_writes": "off",
             "log_connections": "off",
             "password_encryption": "'scram-sha-256'",
+            # Replication through the pooler (test_replication.py):
+            # pg_recvlogical with test_decoding needs logical WAL.
+            "wal_level": "logical",
+            "max_wal_senders": "10",
+            "max_replication_slots": "10",
         }
         with open(os.path.join(self.datadir, "postgresql.conf"), "a") as f:
             f.write("\n# integration harness\n")
             for key, value in conf.items():
                 f.write(f"{key} = {value}\n")
         hba = ["local all all trust",
-               f"host all {SUPERUSER} 127.0.0.1/32 trust"]
+               f"host all {SUPERUSER} 127.0.0.1/32 trust",
+               f"host replication {SUPERUSER} 127.0.0.1/32 trust"]
         hba += [f"host all {user} 127.0.0.1/32 {method}"
                 for user, (_, _, method) in USERS.items()]
         with open(os.path.join(self.datadir, "pg_hba.conf"), "w") as f:

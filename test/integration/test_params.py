@@ -68,3 +68,40 @@ def test_startup_parameters_are_tracked(pg15, make_pooler):
     finally:
         a.close()
         b.close()
+
+
+def test_search_path_follows_the_client_on_pg18(pg18, make_pooler):
+    """PostgreSQL 18 reports search_path (GUC_REPORT): with it in
+    track_extra_parameters, a client's SET search_path follows it to every
+    server it gets in transaction mode, on four workers, and never reaches
+    another client; a client that set nothing keeps the server default."""
+    with pg18.connect("testdb") as conn:
+        for schema in ("sp_a", "sp_b"):
+            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+            conn.execute(f"CREATE SCHEMA {schema}")
+            conn.execute(f"CREATE TABLE {schema}.whoami AS SELECT '{schema}'::text AS s")
+            conn.execute(f"GRANT USAGE ON SCHEMA {schema} TO trust_user")
+            conn.execute(f"GRANT SELECT ON {schema}.whoami TO trust_user")
+    p = make_pooler(pg18, settings={"pool_mode": "transaction", "default_pool_size": 2,
+                                    "workers": 4, "track_extra_parameters": "search_path"})
+    a, b, plain = p.connect(), p.connect(), p.connect()
+    a.execute("SET search_path = sp_a")
+    b.execute("SET search_path = sp_b, public")
+    pids = {id(conn): set() for conn in (a, b, plain)}
+    for _ in range(30):
+        assert a.execute("SELECT s FROM whoami").fetchone() == ("sp_a",)
+        assert b.execute("SELECT s FROM whoami").fetchone() == ("sp_b",)
+        assert plain.execute("SHOW search_path").fetchone() == ('"$user", public',)
+        for conn in (a, b, plain):
+            pids[id(conn)].add(conn.execute("SELECT pg_backend_pid()").fetchone()[0])
+    # Three clients, two servers: some backend served two of them (or a
+    # client moved), so the values really were set per transaction.
+    sets = list(pids.values())
+    shared = any(x & y for i, x in enumerate(sets) for y in sets[i + 1:])
+    assert shared or any(len(x) > 1 for x in sets), pids
+    # The driver sees the value it set (ParameterStatus), and RESET returns
+    # the client to the default everywhere.
+    assert a.info.parameter_status("search_path") == "sp_a"
+    a.execute("RESET search_path")
+    for _ in range(5):
+        assert a.execute("SHOW search_path").fetchone() == ('"$user", public',)

@@ -55,16 +55,29 @@ def test_params_cannot_smuggle(pg15, make_pooler, key, value):
 
 @pytest.mark.parametrize("value", ["true", "database", "on"])
 def test_replication_is_not_smuggled_into_a_pool(pg15, make_pooler, value):
-    p = make_pooler(pg15)
+    """A replication connection gets a server of its own (here the server
+    refuses trust_user a walsender: no REPLICATION attribute), and the pool
+    of normal clients, one server shared, never sees a walsender; nothing
+    is left once the replication client is gone."""
+    p = make_pooler(pg15, settings={"pool_mode": "transaction", "default_pool_size": 1,
+                                    "workers": 1})
+    with p.connect() as conn:           # the pool's one server exists first
+        assert conn.execute("SELECT 1").fetchone() == (1,)
     with wire.RawConn(p.port) as raw:
         raw.send(wire.startup_packet("trust_user", "testdb", replication=value))
-        assert "replication" in refused(raw)
+        raw.read_until(b"Z")
+        raw.send(wire.query_message("IDENTIFY_SYSTEM"))
+        msgs = raw.read_until(b"E", timeout=10)
+        assert "replication" in wire.error_fields(msgs[-1][1]).get("M", "")
+    for _ in range(5):
+        with p.connect() as conn:
+            assert conn.execute("SELECT backend_type FROM pg_stat_activity"
+                                " WHERE pid = pg_backend_pid()").fetchone() == ("client backend",)
     with pg15.connect() as conn:
         walsenders = conn.execute("SELECT count(*) FROM pg_stat_activity"
                                   " WHERE backend_type = 'walsender'").fetchone()[0]
     assert walsenders == 0
-    with p.connect() as conn:
-        assert conn.execute("SELECT 1").fetchone() == (1,)
+    assert pg15.server_connections("testdb", "trust_user") == 1
 
 
 def sasl_initial(client_first):

@@ -215,7 +215,13 @@ static const struct diff_case diff_cases[] = {
 	{ "only quotes", { [4] = "''" }, { [4] = "'" }, true, "SET application_name='''''';" },
 	{ "backslash literal", { [4] = "a\\b" }, { 0 }, true, "SET application_name='a\\b';" },
 	{ "empty value", { [4] = "" }, { [4] = "x" }, true, "SET application_name='';" },
-	{ "extra parameter", { [5] = "a, b" }, { 0 }, true, "SET search_path='a, b';" },
+	/* A list parameter through set_config: SET 'a, b' would be one schema. */
+	{ "extra parameter", { [5] = "a, b" }, { 0 }, true,
+	  "SELECT pg_catalog.set_config('search_path','a, b',false);" },
+	{ "extra, quoted", { [5] = "\"it's\", public" }, { [5] = "public" }, true,
+	  "SELECT pg_catalog.set_config('search_path','\"it''s\", public',false);" },
+	{ "builtin and extra", { [2] = "UTC", [5] = "x" }, { 0 }, true,
+	  "SET TimeZone='UTC';SELECT pg_catalog.set_config('search_path','x',false);" },
 };
 
 static void fill(struct varcache *vc, const char *const *vals)
@@ -270,13 +276,18 @@ static void test_diff_query_long_values(void **state)
 	size_t off = 0;
 	for (int i = 0; i < VAR_MAX; i++) {
 		char head[64];
-		snprintf(head, sizeof(head), "SET %s='", varcache_name(i));
+		const char *tail = i < N_BUILTIN ? "';" : "',false);";
+		if (i < N_BUILTIN)
+			snprintf(head, sizeof(head), "SET %s='", varcache_name(i));
+		else
+			snprintf(head, sizeof(head), "SELECT pg_catalog.set_config('%s','",
+				 varcache_name(i));
 		assert_memory_equal(buf + off, head, strlen(head));
 		off += strlen(head);
 		for (int j = 0; j < VAR_VALUE_MAX - 1; j++, off += 2)
 			assert_memory_equal(buf + off, "''", 2);
-		assert_memory_equal(buf + off, "';", 2);
-		off += 2;
+		assert_memory_equal(buf + off, tail, strlen(tail));
+		off += strlen(tail);
 	}
 	assert_int_equal(strlen(buf), off);
 	varcache_clear(&want);
