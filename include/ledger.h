@@ -48,6 +48,10 @@ enum ledger_result { LEDGER_GRANTED, LEDGER_QUEUED, LEDGER_DENIED };
 
 struct ledger;
 
+/* A worker holding no server of a pool waits at most about this long before
+ * a holder is asked to give one up (pools smaller than the worker count). */
+#define LEDGER_STARVE_USEC (250 * 1000)
+
 struct ledger *ledger_new(int n_workers);
 void ledger_free(struct ledger *l);
 

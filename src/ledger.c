@@ -27,6 +27,7 @@ struct lreq {
 	uint32_t reqid;
 	struct slot_req req;
 	struct lpool *pool;
+	usec_t since;              /* queued at (util_monotonic) */
 };
 
 struct ledger {
@@ -179,6 +180,7 @@ enum ledger_result ledger_request(struct ledger *l, int worker, uint32_t reqid, 
 	q->reqid = reqid;
 	q->req = *req;
 	q->pool = p;
+	q->since = util_monotonic();
 	list_append(&l->queue, &q->node);
 	return LEDGER_QUEUED;
 }
@@ -256,6 +258,35 @@ static int wanted_from(const struct ledger *l, const struct lpool *p, int w)
 }
 
 /*
+ * With fewer servers than workers that want them, every holder is within
+ * its share and a worker holding none would wait until query_wait_timeout.
+ * Once such a worker has waited LEDGER_STARVE_USEC, the holders with the
+ * most servers (one per starving worker) give one up at its next release.
+ */
+static bool starve_rank(const struct ledger *l, const struct lpool *p, int w)
+{
+	usec_t now = util_monotonic();
+	int starving = 0, ahead = 0;
+	bool *counted = xcalloc((size_t)l->n, sizeof(bool));
+	struct list *it;
+
+	list_for_each(it, &l->queue) {
+		const struct lreq *q = container_of(it, struct lreq, node);
+		if (q->pool == p && p->count[q->worker] == 0 && !counted[q->worker] &&
+		    now - q->since >= LEDGER_STARVE_USEC) {
+			counted[q->worker] = true;
+			starving++;
+		}
+	}
+	free(counted);
+	if (starving == 0 || p->count[w] == 0)
+		return false;
+	for (int v = 0; v < l->n; v++)
+		ahead += p->count[v] > p->count[w] || (p->count[v] == p->count[w] && v < w);
+	return ahead < starving;
+}
+
+/*
  * How many servers of p worker w holds beyond its fair share, while other
  * workers' clients queue for p. The share is the pool limit divided among
  * the workers that hold or want its servers, so under steady load every
@@ -286,6 +317,8 @@ static int over_share(const struct ledger *l, const struct lpool *p, int w)
 	free(seen);
 	int share = (p->limit + demand - 1) / demand;
 	int over = p->count[w] - share;
+	if (over <= 0 && starve_rank(l, p, w))
+		over = 1;
 	return over <= 0 ? 0 : (over < queued_elsewhere ? over : queued_elsewhere);
 }
 

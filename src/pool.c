@@ -840,6 +840,16 @@ void pool_server_ready(struct server *sv)
 		return;
 	}
 	sv->last_used = now;
+	/* The supervisor asked for servers back (this worker holds more than
+	 * its share, or another worker's clients starve): that comes before
+	 * this worker's own queue, or under steady load it never would. */
+	if (p->give_up > 0) {
+		p->give_up--;
+		if (p->wanted > 0)
+			p->wanted--;
+		server_close_soon(sv, "released to another worker");
+		return;
+	}
 	if (!(W->paused || p->db->paused || p->paused)) {
 		if (p->n_auth_waiting > 0 && authquery_server_ready(sv))
 			return;
@@ -851,13 +861,6 @@ void pool_server_ready(struct server *sv)
 				client_server_linked(c);
 			return;
 		}
-	}
-	if (p->give_up > 0) {
-		p->give_up--;
-		if (p->wanted > 0)
-			p->wanted--;
-		server_close_soon(sv, "released to another worker");
-		return;
 	}
 	if (control_close_if_paused(sv))
 		return;

@@ -60,6 +60,7 @@ static struct {
 	bool takeover;             /* -R: release the old process once all workers run */
 	int n_ready;
 	struct event *ctl_retry;
+	struct event *ledger_tick;       /* re-asks while slot requests queue */
 	int ctl_tries;
 } sup;
 
@@ -107,6 +108,31 @@ static void send_want(int worker, const char *db, const char *user, int n, int o
 	send_to(worker, IPC_POOL_WANT, 0, &w, sizeof(w));
 }
 
+/* While requests queue, the asks are refreshed every 100 ms even without
+ * ledger traffic: a worker that starves under steady load (fewer servers
+ * than workers) is noticed by time, not by an event. One-shot, so an idle
+ * supervisor holds no timer. */
+static void on_ledger_tick(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	ledger_want_changes(sup.ledger, send_want, NULL);
+	if (ledger_queued(sup.ledger) > 0) {
+		struct timeval tv = { 0, 100000 };
+		event_add(sup.ledger_tick, &tv);
+	}
+}
+
+static void arm_ledger_tick(void)
+{
+	struct timeval tv = { 0, 100000 };
+	if (!sup.ledger_tick)
+		sup.ledger_tick = event_new(sup.base, -1, 0, on_ledger_tick, NULL);
+	if (!event_pending(sup.ledger_tick, EV_TIMEOUT, NULL))
+		event_add(sup.ledger_tick, &tv);
+}
+
 /* After slots were freed: grant what now fits, refresh the asks. */
 static void ledger_settle(void)
 {
@@ -151,6 +177,7 @@ static void on_slot_msg(int slot, const struct ipc_hdr *hdr, const void *payload
 	case LEDGER_QUEUED:
 		log_noise("slot request queued: pool=%s/%s worker=%d", r.db, r.user, slot);
 		ledger_want_changes(sup.ledger, send_want, NULL);
+		arm_ledger_tick();
 		break;
 	}
 }
@@ -871,6 +898,8 @@ int supervisor_run(const struct run_options *opt, struct config *cfg)
 	takeover_free();
 	if (sup.ctl_retry)
 		event_free(sup.ctl_retry);
+	if (sup.ledger_tick)
+		event_free(sup.ledger_tick);
 	ledger_free(sup.ledger);
 	struct list *it;
 	while ((it = list_first(&sup.welcomes)) != NULL) {

@@ -386,3 +386,35 @@ def test_skewed_disconnects_stay_balanced(pg15, make_pooler):
     finally:
         for c in clients:
             c.close()
+
+
+def test_fewer_servers_than_workers_under_steady_load(pg15, make_pooler):
+    """default_pool_size 2 with 4 workers, clients on every worker running
+    transactions back to back: a worker holding no server must not wait until
+    query_wait_timeout while the holders stay busy — after the ledger's
+    starvation delay a holder gives one up (servers rotate)."""
+    p = make_pooler(pg15, settings={"workers": WORKERS, "pool_mode": "transaction",
+                                    "default_pool_size": 2, "query_wait_timeout": 5})
+    conns = [connect_on_worker(p, w % WORKERS) for w in range(WORKERS + 2)]
+    done = [0] * len(conns)
+    errors = []
+    stop = threading.Event()
+
+    def run(i):
+        try:
+            while not stop.is_set():
+                conns[i].execute("SELECT pg_sleep(0.005)")
+                done[i] += 1
+        except psycopg.Error as e:
+            errors.append(f"client {i} on worker {worker_of(conns[i])}: {e}")
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(conns))]
+    for t in threads:
+        t.start()
+    time.sleep(8)
+    stop.set()
+    for t in threads:
+        t.join(timeout=15)
+    assert not errors, errors
+    assert all(n > 0 for n in done), done
+    assert pg15.server_connections("testdb", "trust_user") <= 2

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include <stdio.h>
@@ -582,6 +583,34 @@ static void test_want_fair_share(void **state)
 	assert_int_equal(told_over(&ns, 1, "d", "u"), 0);
 }
 
+/* Fewer servers than workers: holders are within their share, so only the
+ * starvation rule moves a server, and only after LEDGER_STARVE_USEC. */
+static void test_want_starving_worker(void **state)
+{
+	struct ledger *l = *state;
+	struct notices ns;
+	struct slot_req p = mkreq("d", "u", 2, 0, 0, 1);
+
+	assert_int_equal(ledger_request(l, 0, 1, &p), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 1, 2, &p), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 2, 3, &p), LEDGER_QUEUED);
+	collect(l, &ns);
+	assert_int_equal(told_over(&ns, 0, "d", "u"), 0);
+	assert_int_equal(told_over(&ns, 1, "d", "u"), 0);
+
+	usleep((useconds_t)(LEDGER_STARVE_USEC + 50000));
+	collect(l, &ns);
+	/* One starving worker: one holder (the first, on a tie) gives one up. */
+	assert_int_equal(told_over(&ns, 0, "d", "u"), 1);
+	assert_int_equal(told_over(&ns, 1, "d", "u"), -1);    /* unchanged: still 0 */
+
+	assert_true(ledger_release(l, 0, "d", "u"));
+	expect_grant(l, 2, 3, "d", "u");
+	collect(l, &ns);
+	assert_int_equal(told_over(&ns, 0, "d", "u"), 0);     /* holds none: asked for nothing */
+	assert_int_equal(told_over(&ns, 1, "d", "u"), 0);     /* nobody waits now */
+}
+
 static void test_want_requester_not_told(void **state)
 {
 	struct ledger *l = *state;
@@ -665,6 +694,7 @@ int main(void)
 		T(test_want_notices),
 		T(test_want_fair_share),
 		T(test_want_requester_not_told),
+		T(test_want_starving_worker),
 		T(test_invalid_worker),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
