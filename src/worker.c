@@ -7,6 +7,7 @@
 #include "ledger.h"
 #include "admin.h"
 #include "auth/crypto.h"
+#include "auth/authpool.h"
 #include "auth/authquery.h"
 #include "auth/hba.h"
 #include "cancel.h"
@@ -478,6 +479,7 @@ static void worker_cleanup(void)
 	control_free();
 	authquery_free_all();
 	pool_free_all();
+	authpool_free();
 	admin_free();
 	listener_free(W->listener);
 	ipc_chan_free(W->sup);
@@ -543,6 +545,10 @@ void worker_main(int id, struct config *cfg, int ipc_fd, const struct listen_set
 	log_debug("worker %d started, pid %d", id, (int)getpid());
 	event_base_dispatch(W->base);
 	log_debug("worker %d exiting", id);
+	if (!authpool_stop()) {
+		log_info("worker %d: authentication threads still busy, exiting without cleanup", id);
+		_exit(0);
+	}
 	worker_cleanup();
 	exit(0);
 }

@@ -42,6 +42,14 @@ bool authpool_submit(struct client *c, struct authpool_job *j) MUSTCHECK;
 /* c is closing: its job, if any, is freed, or dropped unanswered when it
  * comes back from a thread. */
 void authpool_client_closed(struct client *c);
+/* The worker is exiting: threads take no further job. False while one is
+ * still inside a job; libldap and PAM then hold process state that exit()
+ * would free under them, so the caller must leave with _exit() and skip its
+ * cleanup. */
+bool authpool_stop(void) MUSTCHECK;
+/* After authpool_stop() returned true and every client is freed: the
+ * queued and finished jobs and the eventfd. */
+void authpool_free(void);
 /* Jobs queued or running in this worker (SHOW-style diagnostics, tests). */
 int authpool_pending(void);
 void authpool_job_free(struct authpool_job *j);

@@ -24,6 +24,8 @@ static struct {
 	struct authpool_job *queue, **queue_tail;    /* waiting for a thread */
 	struct authpool_job *done;                   /* finished, for the loop */
 	int pending;                                 /* queued + running + done (loop's view) */
+	int running;                                 /* jobs inside a thread right now */
+	bool stopping;                               /* worker exiting: take no more jobs */
 	int efd;
 	struct event *ev;
 } P = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER, .efd = -1 };
@@ -42,17 +44,19 @@ static void *thread_main(void *unused)
 {
 	for (;;) {
 		pthread_mutex_lock(&P.lock);
-		while (!P.queue)
+		while (!P.queue || P.stopping)
 			pthread_cond_wait(&P.cond, &P.lock);
 		struct authpool_job *j = P.queue;
 		P.queue = j->next;
 		if (!P.queue)
 			P.queue_tail = &P.queue;
+		P.running++;
 		pthread_mutex_unlock(&P.lock);
 
 		j->run(j);
 
 		pthread_mutex_lock(&P.lock);
+		P.running--;
 		j->next = P.done;
 		P.done = j;
 		pthread_mutex_unlock(&P.lock);
@@ -163,6 +167,42 @@ void authpool_client_closed(struct client *c)
 		j->client = NULL;      /* a thread may hold it: freed when done */
 	else
 		authpool_job_free(j);
+}
+
+bool authpool_stop(void)
+{
+	if (!P.started)
+		return true;
+	pthread_mutex_lock(&P.lock);
+	P.stopping = true;
+	bool idle = P.running == 0;
+	pthread_mutex_unlock(&P.lock);
+	return idle;
+}
+
+static void free_list(struct authpool_job *j)
+{
+	while (j) {
+		struct authpool_job *next = j->next;
+		authpool_job_free(j);
+		j = next;
+	}
+}
+
+void authpool_free(void)
+{
+	if (!P.started)
+		return;
+	pthread_mutex_lock(&P.lock);
+	free_list(P.queue);
+	free_list(P.done);
+	P.queue = P.done = NULL;
+	P.queue_tail = &P.queue;
+	pthread_mutex_unlock(&P.lock);
+	event_free(P.ev);
+	P.ev = NULL;
+	close(P.efd);
+	P.efd = -1;
 }
 
 int authpool_pending(void)

@@ -243,3 +243,21 @@ def test_ldap_queue_full(pg15, make_pooler, black_hole):
     finally:
         for c in conns:
             c.close()
+
+
+def test_ldap_stop_while_bind_pending(pg15, make_pooler, black_hole):
+    """A worker told to stop while a thread is inside libldap leaves at once
+    without running exit-time cleanup under the thread's feet (libldap's
+    global state is freed by exit handlers)."""
+    p = make_pooler(pg15, settings={"auth_type": "ldap",
+                                    "auth_ldap_options": simple_options(black_hole),
+                                    "workers": 1},
+                    userlist=ldap_userlist())
+    conns = [send_password_login(p, "trust_user", LDAP_PASSWORD) for _ in range(5)]
+    time.sleep(0.3)       # the two threads are now waiting on the black hole
+    started = time.monotonic()
+    p.stop()
+    assert time.monotonic() - started < 5
+    assert "authentication threads still busy, exiting without cleanup" in open(p.logfile).read()
+    for c in conns:
+        c.close()
