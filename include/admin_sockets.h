@@ -1,10 +1,12 @@
-/* pgcrew — console views of one worker's sockets and memory: SHOW SOCKETS,
- * ACTIVE_SOCKETS, FDS and MEM with PgBouncer 1.25's columns. */
+/* pgcrew — console views of one worker's sockets and memory: SHOW CLIENTS,
+ * SERVERS, SOCKETS, ACTIVE_SOCKETS, FDS and MEM with PgBouncer 1.25's columns. */
 #ifndef PGCREW_ADMIN_SOCKETS_H
 #define PGCREW_ADMIN_SOCKETS_H
 
 struct result;
 
+void admin_view_clients(struct result *r);
+void admin_view_servers(struct result *r);
 void admin_view_sockets(struct result *r);
 void admin_view_active_sockets(struct result *r);
 void admin_view_fds(struct result *r);

@@ -273,75 +273,6 @@ void admin_fmt_time(char *buf, size_t len, usec_t mono)
 	strftime(buf, len, "%Y-%m-%d %H:%M:%S %Z", &tm);
 }
 
-/* SHOW CLIENTS/SERVERS replication column. */
-static const char *repl_name(enum replication repl)
-{
-	return repl == REPL_LOGICAL ? "logical" : repl == REPL_PHYSICAL ? "physical" : "no";
-}
-
-static void client_row(struct result *r, const struct client *cl, usec_t now)
-{
-	char ct[64], rt[64], ptr[32], link[32], id[32];
-	admin_fmt_time(ct, sizeof(ct), cl->connect_time);
-	admin_fmt_time(rt, sizeof(rt), cl->request_time ? cl->request_time : cl->connect_time);
-	snprintf(ptr, sizeof(ptr), "%p", (const void *)cl);
-	snprintf(link, sizeof(link), "%p", (const void *)cl->link);
-	snprintf(id, sizeof(id), "%llu", (unsigned long long)cl->id);
-	int wait = cl->state == CLIENT_WAITING ? (int)(now - cl->request_time) : 0;
-	res_row(r, "sssssssissiiissssssqs", "C", cl->user_name, cl->db_name, repl_name(cl->repl),
-		cl->state == CLIENT_WAITING ? "waiting" : cl->state == CLIENT_ACTIVE ? "active" : "login",
-		cl->addr, NULL, cl->port, cl->laddr, NULL, cl->lport, wait / 1000000, wait % 1000000,
-		ct, rt, ptr, cl->link ? link : "", cl->s.tls ? tls_conn_version(cl->s.tls) : "",
-		varcache_get(&cl->vars, varcache_lookup("application_name")) ?: "",
-		(uint64_t)ps_client_count(cl->ps), id);
-}
-
-static void view_clients(struct result *r)
-{
-	usec_t now = util_monotonic();
-	struct list *it;
-	res_begin(r, COLS("type", "user", "database", "replication", "state", "addr", "remote_pid_unused",
-			   "port", "local_addr", "local_port_unused", "local_port", "wait", "wait_us",
-			   "connect_time", "request_time", "ptr", "link", "tls", "application_name",
-			   "prepared_statements", "id"),
-		  TYPES(OID_TEXT, OID_TEXT, OID_TEXT, OID_TEXT, OID_TEXT, OID_TEXT, OID_TEXT, OID_INT4,
-			OID_TEXT, OID_TEXT, OID_INT4, OID_INT4, OID_INT4, OID_TEXT, OID_TEXT, OID_TEXT,
-			OID_TEXT, OID_TEXT, OID_TEXT, OID_INT8, OID_TEXT), 21);
-	list_for_each(it, &W->all_clients) {
-		const struct client *cl = container_of(it, struct client, all_node);
-		if (cl->state != CLIENT_JUSTFREE && cl->state != CLIENT_CANCEL)
-			client_row(r, cl, now);
-	}
-}
-
-static void view_servers(struct result *r)
-{
-	struct list *it;
-	res_begin(r, COLS("type", "user", "database", "replication", "state", "addr", "port",
-			   "local_addr", "local_port", "connect_time", "request_time", "wait", "wait_us",
-			   "close_needed", "ptr", "link", "remote_pid", "tls", "application_name",
-			   "prepared_statements", "id"),
-		  TYPES(OID_TEXT, OID_TEXT, OID_TEXT, OID_TEXT, OID_TEXT, OID_TEXT, OID_INT4, OID_TEXT,
-			OID_INT4, OID_TEXT, OID_TEXT, OID_INT4, OID_INT4, OID_INT4, OID_TEXT, OID_TEXT,
-			OID_INT4, OID_TEXT, OID_TEXT, OID_INT8, OID_TEXT), 21);
-	list_for_each(it, &W->all_servers) {
-		const struct server *sv = container_of(it, struct server, all_node);
-		char ct[64], ptr[32], link[32], id[32];
-		if (sv->state == SERVER_JUSTFREE)
-			continue;
-		admin_fmt_time(ct, sizeof(ct), sv->connect_time);
-		snprintf(ptr, sizeof(ptr), "%p", (const void *)sv);
-		snprintf(link, sizeof(link), "%p", (const void *)sv->link);
-		snprintf(id, sizeof(id), "%llu", (unsigned long long)sv->id);
-		res_row(r, "ssssssisissiiississqs", "S", sv->pool->user->name, sv->pool->db->name, repl_name(sv->repl),
-			server_state_name(sv->state), sv->addr, sv->port, sv->laddr, sv->lport, ct, ct, 0, 0,
-			sv->close_needed ? 1 : 0, ptr, sv->link ? link : "", (int)sv->be_pid,
-			sv->s.tls ? tls_conn_version(sv->s.tls) : "",
-			varcache_get(&sv->vars, varcache_lookup("application_name")) ?: "",
-			(uint64_t)ps_server_count(sv->ps), id);
-	}
-}
-
 static void view_databases(struct result *r)
 {
 	struct list *it;
@@ -638,8 +569,8 @@ static const struct view views[] = {
 	{ "version", view_version, NULL, false },
 	{ "config", view_config, NULL, false },
 	{ "pools", view_pools, "kk+++++++++++MMff", true },
-	{ "clients", view_clients, NULL, true },
-	{ "servers", view_servers, NULL, true },
+	{ "clients", admin_view_clients, NULL, true },
+	{ "servers", admin_view_servers, NULL, true },
 	{ "databases", view_databases, "kfffffffffff+f+MM", true },
 	{ "users", view_users, "kffff+f+", true },
 	{ "lists", view_lists, "kL", true },

@@ -1,5 +1,6 @@
 /* pgcrew — the console's low-level views of one worker: SHOW SOCKETS and
  * ACTIVE_SOCKETS (every client and server socket with its buffer positions),
+ * SHOW CLIENTS and SERVERS (the same columns without the buffer positions),
  * SHOW FDS (the rows PgBouncer lists for an online restart) and SHOW MEM
  * (pgcrew's object caches), with PgBouncer 1.25's columns. With several
  * workers admin.c fans them out and concatenates (MEM: sums) the rows. */
@@ -8,6 +9,7 @@
 #include "client.h"
 #include "config.h"
 #include "objects.h"
+#include "prepared.h"
 #include "server.h"
 #include "stream.h"
 #include "tls.h"
@@ -16,9 +18,11 @@
 #include <stdio.h>
 #include <sys/socket.h>
 
-/* ---- SHOW SOCKETS, SHOW ACTIVE_SOCKETS ---- */
+/* ---- SHOW CLIENTS, SERVERS, SOCKETS, ACTIVE_SOCKETS ---- */
 
-static void socket_header(struct result *r)
+/* PgBouncer's socket columns; SOCKETS and ACTIVE_SOCKETS add the buffer
+ * positions ("debug"). */
+static void socket_header(struct result *r, bool debug)
 {
 	res_begin(r, COLS("type", "user", "database", "replication", "state", "addr", "port",
 			  "local_addr", "local_port", "connect_time", "request_time", "wait", "wait_us",
@@ -27,15 +31,17 @@ static void socket_header(struct result *r)
 			  "recv_pos", "pkt_pos", "pkt_remain", "send_pos", "send_remain", "pkt_avail", "send_avail"),
 		  TYPES(OID_TEXT, OID_TEXT, OID_TEXT, OID_TEXT, OID_TEXT, OID_TEXT, OID_INT4, OID_TEXT,
 			OID_INT4, OID_TEXT, OID_TEXT, OID_INT4, OID_INT4, OID_INT4, OID_TEXT, OID_TEXT,
-			OID_INT4, OID_TEXT, OID_TEXT, OID_INT8, OID_TEXT,
-			OID_INT4, OID_INT4, OID_INT4, OID_INT4, OID_INT4, OID_INT4, OID_INT4), 28);
+			OID_INT4, OID_TEXT, OID_TEXT, OID_INT4, OID_INT8,
+			OID_INT4, OID_INT4, OID_INT4, OID_INT4, OID_INT4, OID_INT4, OID_INT4),
+		  debug ? 28 : 21);
 }
 
 /* What one socket shows, whether it is a client or a server. */
 struct sock_info {
 	char type;                  /* 'C' or 'S' */
 	const char *user, *db, *state, *addr, *laddr, *appname;
-	int port, lport, remote_pid, close_needed;
+	enum replication repl;
+	int port, lport, remote_pid, close_needed, prepared;
 	usec_t connect_time, request_time, wait;
 	const void *ptr, *link;
 	const struct stream *s;
@@ -49,24 +55,31 @@ static bool stream_idle(const struct stream *s)
 	return (!s->buf || s->buf->done == s->buf->recv) && s->out.len == s->out_sent;
 }
 
-static void socket_row(struct result *r, const struct sock_info *k)
+static const char *repl_name(enum replication repl)
 {
-	char ct[64], rt[64], ptr[32], link[32], id[32];
+	return repl == REPL_LOGICAL ? "logical" : repl == REPL_PHYSICAL ? "physical" : "none";
+}
+
+static void socket_row(struct result *r, const struct sock_info *k, bool debug)
+{
+	char ct[64], rt[64], ptr[32], link[32];
 	const struct iobuf *b = k->s->buf;
 	admin_fmt_time(ct, sizeof(ct), k->connect_time);
 	admin_fmt_time(rt, sizeof(rt), k->request_time ? k->request_time : k->connect_time);
 	snprintf(ptr, sizeof(ptr), "%p", k->ptr);
 	snprintf(link, sizeof(link), "%p", k->link);
-	snprintf(id, sizeof(id), "%llu", (unsigned long long)k->id);
-	res_row(r, "ssssssisissiiississqsiiiiiii", k->type == 'C' ? "C" : "S", k->user, k->db, "none",
+	res_row(r, debug ? "ssssssisissiiississiqiiiiiii" : "ssssssisissiiississiq",
+		k->type == 'C' ? "C" : "S", k->user, k->db, repl_name(k->repl),
 		k->state, k->addr, k->port, k->laddr, k->lport, ct, rt, (int)(k->wait / USEC_PER_SEC),
 		(int)(k->wait % USEC_PER_SEC), k->close_needed, ptr, k->link ? link : "", k->remote_pid,
-		k->s->tls ? tls_conn_version(k->s->tls) : "", k->appname ? k->appname : "", (uint64_t)0, id,
+		k->s->tls ? tls_conn_version(k->s->tls) : "", k->appname ? k->appname : "",
+		k->prepared, k->id,
 		b ? (int)b->recv : 0, b ? (int)b->parse : 0, (int)k->s->pkt_remain, b ? (int)b->done : 0,
 		(int)(k->s->out.len - k->s->out_sent), b ? (int)(b->recv - b->parse) : 0,
 		b ? (int)(b->parse - b->done) : 0);
 }
 
+/* States as SHOW SOCKETS names them ("cl_"/"sv_" + the list). */
 static const char *client_sock_state(const struct client *c)
 {
 	switch (c->state) {
@@ -89,72 +102,116 @@ static const char *server_sock_state(const struct server *sv)
 	}
 }
 
-static void client_socket(struct result *r, const struct client *c, usec_t now, bool active_only)
+/* States as SHOW CLIENTS / SERVERS name them: an active client without a
+ * server is "idle", a server logging in is "new", as in PgBouncer. */
+static const char *client_show_state(const struct client *c)
 {
-	const char *state = client_sock_state(c);
-	if (!state || (active_only && stream_idle(&c->s)))
-		return;
+	switch (c->state) {
+	case CLIENT_ACTIVE: return c->link ? "active" : "idle";
+	case CLIENT_WAITING:
+	case CLIENT_WAITING_LOGIN: return "waiting";
+	default: return NULL;
+	}
+}
+
+static const char *server_show_state(const struct server *sv)
+{
+	switch (sv->state) {
+	case SERVER_LOGIN: return "new";
+	case SERVER_IDLE: return "idle";
+	case SERVER_ACTIVE: return "active";
+	case SERVER_TESTED: return "tested";
+	case SERVER_BEING_CANCELED: return "being_canceled";
+	default: return NULL;
+	}
+}
+
+/* How long the client's current request has waited or run. */
+static usec_t client_wait(const struct client *c, usec_t now)
+{
+	if (c->state == CLIENT_WAITING)
+		return c->request_time ? now - c->request_time : 0;
+	return c->query_running ? now - c->query_start : 0;
+}
+
+static void client_socket(struct result *r, const struct client *c, usec_t now, const char *state,
+			  bool debug)
+{
 	struct sock_info k = {
 		.type = 'C', .user = c->user_name[0] ? c->user_name : "(nouser)",
 		.db = c->pool ? c->pool->db->name : "(nodb)", .state = state, .addr = c->addr,
-		.laddr = c->laddr, .port = c->port, .lport = c->lport,
+		.laddr = c->laddr, .port = c->port, .lport = c->lport, .repl = c->repl,
 		.appname = varcache_get(&c->vars, varcache_lookup("application_name")),
 		.connect_time = c->connect_time, .request_time = c->request_time,
-		.wait = c->query_running ? now - c->query_start : 0,
+		.wait = client_wait(c, now), .prepared = (int)ps_client_count(c->ps),
 		.ptr = c, .link = c->link, .s = &c->s, .id = c->id,
 	};
-	socket_row(r, &k);
+	socket_row(r, &k, debug);
 }
 
-static void server_socket(struct result *r, const struct server *sv, usec_t now, bool active_only)
+static void server_socket(struct result *r, const struct server *sv, usec_t now, const char *state,
+			  bool debug)
 {
-	const char *state = server_sock_state(sv);
-	if (!state || (active_only && stream_idle(&sv->s)))
-		return;
 	bool running = sv->link && sv->link->query_running;
 	struct sock_info k = {
 		.type = 'S', .user = sv->pool->user->name, .db = sv->pool->db->name, .state = state,
 		.addr = sv->addr, .laddr = sv->laddr, .port = sv->port, .lport = sv->lport,
+		.repl = sv->repl,
 		.appname = varcache_get(&sv->vars, varcache_lookup("application_name")),
 		.remote_pid = (int)sv->be_pid, .close_needed = sv->close_needed ? 1 : 0,
 		.connect_time = sv->connect_time, .request_time = sv->request_time,
-		.wait = running ? now - sv->query_start : 0,
+		.wait = running ? now - sv->query_start : 0, .prepared = (int)ps_server_count(sv->ps),
 		.ptr = sv, .link = sv->link, .s = &sv->s, .id = sv->id,
 	};
-	socket_row(r, &k);
+	socket_row(r, &k, debug);
 }
 
-static void client_list(struct result *r, const struct list *l, usec_t now, bool active_only)
+/* The rows of one list; debug: SOCKETS names and columns, active_only:
+ * only sockets with buffered bytes (ACTIVE_SOCKETS). */
+struct list_view {
+	usec_t now;
+	bool debug, active_only;
+};
+
+static void client_list(struct result *r, const struct list *l, const struct list_view *v)
 {
 	const struct list *it;
-	list_for_each(it, l)
-		client_socket(r, container_of(it, struct client, node), now, active_only);
+	list_for_each(it, l) {
+		const struct client *c = container_of(it, struct client, node);
+		const char *state = v->debug ? client_sock_state(c) : client_show_state(c);
+		if (state && !(v->active_only && stream_idle(&c->s)))
+			client_socket(r, c, v->now, state, v->debug);
+	}
 }
 
-static void server_list(struct result *r, const struct list *l, usec_t now, bool active_only)
+static void server_list(struct result *r, const struct list *l, const struct list_view *v)
 {
 	const struct list *it;
-	list_for_each(it, l)
-		server_socket(r, container_of(it, struct server, node), now, active_only);
+	list_for_each(it, l) {
+		const struct server *sv = container_of(it, struct server, node);
+		const char *state = v->debug ? server_sock_state(sv) : server_show_state(sv);
+		if (state && !(v->active_only && stream_idle(&sv->s)))
+			server_socket(r, sv, v->now, state, v->debug);
+	}
 }
 
 /* PgBouncer's order: per pool its clients then its servers, then the
  * clients still logging in. */
 static void sockets(struct result *r, bool active_only)
 {
-	usec_t now = util_monotonic();
+	struct list_view v = { .now = util_monotonic(), .debug = true, .active_only = active_only };
 	struct list *it;
-	socket_header(r);
+	socket_header(r, true);
 	list_for_each(it, &W->pools) {
 		const struct pool *p = container_of(it, struct pool, node);
-		client_list(r, &p->active_clients, now, active_only);
-		client_list(r, &p->waiting_clients, now, active_only);
-		server_list(r, &p->active_servers, now, active_only);
-		server_list(r, &p->idle_servers, now, active_only);
-		server_list(r, &p->tested_servers, now, active_only);
-		server_list(r, &p->login_servers, now, active_only);
+		client_list(r, &p->active_clients, &v);
+		client_list(r, &p->waiting_clients, &v);
+		server_list(r, &p->active_servers, &v);
+		server_list(r, &p->idle_servers, &v);
+		server_list(r, &p->tested_servers, &v);
+		server_list(r, &p->login_servers, &v);
 	}
-	client_list(r, &W->login_clients, now, active_only);
+	client_list(r, &W->login_clients, &v);
 }
 
 void admin_view_sockets(struct result *r)
@@ -165,6 +222,35 @@ void admin_view_sockets(struct result *r)
 void admin_view_active_sockets(struct result *r)
 {
 	sockets(r, true);
+}
+
+/* SHOW CLIENTS: per pool, the active (and idle) clients, then the waiting
+ * ones; clients still logging in belong to no pool and are not listed. */
+void admin_view_clients(struct result *r)
+{
+	struct list_view v = { .now = util_monotonic() };
+	struct list *it;
+	socket_header(r, false);
+	list_for_each(it, &W->pools) {
+		const struct pool *p = container_of(it, struct pool, node);
+		client_list(r, &p->active_clients, &v);
+		client_list(r, &p->waiting_clients, &v);
+	}
+}
+
+void admin_view_servers(struct result *r)
+{
+	struct list_view v = { .now = util_monotonic() };
+	struct list *it;
+	socket_header(r, false);
+	list_for_each(it, &W->pools) {
+		const struct pool *p = container_of(it, struct pool, node);
+		server_list(r, &p->active_servers, &v);
+		server_list(r, &p->idle_servers, &v);
+		server_list(r, &p->tested_servers, &v);
+		server_list(r, &p->login_servers, &v);
+		server_list(r, &p->canceled_servers, &v);
+	}
 }
 
 /* ---- SHOW FDS ---- */

@@ -318,3 +318,43 @@ def test_pause_with_min_pool_size_completes(pg15, make_pooler):
             a.execute("DISABLE testdb")
             assert c.execute("SELECT 2").fetchone() == (2,)
             a.execute("ENABLE testdb")
+
+
+SOCKET_COLUMNS = ["type", "user", "database", "replication", "state", "addr", "port",
+                  "local_addr", "local_port", "connect_time", "request_time", "wait",
+                  "wait_us", "close_needed", "ptr", "link", "remote_pid", "tls",
+                  "application_name", "prepared_statements", "id"]
+
+
+def test_show_clients_and_servers_have_pgbouncer_columns(pg15, make_pooler):
+    """PgBouncer 1.25's socket columns for both views; a client without a
+    server is "idle", one inside a transaction "active" with its server as
+    link, and the server shows the client as its link and the backend pid."""
+    p = pooler(pg15, make_pooler, default_pool_size=2)
+    idle, busy = client(p, application_name="idle-one"), client(p, application_name="busy-one")
+    try:
+        busy.execute("BEGIN")
+        backend = busy.execute("SELECT pg_backend_pid()").fetchone()[0]
+        with admin(p) as a:
+            for view in ("CLIENTS", "SERVERS"):
+                cols, _ = columns(a, f"SHOW {view}")
+                assert [c[0] for c in cols] == SOCKET_COLUMNS, view
+            cur = a.execute("SHOW CLIENTS")
+            names = [d.name for d in cur.description]
+            rows = [dict(zip(names, r)) for r in cur.fetchall() if r[2] == "testdb"]
+            by_app = {r["application_name"]: r for r in rows}
+            assert by_app["idle-one"]["state"] == "idle" and by_app["idle-one"]["link"] == ""
+            assert by_app["busy-one"]["state"] == "active" and by_app["busy-one"]["link"]
+            assert all(r["type"] == "C" and r["replication"] == "none" for r in rows)
+            cur = a.execute("SHOW SERVERS")
+            names = [d.name for d in cur.description]
+            servers = [dict(zip(names, r)) for r in cur.fetchall() if r[2] == "testdb"]
+            linked = [s for s in servers if s["link"]]
+            assert len(linked) == 1
+            assert linked[0]["state"] == "active" and linked[0]["remote_pid"] == backend
+            assert linked[0]["link"] == by_app["busy-one"]["ptr"]
+            assert by_app["busy-one"]["link"] == linked[0]["ptr"]
+        busy.execute("COMMIT")
+    finally:
+        idle.close()
+        busy.close()

@@ -17,7 +17,7 @@ SOCKET_COLS = [
     ("addr", TEXT), ("port", INT4), ("local_addr", TEXT), ("local_port", INT4),
     ("connect_time", TEXT), ("request_time", TEXT), ("wait", INT4), ("wait_us", INT4),
     ("close_needed", INT4), ("ptr", TEXT), ("link", TEXT), ("remote_pid", INT4), ("tls", TEXT),
-    ("application_name", TEXT), ("prepared_statements", INT8), ("id", TEXT),
+    ("application_name", TEXT), ("prepared_statements", INT4), ("id", INT8),
     ("recv_pos", INT4), ("pkt_pos", INT4), ("pkt_remain", INT4), ("send_pos", INT4),
     ("send_remain", INT4), ("pkt_avail", INT4), ("send_avail", INT4),
 ]
