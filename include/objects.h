@@ -45,7 +45,6 @@ enum server_internal {
 	SI_RESET,               /* server_reset_query, then idle */
 	SI_CHECK,               /* server_check_query, then give to the waiter */
 	SI_SETVARS,             /* SET for the linked client, then resume it */
-	SI_DRAIN,               /* client left mid-query: swallow until 'Z' */
 	SI_AUTH_QUERY,          /* auth_query for logins (auth/authquery.c) */
 };
 

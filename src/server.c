@@ -823,12 +823,6 @@ static void internal_done(struct server *sv, char status)
 		if (sv->link)
 			client_server_linked(sv->link);
 		break;
-	case SI_DRAIN:
-		if (W->cfg->server_reset_query[0] && pool_mode_of(sv->pool) == POOL_SESSION)
-			server_run_internal(sv, SI_RESET, W->cfg->server_reset_query);
-		else
-			pool_server_ready(sv);
-		break;
 	default:
 		pool_server_ready(sv);
 	}
@@ -847,7 +841,7 @@ static enum stream_action internal_pkt(struct server *sv, const struct pkt_hdr *
 		handle_param(sv, body, blen);
 	} else if (h->type == 'E') {
 		struct pg_error e;
-		if (pkt_parse_error(body, blen, &e) && sv->internal != SI_DRAIN)
+		if (pkt_parse_error(body, blen, &e))
 			log_server(sv, LG_WARNING, "pooler query failed: %s", e.message);
 	} else {
 		if (h->len < 6)
