@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 
 #define NAME_MAX_LEN 64         /* NAMEDATALEN */
+#define CLIENT_ADDR_LEN 48      /* a numeric IPv6 address (INET6_ADDRSTRLEN) */
 #define SECRET_MAX_LEN 256
 
 enum client_state {
@@ -136,21 +137,25 @@ struct pool {
  * gets a server connection of its own, opened with the same parameter. */
 enum replication { REPL_NONE, REPL_LOGICAL, REPL_PHYSICAL };
 
+/* Fields are ordered to pack without holes: thousands of idle clients each
+ * cost sizeof(struct client) (bench/idle). */
 struct client {
 	struct list node;                 /* the list of its state */
 	struct list all_node;             /* worker.all_clients */
 	enum client_state state;
+	enum replication repl;            /* replication= of its startup packet */
 	uint64_t id;
 	struct stream s;
 	struct pool *pool;
 	struct server *link;
 	struct database *db;
 	struct puser *login_user;         /* the user the client authenticated as */
-	char user_name[NAME_MAX_LEN];
-	char db_name[NAME_MAX_LEN];
-	char addr[64]; int port;          /* peer */
-	char laddr[64]; int lport;        /* local */
-	bool is_unix;
+	struct server *repl_server;       /* its own server (replication), linked or logging in */
+	const char *user_name;            /* as the client sent them, pooled (strpool.h); "" */
+	const char *db_name;              /* until the startup packet (client_set_names) */
+	char addr[CLIENT_ADDR_LEN];       /* peer */
+	char laddr[CLIENT_ADDR_LEN];      /* local */
+	int port, lport;
 	struct varcache vars;             /* what this client expects */
 	uint32_t cancel_pid, cancel_key;  /* what we told the client */
 	struct client *cancel_next;       /* cancel hash chain */
@@ -158,13 +163,19 @@ struct client {
 	int auth_step;                    /* enum in client.c */
 	uint8_t md5_salt[4];
 	struct scram_server *scram;       /* heap during login only */
-	bool passthrough_ok;              /* client proof gave us the ClientKey */
 	struct authq_job *authq;          /* waiting for an auth_query answer */
 	struct authpool_job *auth_job;    /* LDAP/PAM check being prepared or running */
 	/* timing */
 	usec_t connect_time, request_time, query_start, xact_start, last_activity;
 	usec_t wait_notified;
 	usec_t phase_start, tls_usec;     /* connection-setup histograms (hist.h) */
+	const char *close_reason;
+	uint64_t counted_in, counted_out;  /* stream bytes already added to pool stats */
+	struct admin_fanout *fanout;      /* console command waiting for every worker */
+	struct admin_ext *admin_ext;      /* console extended-protocol state */
+	struct ps_client *ps;             /* its prepared statement names, or NULL */
+	bool is_unix;
+	bool passthrough_ok;              /* client proof gave us the ClientKey */
 	bool in_xact;                     /* last ReadyForQuery said T/E */
 	bool xact_start_set;              /* xact_start belongs to the current transaction */
 	bool query_running;               /* request sent, ReadyForQuery not yet seen */
@@ -173,13 +184,6 @@ struct client {
 	bool local_admin;                 /* "pgbouncer" over the Unix socket, our UID: no password */
 	bool counted_db, counted_user;    /* holds a client slot of db/user */
 	bool counted_conn;                /* holds an instance-wide max_client_conn slot */
-	const char *close_reason;
-	uint64_t counted_in, counted_out;  /* stream bytes already added to pool stats */
-	struct admin_fanout *fanout;      /* console command waiting for every worker */
-	struct admin_ext *admin_ext;      /* console extended-protocol state */
-	struct ps_client *ps;             /* its prepared statement names, or NULL */
-	enum replication repl;            /* replication= of its startup packet */
-	struct server *repl_server;       /* its own server (replication), linked or logging in */
 };
 
 struct server {

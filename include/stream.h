@@ -80,7 +80,8 @@ struct iobuf {
 
 struct stream {
 	int fd;
-	struct event ev_read, ev_write;
+	struct event ev_read;
+	struct event *ev_write;    /* made on first need (write_ev() in stream.c) */
 	const struct stream_ops *ops;
 	struct tls_conn *tls;
 	struct iobuf *buf;         /* NULL while idle: idle connections own no buffer */

@@ -61,6 +61,7 @@ usec_t util_realtime(void);
 
 void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t sz);
+void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
 size_t strlcpy_(char *dst, const char *src, size_t size);
 

@@ -17,7 +17,7 @@ struct pktbuf;
 				     2 * VAR_NAME_MAX + 2 * VAR_VALUE_MAX) + 1)
 
 struct varcache {
-	char *val[VAR_MAX];     /* NULL = not set; owned (strdup) */
+	uint32_t val[VAR_MAX];      /* strpool.h ids, one reference each; 0 = not set */
 };
 
 /* Install the tracked names: the fixed ones plus a comma list of extras. */

@@ -25,6 +25,7 @@
 #include "psrelay.h"
 #include "server.h"
 #include "shm.h"
+#include "strpool.h"
 #include "tls.h"
 #include "worker.h"
 
@@ -217,10 +218,29 @@ void client_close(struct client *c, bool send_err, const char *reason)
 	client_close_sqlstate(c, send_err ? "08P01" : NULL, reason);
 }
 
+/* The names the client asked for, cut to NAMEDATALEN - 1 bytes as
+ * PostgreSQL does; pooled, since thousands of clients share a few. */
+static const char *pooled_name(const char *old, const char *name)
+{
+	char buf[NAME_MAX_LEN];
+	strlcpy_(buf, name ? name : "", sizeof(buf));
+	const char *p = buf[0] ? strpool_get(buf) : "";
+	if (old[0])
+		strpool_put(old);
+	return p;
+}
+
+static void client_set_names(struct client *c, const char *user, const char *db)
+{
+	c->user_name = pooled_name(c->user_name, user);
+	c->db_name = pooled_name(c->db_name, db);
+}
+
 void client_free(struct client *c)
 {
 	list_del(&c->node);
 	list_del(&c->all_node);
+	client_set_names(c, NULL, NULL);
 	varcache_clear(&c->vars);
 	admin_fanout_free(c);
 	admin_ext_free(c);
@@ -258,6 +278,7 @@ void client_accept(int fd, bool is_unix)
 	socklen_t len = sizeof(ss);
 
 	c->id = shm_next_id();
+	c->user_name = c->db_name = "";
 	c->connect_time = c->last_activity = util_monotonic();
 	c->is_unix = is_unix;
 	varcache_init(&c->vars);
@@ -822,8 +843,7 @@ static void handle_startup(struct client *c, const struct startup_msg *m)
 {
 	char msg[256];
 
-	strlcpy_(c->user_name, m->user, sizeof(c->user_name));
-	strlcpy_(c->db_name, m->database, sizeof(c->db_name));
+	client_set_names(c, m->user, m->database);
 	if (m->replication && !parse_replication(m->replication, &c->repl)) {
 		snprintf(msg, sizeof(msg), "invalid value for parameter \"replication\": \"%.100s\"",
 			 m->replication);
@@ -992,8 +1012,7 @@ static enum stream_action startup_pkt(struct client *c, const struct pkt_hdr *h,
 		cancel_handle_request(c, m.cancel_pid, m.cancel_key);
 		return SA_STOP;
 	case STARTUP_V3:
-		strlcpy_(c->user_name, m.user, sizeof(c->user_name));
-		strlcpy_(c->db_name, m.database, sizeof(c->db_name));
+		client_set_names(c, m.user, m.database);
 		if (c->close_reason) {
 			client_close(c, true, c->close_reason);
 			return SA_STOP;

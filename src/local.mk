@@ -2,7 +2,7 @@
 libpgcrew_a_SOURCES += \
 	src/log.c src/util.c src/ipc.c src/supervisor.c src/worker.c \
 	src/listen.c src/stream.c src/client.c src/server.c src/pool.c \
-	src/varcache.c src/cancel.c src/janitor.c src/stats.c src/admin.c \
+	src/varcache.c src/strpool.c src/cancel.c src/janitor.c src/stats.c src/admin.c \
 	src/shm.c src/ledger.c src/rowmerge.c src/takeover.c src/peer.c src/control.c \
 	src/admin_ext.c src/admin_sockets.c src/sdnotify.c src/hist.c src/metrics.c \
 	src/prepared.c src/psrelay.c
@@ -36,5 +36,5 @@ noinst_HEADERS += \
 	include/takeover.h \
 	include/types.h \
 	include/util.h \
-	include/varcache.h \
+	include/varcache.h include/strpool.h \
 	include/worker.h

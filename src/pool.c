@@ -580,7 +580,7 @@ void pool_welcome_param(struct pool *p, const char *k, const char *v)
 			return;
 		}
 	}
-	p->welcome_other = realloc(p->welcome_other, sizeof(char *) * (size_t)(2 * p->n_welcome_other + 2));
+	p->welcome_other = xrealloc(p->welcome_other, sizeof(char *) * (size_t)(2 * p->n_welcome_other + 2));
 	if (!p->welcome_other)
 		fatal("out of memory");
 	p->welcome_other[2 * p->n_welcome_other] = xstrdup(k);

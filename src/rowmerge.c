@@ -96,7 +96,7 @@ static void merge_row(struct rowset *rs, char **row)
 	}
 	if (rs->nrows == rs->cap) {
 		rs->cap = rs->cap ? 2 * rs->cap : 16;
-		rs->rows = realloc(rs->rows, sizeof(*rs->rows) * (size_t)rs->cap);
+		rs->rows = xrealloc(rs->rows, sizeof(*rs->rows) * (size_t)rs->cap);
 		if (!rs->rows)
 			fatal("out of memory");
 	}

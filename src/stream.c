@@ -144,6 +144,28 @@ void stream_set_tls(struct stream *s, struct tls_conn *tls)
 /* ---- event plumbing ---- */
 
 static void fire(struct stream *s, enum stream_event ev);
+static void on_write(evutil_socket_t fd, short what, void *arg);
+
+/* The write event exists only once a socket has had to wait to be
+ * writable (or is connecting): most connections never do, and an idle one
+ * is then 128 bytes smaller. */
+static struct event *write_ev(struct stream *s)
+{
+	if (!s->ev_write) {
+		s->ev_write = event_new(stream_base, s->fd, EV_WRITE, on_write, s);
+		if (!s->ev_write)
+			fatal("stream: out of memory for an event");
+	}
+	return s->ev_write;
+}
+
+static void drop_write_ev(struct stream *s)
+{
+	if (s->ev_write) {
+		event_free(s->ev_write);
+		s->ev_write = NULL;
+	}
+}
 
 /* One handshake step; re-arms the event the handshake waits for. */
 static void handshake_step(struct stream *s)
@@ -151,14 +173,15 @@ static void handshake_step(struct stream *s)
 	switch (tls_handshake(s->tls)) {
 	case TLS_OK:
 		s->handshaking = false;
-		event_del(&s->ev_write);
+		if (s->ev_write)
+			event_del(s->ev_write);
 		fire(s, SE_TLS_READY);
 		return;
 	case TLS_WANT_READ:
 		stream_start_reading(s);
 		return;
 	case TLS_WANT_WRITE:
-		event_add(&s->ev_write, NULL);
+		event_add(write_ev(s), NULL);
 		return;
 	default:
 		s->errmsg = tls_conn_error(s->tls);
@@ -174,7 +197,6 @@ void stream_start_tls(struct stream *s, struct tls_conn *tls)
 }
 
 static void on_read(evutil_socket_t fd, short what, void *arg);
-static void on_write(evutil_socket_t fd, short what, void *arg);
 
 static void fire(struct stream *s, enum stream_event ev)
 {
@@ -191,10 +213,8 @@ void stream_init(struct stream *s, int fd, void *owner, stream_pkt_fn on_pkt, st
 	s->on_event = on_event;
 	s->ops = &plain_ops;
 	s->max_pkt = 0x7fffffff;
-	if (fd >= 0) {
+	if (fd >= 0)
 		event_assign(&s->ev_read, stream_base, fd, EV_READ | EV_PERSIST, on_read, s);
-		event_assign(&s->ev_write, stream_base, fd, EV_WRITE, on_write, s);
-	}
 }
 
 int stream_connect(struct stream *s, const struct sockaddr *sa, socklen_t salen)
@@ -211,8 +231,8 @@ int stream_connect(struct stream *s, const struct sockaddr *sa, socklen_t salen)
 	s->fd = fd;
 	s->connecting = true;
 	event_assign(&s->ev_read, stream_base, fd, EV_READ | EV_PERSIST, on_read, s);
-	event_assign(&s->ev_write, stream_base, fd, EV_WRITE, on_write, s);
-	event_add(&s->ev_write, NULL);
+	drop_write_ev(s);          /* one made for an earlier socket */
+	event_add(write_ev(s), NULL);
 	return 0;
 }
 
@@ -271,7 +291,7 @@ static bool flush_out_upto(struct stream *s, uint32_t limit)
 			continue;
 		}
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-			event_add(&s->ev_write, NULL);
+			event_add(write_ev(s), NULL);
 			return false;
 		}
 		if (!s->errmsg)
@@ -317,11 +337,11 @@ static void release_hold(struct stream *dst)
 	if (dst->closed)
 		return;
 	if (dst->out.len > dst->out_sent && !flush_out(dst))
-		event_add(&dst->ev_write, NULL);
+		event_add(write_ev(dst), NULL);
 	else if (dst->paused)
 		/* Its owner may wait for a clean socket (SE_FLUSHED) to go on;
 		 * tell it from the loop, not from inside another stream. */
-		event_active(&dst->ev_write, EV_WRITE, 0);
+		event_active(write_ev(dst), EV_WRITE, 0);
 }
 
 bool stream_write_raw(struct stream *s, const void *data, size_t len)
@@ -348,7 +368,7 @@ bool stream_write_raw(struct stream *s, const void *data, size_t len)
 	if (pktbuf_failed(&s->out))
 		return false;
 	if (!s->connecting)
-		event_add(&s->ev_write, NULL);
+		event_add(write_ev(s), NULL);
 	return true;
 }
 
@@ -429,7 +449,7 @@ blocked:
 	dst->blocked_src = src;
 	src->wait_peer = true;
 	stream_stop_reading(src);
-	event_add(&dst->ev_write, NULL);
+	event_add(write_ev(dst), NULL);
 	return false;
 }
 
@@ -652,7 +672,7 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
 	if (n < 0) {
 		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
 			if (s->want_write_for_read)
-				event_add(&s->ev_write, NULL);
+				event_add(write_ev(s), NULL);
 			release_if_empty(s);
 			return;
 		}
@@ -807,7 +827,7 @@ static void hand_over_forward(struct stream *s)
 		dst->out_mark = 0;
 	}
 	if (!dst->connecting)
-		event_add(&dst->ev_write, NULL);
+		event_add(write_ev(dst), NULL);
 }
 
 int stream_take_fd(struct stream *s)
@@ -816,7 +836,7 @@ int stream_take_fd(struct stream *s)
 	if (fd < 0 || s->closed)
 		return -1;
 	event_del(&s->ev_read);
-	event_del(&s->ev_write);
+	drop_write_ev(s);
 	s->reading = false;
 	s->fd = -1;
 	return fd;
@@ -827,10 +847,9 @@ void stream_close(struct stream *s)
 	if (s->closed)
 		return;
 	s->closed = true;
-	if (s->fd >= 0) {
+	if (s->fd >= 0)
 		event_del(&s->ev_read);
-		event_del(&s->ev_write);
-	}
+	drop_write_ev(s);
 	if (s->blocked_src)
 		stream_forget_peer(s->blocked_src, s);
 	if (s->hold_src)

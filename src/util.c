@@ -36,6 +36,14 @@ void *xmalloc(size_t n)
 	return p;
 }
 
+void *xrealloc(void *p, size_t n)
+{
+	void *q = realloc(p, n ? n : 1);
+	if (!q)
+		fatal("out of memory (%zu bytes)", n);
+	return q;
+}
+
 void *xcalloc(size_t n, size_t sz)
 {
 	void *p = calloc(n ? n : 1, sz ? sz : 1);

@@ -1,7 +1,9 @@
 /* pgcrew — parameter tracking. Names are interned in one table so a cache is
- * an array indexed by parameter, compared without string lookups. */
+ * an array indexed by parameter, compared without string lookups; values
+ * are pooled strings (strpool.h), shared by every connection that has them. */
 #include "varcache.h"
 #include "proto/build.h"
+#include "strpool.h"
 #include "util.h"
 
 #include <stdio.h>
@@ -52,23 +54,27 @@ void varcache_init(struct varcache *vc)
 void varcache_clear(struct varcache *vc)
 {
 	for (int i = 0; i < VAR_MAX; i++) {
-		free(vc->val[i]);
-		vc->val[i] = NULL;
+		strpool_release(vc->val[i]);
+		vc->val[i] = 0;
 	}
 }
 
 static void set_index(struct varcache *vc, int i, const char *value)
 {
-	if (vc->val[i] && value && strcmp(vc->val[i], value) == 0)
-		return;
-	free(vc->val[i]);
-	vc->val[i] = value ? xstrdup(value) : NULL;
+	uint32_t id = value ? strpool_intern(value) : 0;
+	strpool_release(vc->val[i]);
+	vc->val[i] = id;
 }
 
 void varcache_copy(struct varcache *dst, const struct varcache *src)
 {
-	for (int i = 0; i < VAR_MAX; i++)
-		set_index(dst, i, src->val[i]);
+	for (int i = 0; i < VAR_MAX; i++) {
+		if (dst->val[i] == src->val[i])
+			continue;
+		strpool_retain(src->val[i]);
+		strpool_release(dst->val[i]);
+		dst->val[i] = src->val[i];
+	}
 }
 
 bool varcache_set(struct varcache *vc, const char *name, const char *value)
@@ -84,7 +90,7 @@ bool varcache_set(struct varcache *vc, const char *name, const char *value)
 
 const char *varcache_get(const struct varcache *vc, int i)
 {
-	return i >= 0 && i < VAR_MAX ? vc->val[i] : NULL;
+	return i >= 0 && i < VAR_MAX ? strpool_str(vc->val[i]) : NULL;
 }
 
 /* Copy v into d as the body of a string literal (quotes doubled; backslashes
@@ -147,10 +153,10 @@ bool varcache_diff_query(const struct varcache *want, const struct varcache *hav
 		return false;
 	buf[0] = 0;
 	for (int i = 0; i < n_names; i++) {
-		const char *w = want->val[i], *h = have->val[i];
-		if (!w || (h && strcmp(w, h) == 0))
+		/* Equal values are equal ids (one pool per process). */
+		if (!want->val[i] || want->val[i] == have->val[i])
 			continue;
-		if (!put_set(buf, len, &n, i, w)) {
+		if (!put_set(buf, len, &n, i, strpool_str(want->val[i]))) {
 			buf[0] = 0;
 			return false;
 		}
@@ -161,8 +167,8 @@ bool varcache_diff_query(const struct varcache *want, const struct varcache *hav
 void varcache_write_status(struct pktbuf *pb, const struct varcache *base, const struct varcache *over)
 {
 	for (int i = 0; i < n_names; i++) {
-		const char *v = over && over->val[i] ? over->val[i] : base->val[i];
+		uint32_t v = over && over->val[i] ? over->val[i] : base->val[i];
 		if (v)
-			pkt_write_parameter_status(pb, names[i], v);
+			pkt_write_parameter_status(pb, names[i], strpool_str(v));
 	}
 }

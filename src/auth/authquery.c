@@ -259,7 +259,7 @@ static void add_waiter(struct authq_job *j, struct client *c)
 {
 	if (j->n_waiters == j->cap) {
 		j->cap = j->cap ? 2 * j->cap : 4;
-		j->waiters = realloc(j->waiters, sizeof(*j->waiters) * (size_t)j->cap);
+		j->waiters = xrealloc(j->waiters, sizeof(*j->waiters) * (size_t)j->cap);
 		if (!j->waiters)
 			fatal("out of memory");
 	}

@@ -1,4 +1,4 @@
-# unit tests: core relay modules (stream transport, varcache, ipc, slot
+# unit tests: core relay modules (stream transport, varcache, strpool, ipc, slot
 # ledger, shared memory, SHOW row merging, console parsers, admin_ext,
 # latency histograms, prepared statements).
 check_PROGRAMS += test/unit/test_stream
@@ -12,6 +12,12 @@ TESTS += test/unit/test_varcache
 test_unit_test_varcache_SOURCES = test/unit/test_varcache.c
 test_unit_test_varcache_CFLAGS = $(UNIT_CFLAGS)
 test_unit_test_varcache_LDADD = $(UNIT_LDADD)
+
+check_PROGRAMS += test/unit/test_strpool
+TESTS += test/unit/test_strpool
+test_unit_test_strpool_SOURCES = test/unit/test_strpool.c
+test_unit_test_strpool_CFLAGS = $(UNIT_CFLAGS)
+test_unit_test_strpool_LDADD = $(UNIT_LDADD)
 
 check_PROGRAMS += test/unit/test_ipc
 TESTS += test/unit/test_ipc
