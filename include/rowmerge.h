@@ -16,6 +16,8 @@ struct pktbuf;
  *   +  sum (integers)
  *   M  maximum (integers)
  *   f  the first worker's value
+ *   W w  a (seconds, microseconds) pair: the larger pair, both columns from
+ *      the same worker
  *   L  SHOW LISTS' items: the maximum for lists every worker holds a copy
  *      of (databases, users, pools, ...), the sum for the others
  * A NULL rule concatenates rows without merging.

@@ -568,7 +568,7 @@ struct view {
 static const struct view views[] = {
 	{ "version", view_version, NULL, false },
 	{ "config", view_config, NULL, false },
-	{ "pools", view_pools, "kk+++++++++++MMff", true },
+	{ "pools", view_pools, "kk+++++++++++Wwff", true },
 	{ "clients", admin_view_clients, NULL, true },
 	{ "servers", admin_view_servers, NULL, true },
 	{ "databases", view_databases, "kfffffffffff+f+MM", true },

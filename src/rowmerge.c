@@ -65,7 +65,7 @@ static bool is_copied_list(const char *name)
 
 static void combine(char **into, char *from, char op, const char *row_key)
 {
-	if (op == 'k' || op == 'f' || !from)
+	if (op == 'k' || op == 'f' || op == 'W' || op == 'w' || !from)
 		return;
 	if (!*into) {
 		*into = xstrdup(from);
@@ -81,6 +81,25 @@ static void combine(char **into, char *from, char op, const char *row_key)
 	*into = xstrdup(num);
 }
 
+static long long num_of(const char *v)
+{
+	return v ? strtoll(v, NULL, 10) : -1;
+}
+
+/* A (seconds, microseconds) pair, as SHOW POOLS' maxwait and maxwait_us:
+ * the larger pair wins whole, so two workers' halves never mix. */
+static void combine_pair(char **have, char **from)
+{
+	long long hs = num_of(have[0]), fs = num_of(from[0]);
+	if (fs < hs || (fs == hs && num_of(from[1]) <= num_of(have[1])))
+		return;
+	for (int k = 0; k < 2; k++) {
+		char *t = have[k];
+		have[k] = from[k];
+		from[k] = t;
+	}
+}
+
 static void merge_row(struct rowset *rs, char **row)
 {
 	if (rs->rule) {
@@ -88,8 +107,12 @@ static void merge_row(struct rowset *rs, char **row)
 			char **have = rs->rows[i];
 			if (!same_key(rs, have, row))
 				continue;
-			for (int j = 0; j < rs->ncols; j++)
-				combine(&have[j], row[j], rule_of(rs, j), have[0]);
+			for (int j = 0; j < rs->ncols; j++) {
+				if (rule_of(rs, j) == 'W' && j + 1 < rs->ncols && rule_of(rs, j + 1) == 'w')
+					combine_pair(&have[j], &row[j]);
+				else
+					combine(&have[j], row[j], rule_of(rs, j), have[0]);
+			}
 			free_row(row, rs->ncols);
 			return;
 		}
@@ -97,8 +120,6 @@ static void merge_row(struct rowset *rs, char **row)
 	if (rs->nrows == rs->cap) {
 		rs->cap = rs->cap ? 2 * rs->cap : 16;
 		rs->rows = xrealloc(rs->rows, sizeof(*rs->rows) * (size_t)rs->cap);
-		if (!rs->rows)
-			fatal("out of memory");
 	}
 	rs->rows[rs->nrows++] = row;
 }

@@ -228,6 +228,31 @@ static void test_keyed_sum_and_max(void **state)
 	pktbuf_free(&w3);
 }
 
+/* SHOW POOLS' maxwait/maxwait_us: the larger (seconds, microseconds) pair
+ * wins whole; taking each column's maximum would mix two workers. */
+static void test_wait_pair(void **state)
+{
+	struct rowset rs;
+	struct pktbuf pb;
+	(void)state;
+
+	rowset_init(&rs, "kWw+");
+	pktbuf_init(&pb, 64);
+	ROW(&pb, "p", "1", "900000", "1");
+	ROW(&pb, "p", "2", "100", "1");
+	ROW(&pb, "p", "0", "999999", "1");
+	ROW(&pb, "q", "3", "5", "1");
+	ROW(&pb, "q", "3", "7", "1");
+	ROW(&pb, "q", "3", "6", "1");
+	assert_true(add_pb(&rs, &pb));
+	assert_int_equal(rs.nrows, 2);
+	EXPECT_ROW(&rs, 0, "p", "2", "100", "3");
+	EXPECT_ROW(&rs, 1, "q", "3", "7", "3");
+
+	rowset_free(&rs);
+	pktbuf_free(&pb);
+}
+
 /* Both key columns count: equal first key, different second key stay apart;
  * sums beyond 32 bits and negative maxima. */
 static void test_keyed_wide_values(void **state)
@@ -634,6 +659,7 @@ int main(void)
 		cmocka_unit_test(test_truncated_message),
 		cmocka_unit_test(test_bad_lengths),
 		cmocka_unit_test(test_column_count_changes),
+		cmocka_unit_test(test_wait_pair),
 		cmocka_unit_test(test_write_parses_back),
 		cmocka_unit_test(test_write_merged),
 		cmocka_unit_test(test_many_rows),
