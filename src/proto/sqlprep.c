@@ -93,15 +93,17 @@ static bool is_kw(const struct lex *l, size_t start, size_t len, const char *kw)
 	return len == strlen(kw) && strncasecmp(l->s + start, kw, len) == 0;
 }
 
-/* Cut to SQLPREP_NAME_MAX bytes without splitting a UTF-8 character. */
+/* Cut to SQLPREP_NAME_MAX bytes without splitting a UTF-8 character (a
+ * character is at most 4 bytes: in text that is not UTF-8, which the
+ * server refuses anyway, cut at the limit). */
 static size_t clip_name(const char *name, size_t len)
 {
 	if (len <= SQLPREP_NAME_MAX)
 		return len;
-	len = SQLPREP_NAME_MAX;
-	while (len > 0 && ((unsigned char)name[len] & 0xC0) == 0x80)
-		len--;
-	return len;
+	for (len = SQLPREP_NAME_MAX; len > SQLPREP_NAME_MAX - 3; len--)
+		if (((unsigned char)name[len] & 0xC0) != 0x80)
+			return len;
+	return ((unsigned char)name[len] & 0xC0) != 0x80 ? len : SQLPREP_NAME_MAX;
 }
 
 static void put_name_byte(struct sqlprep *out, size_t *k, char c)

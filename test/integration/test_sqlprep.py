@@ -7,6 +7,7 @@ psql and psycopg; four workers, PostgreSQL 15 and 18."""
 import os
 import struct
 import subprocess
+import threading
 
 import psycopg
 import pytest
@@ -171,7 +172,10 @@ def test_inside_transaction(pg, make_pooler, raw):
         msgs = q(c, sql)
         assert error(msgs)["C"] == "25P02" and status(msgs) == "E", (sql, msgs)
     assert status(ok(q(c, "ROLLBACK"))) == "I"
-    # Prepared statements are not transactional: t2 survives the rollback.
+    # Prepared statements are not transactional: t2 survives the rollback,
+    # and follows the client to another server.
+    with p.admin() as adm:
+        adm.execute("RECONNECT testdb")
     assert values(ok(q(c, "EXECUTE t2"))) == [("two",)]
     assert error(q(c, "EXECUTE t3"))["C"] == "26000"
 
@@ -190,6 +194,9 @@ def test_pipelined_queries(pg, make_pooler, raw):
     assert error(replies[6])["C"] == "26000"
     assert tags(replies[7]) == ["PREPARE"]
     assert values(replies[8]) == [("104",)]
+    with p.admin() as adm:
+        adm.execute("RECONNECT testdb")
+    assert values(ok(q(c, "EXECUTE pp(5)"))) == [("105",)]
 
 
 def test_shared_once_per_server(pg, make_pooler, raw):
@@ -357,3 +364,68 @@ def test_reload_turns_it_on(pg, make_pooler, raw):
         return error(q(c, f"EXECUTE {name}")) is None
     util.wait_until(works, 10, interval=0.2, what="sql_prepared_statements = 1 applied by reload")
     assert show(p, "CONFIG", "sql_prepared_statements", column="key")["value"] == "1"
+
+
+def test_statement_mode(pg, make_pooler, raw):
+    p = make_pooler(pg, settings=settings(pool_mode="statement"))
+    c = raw(p)
+    ok(q(c, "PREPARE st(int) AS SELECT $1 - 1"))
+    with p.admin() as adm:
+        for i in range(6):
+            if i % 2 == 0:
+                adm.execute("RECONNECT testdb")
+            assert values(ok(q(c, f"EXECUTE st({i})"))) == [(str(i - 1),)]
+    assert tags(ok(q(c, "DEALLOCATE st"))) == ["DEALLOCATE"]
+
+
+def test_many_clients_mixed_with_protocol_statements(pg, make_pooler):
+    """Clients preparing overlapping texts with SQL PREPARE, and others
+    with protocol-level statements, on few servers with a small LRU (so
+    statements of both kinds evict each other) while servers are replaced:
+    every result right, the statements shared."""
+    p = make_pooler(pg, settings=settings(default_pool_size=3, max_prepared_statements=3))
+    errors = []
+
+    def sql_client(k):
+        try:
+            conn = p.connect(cursor_factory=psycopg.ClientCursor)
+            for j in range(4):
+                conn.execute(f"PREPARE m{j}(int) AS SELECT $1 * {j + 1}")
+            for i in range(120):
+                j = (i + k) % 4
+                got = conn.execute(f"EXECUTE m{j}(%s)", (i,)).fetchone()[0]
+                if got != i * (j + 1):
+                    errors.append((k, i, j, got))
+            conn.execute("DEALLOCATE ALL")
+        except Exception as exc:     # reported below, with the others
+            errors.append((k, repr(exc)))
+
+    def protocol_client(k):
+        try:
+            conn = p.connect(prepare_threshold=0)
+            for i in range(120):
+                j = (i + k) % 4
+                got = conn.execute(f"SELECT %s::int * {j + 1}", (i,)).fetchone()[0]
+                if got != i * (j + 1):
+                    errors.append(("proto", k, i, got))
+        except Exception as exc:
+            errors.append(("proto", k, repr(exc)))
+
+    threads = [threading.Thread(target=sql_client, args=(k,)) for k in range(6)]
+    threads += [threading.Thread(target=protocol_client, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    with p.admin() as adm:
+        for _ in range(5):       # replace the servers while the clients run
+            adm.execute("RECONNECT testdb")
+            threads[0].join(timeout=0.2)
+    for t in threads:
+        t.join(timeout=120)
+        assert not t.is_alive()
+    assert not errors, errors[:5]
+    servers = [r for r in show(p, "SERVERS") if r["database"] == "testdb"]
+    assert all(r["prepared_statements"] <= 3 for r in servers), servers
+    stats = settled_stats(p, 6 * 125 + 3 * 120)
+    # 24 SQL PREPAREs from clients; far fewer texts than statements used.
+    assert stats["total_client_parse_count"] >= 24, stats
+    assert stats["total_bind_count"] >= 6 * 120 + 3 * 120, stats

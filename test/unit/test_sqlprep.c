@@ -176,6 +176,14 @@ static void test_long_names(void **state)
 	strcat(sql, "\xc3\xa4\xc3\xa4\"");     /* "ää": the first straddles byte 63 */
 	assert_int_equal(scan(sql, &sp), SQLPREP_DEALLOCATE);
 	assert_int_equal(sp.name_len, 62);
+
+	/* not UTF-8 (fuzz_sqlprep): cut at the limit, never to nothing */
+	strcpy(sql, "DEALLOCATE \"F");
+	for (int i = 0; i < 80; i++)
+		strcat(sql, "\xb3");
+	strcat(sql, "\"");
+	assert_int_equal(scan(sql, &sp), SQLPREP_DEALLOCATE);
+	assert_int_equal(sp.name_len, 63);
 }
 
 /* Bytes no query has (a NUL inside a quoted name) make it not ours;
