@@ -1,8 +1,9 @@
-/* pgcrew — protocol-level prepared statements (max_prepared_statements):
- * the worker's shared statements, each client's name -> statement map, each
- * server's LRU of statements prepared on it, and the rename/inject decisions
- * for Parse/Bind/Describe/Close and their replies. No sockets here: the
- * relay glue (psrelay.c) applies the decisions to the streams. */
+/* pgcrew — prepared statements (max_prepared_statements, and SQL ones with
+ * sql_prepared_statements): the worker's shared statements, each client's
+ * name -> statement map, each server's LRU of statements prepared on it, and
+ * the rename/inject decisions for Parse/Bind/Describe/Close, SQL PREPARE/
+ * EXECUTE/DEALLOCATE and their replies. No sockets here: the relay glue
+ * (psrelay.c) applies the decisions to the streams. */
 #ifndef PGCREW_PREPARED_H
 #define PGCREW_PREPARED_H
 

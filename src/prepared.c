@@ -1,8 +1,8 @@
-/* pgcrew — protocol-level prepared statements: the worker's statements keyed
- * by query text and parameter types, each client's names for them, each
- * server's LRU of what is prepared there (as PGCREW_<n>), and the rewrite
- * decisions for client messages and server replies. Pure bookkeeping: the
- * relay glue (psrelay.c) moves the bytes. */
+/* pgcrew — prepared statements: the worker's statements keyed by query text
+ * and parameter types (or, for SQL PREPARE, the text after the name), each
+ * client's names for them, each server's LRU of what is prepared there (as
+ * PGCREW_<n>), and the rewrite decisions for client messages and server
+ * replies. Pure bookkeeping: the relay glue (psrelay.c) moves the bytes. */
 #include "prepared.h"
 #include "log.h"
 #include "proto/error.h"
@@ -687,10 +687,7 @@ static void pass_reply(struct ctx *x)
 	(void)pend_push(need_server(x), PE_PASS, x->seg);
 }
 
-/* The client's mistake answered the way PostgreSQL would: the message is
- * replaced by a Describe that fails on the server, whose error becomes
- * ours, so ordering, the skip to Sync and the aborted transaction are the
- * server's own. */
+/* The error the barrier's failure is to become. */
 static void push_error(struct ctx *x, const char *code, const char *fmt, const char *name)
 {
 	char text[512];
@@ -700,6 +697,10 @@ static void push_error(struct ctx *x, const char *code, const char *fmt, const c
 	memcpy(p->code, code, sizeof(p->code));
 }
 
+/* The client's mistake answered the way PostgreSQL would: the message is
+ * replaced by a Describe that fails on the server, whose error becomes
+ * ours, so ordering, the skip to Sync and the aborted transaction are the
+ * server's own. */
 static enum ps_verdict client_error(struct ctx *x, const char *code, const char *fmt, const char *name)
 {
 	static const uint8_t barrier_len = 1 + 4 + 1 + sizeof(BARRIER_NAME);
@@ -843,8 +844,9 @@ static struct ps_stmt *unnamed_of(const struct ctx *x)
 	return *x->pc ? (*x->pc)->unnamed : NULL;
 }
 
-/* The client's Parse of a statement this server already has: a Close of
- * nobody stands in, its CloseComplete becomes the ParseComplete. */
+/* The client names a statement this server already has: the name is its
+ * own now, and the reply of what stands in for the request (kind) becomes
+ * the answer. */
 static void name_known(struct ctx *x, const char *name, size_t name_len, struct ps_stmt *st,
 		       struct ps_sentry *se, enum pend_kind kind)
 {
@@ -857,6 +859,8 @@ static void name_known(struct ctx *x, const char *name, size_t name_len, struct 
 	ce->refs++;
 }
 
+/* The client's Parse of a statement this server already has: a Close of
+ * nobody stands in, its CloseComplete becomes the ParseComplete. */
 static enum ps_verdict parse_known(struct ctx *x, const struct parse_msg *pm,
 				   struct ps_stmt *st, struct ps_sentry *se)
 {
@@ -1035,6 +1039,9 @@ static enum ps_verdict on_close(struct ctx *x)
 
 /* Longer queries are not looked at: they pass through. */
 #define SQL_QUERY_MAX (1u << 20)
+/* UNLISTEN of a channel nobody listens on: no effect, one CommandComplete,
+ * refused only in an aborted transaction, allowed in read-only transactions
+ * and on standbys. */
 #define SQL_NOOP "UNLISTEN \"" CLOSE_NOBODY "\""
 /* Fails on the server with 26000 naming the barrier, which on_error turns
  * into the client's own error. */

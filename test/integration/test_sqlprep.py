@@ -429,3 +429,20 @@ def test_many_clients_mixed_with_protocol_statements(pg, make_pooler):
     # 24 SQL PREPAREs from clients; far fewer texts than statements used.
     assert stats["total_client_parse_count"] >= 24, stats
     assert stats["total_bind_count"] >= 6 * 120 + 3 * 120, stats
+
+
+def test_reset_query_and_discard_all(pg, make_pooler, raw):
+    """server_reset_query (DISCARD ALL at every release here) empties the
+    server: pgcrew prepares again instead of executing a name the server
+    lost. A client's own DISCARD ALL drops its names, as in PostgreSQL."""
+    p = make_pooler(pg, settings=settings(server_reset_query_always=1))
+    c = raw(p)
+    ok(q(c, "PREPARE rq(int) AS SELECT $1 + 10"))
+    for i in range(5):
+        assert values(ok(q(c, f"EXECUTE rq({i})"))) == [(str(i + 10),)]
+    stats = settled_stats(p, 6)
+    assert stats["total_server_parse_count"] >= 6, stats      # every time anew
+    ok(q(c, "DISCARD ALL"))
+    assert error(q(c, "EXECUTE rq(1)"))["C"] == "26000"
+    ok(q(c, "PREPARE rq(int) AS SELECT $1 + 20"))
+    assert values(ok(q(c, "EXECUTE rq(1)"))) == [("21",)]
