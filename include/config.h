@@ -153,6 +153,7 @@ struct config {
 	enum sslnegotiation server_tls_sslnegotiation;  /* pgcrew */
 	enum sslmode server_tls_sslmode;
 	bool so_reuseport;
+	bool sql_prepared_statements;       /* pgcrew: SQL PREPARE/EXECUTE in transaction mode */
 	usec_t stats_period;
 	char *stats_users;
 	usec_t suspend_timeout;

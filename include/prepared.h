@@ -1,8 +1,9 @@
-/* pgcrew — protocol-level prepared statements (max_prepared_statements):
- * the worker's shared statements, each client's name -> statement map, each
- * server's LRU of statements prepared on it, and the rename/inject decisions
- * for Parse/Bind/Describe/Close and their replies. No sockets here: the
- * relay glue (psrelay.c) applies the decisions to the streams. */
+/* pgcrew — prepared statements (max_prepared_statements, and SQL ones with
+ * sql_prepared_statements): the worker's shared statements, each client's
+ * name -> statement map, each server's LRU of statements prepared on it, and
+ * the rename/inject decisions for Parse/Bind/Describe/Close, SQL PREPARE/
+ * EXECUTE/DEALLOCATE and their replies. No sockets here: the relay glue
+ * (psrelay.c) applies the decisions to the streams. */
 #ifndef PGCREW_PREPARED_H
 #define PGCREW_PREPARED_H
 
@@ -44,7 +45,8 @@ struct ps_rewrite {
 };
 
 /* What a client sends toward its server (P, B, D, C; Q forgets the
- * unnamed statement). msg points at the message (type
+ * unnamed statement, and with cfg->sql one SQL PREPARE, EXECUTE or
+ * DEALLOCATE is mapped like a protocol-level statement). msg points at the message (type
  * byte first), avail bytes of its len are buffered. syncs_owed: Sync/Query
  * already sent to this server whose ReadyForQuery has not come back.
  * can_inject: nothing of earlier messages is still queued toward the
@@ -55,6 +57,7 @@ struct ps_rewrite {
 struct ps_config {
 	int max_stmts;            /* max_prepared_statements */
 	bool unnamed_cache;       /* unnamed_statement_cache (PgDoorman's) */
+	bool sql;                 /* sql_prepared_statements, outside session mode */
 };
 
 enum ps_verdict ps_client_msg(struct ps_client **pc, struct ps_server **psv,

@@ -7,7 +7,8 @@
 #include "objects.h"
 
 /* Does this client message need psrelay_client_pkt? (P, B, D, C when
- * max_prepared_statements is on or the client already has names) */
+ * max_prepared_statements is on or the client already has names; Q when
+ * it has names, or sql_prepared_statements applies to its pool) */
 bool psrelay_client_watch(const struct client *c, uint8_t type);
 /* For a linked client: SA_FORWARD (maybe rewritten), SA_SKIP, or what the
  * stream should do first (SA_NEED_FULL, SA_NEED_MORE, SA_FLUSH, SA_STOP). */

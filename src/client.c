@@ -1093,6 +1093,8 @@ static enum stream_action active_pkt(struct client *c, const struct pkt_hdr *h,
 		return SA_PAUSE;
 	if (psrelay_client_watch(c, h->type)) {
 		enum stream_action act = psrelay_client_pkt(c, h, data, avail);
+		if (act == SA_SKIP)
+			note_request(c, h->type);    /* what psrelay sent stands in for it */
 		if (act != SA_FORWARD)
 			return act;
 	}

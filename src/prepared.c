@@ -1,12 +1,13 @@
-/* pgcrew — protocol-level prepared statements: the worker's statements keyed
- * by query text and parameter types, each client's names for them, each
- * server's LRU of what is prepared there (as PGCREW_<n>), and the rewrite
- * decisions for client messages and server replies. Pure bookkeeping: the
- * relay glue (psrelay.c) moves the bytes. */
+/* pgcrew — prepared statements: the worker's statements keyed by query text
+ * and parameter types (or, for SQL PREPARE, the text after the name), each
+ * client's names for them, each server's LRU of what is prepared there (as
+ * PGCREW_<n>), and the rewrite decisions for client messages and server
+ * replies. Pure bookkeeping: the relay glue (psrelay.c) moves the bytes. */
 #include "prepared.h"
 #include "log.h"
 #include "proto/error.h"
 #include "proto/packet.h"
+#include "proto/sqlprep.h"
 #include "util.h"
 
 #include <stdio.h>
@@ -26,12 +27,19 @@ struct ps_tab {
 	uint32_t n;
 };
 
-static uint64_t hash_bytes(const void *p, size_t n)
+#define FNV_INIT 0xcbf29ce484222325ULL
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
 {
 	const uint8_t *s = p;
-	uint64_t h = 0xcbf29ce484222325ULL;          /* FNV-1a */
 	for (size_t i = 0; i < n; i++)
-		h = (h ^ s[i]) * 0x100000001b3ULL;
+		h = (h ^ s[i]) * 0x100000001b3ULL;       /* FNV-1a */
+	return h;
+}
+
+static uint64_t hash_bytes(const void *p, size_t n)
+{
+	uint64_t h = fnv(FNV_INIT, p, n);
 	return h ^ (h >> 29);
 }
 
@@ -83,8 +91,14 @@ struct ps_stmt {
 	struct ps_link link;      /* registry */
 	uint32_t refs;            /* client names, server entries, replies owed */
 	uint32_t len;
-	uint8_t body[];           /* query\0, int16 count, int32 type oids */
+	bool sql;                 /* from SQL PREPARE (body ends in SQL_MARK) */
+	uint8_t body[];           /* query\0, int16 count, int32 type oids; or
+	                             the text after PREPARE's name, SQL_MARK */
 };
+
+/* An SQL statement's body is its text then this mark; a protocol body has a
+ * count >= 0 right after its query's NUL, so the two kinds never meet. */
+static const uint8_t SQL_MARK[] = { 0, 0xff, 0xff };
 
 static struct ps_tab registry;
 static uint64_t next_num = 1;     /* PGCREW_<n>; 0 never exists (see CLOSE_NOBODY) */
@@ -96,30 +110,58 @@ static uint64_t next_num = 1;     /* PGCREW_<n>; 0 never exists (see CLOSE_NOBOD
  * it would for the client's own mistake, and skips to Sync. */
 #define BARRIER_NAME PS_NAME_PREFIX "ERR"
 
-static struct ps_stmt *stmt_find(const uint8_t *body, uint32_t len, uint64_t h)
+/* A body given in two pieces (an SQL text and its mark need no copy). */
+struct piece2 {
+	const uint8_t *a, *b;
+	uint32_t alen, blen;
+};
+
+static uint64_t hash_piece2(const struct piece2 *k)
+{
+	uint64_t h = fnv(fnv(FNV_INIT, k->a, k->alen), k->b, k->blen);
+	return h ^ (h >> 29);
+}
+
+static struct ps_stmt *stmt_find2(const struct piece2 *k, uint64_t h)
 {
 	for (struct ps_link *l = tab_chain(&registry, h); l; l = l->next) {
 		struct ps_stmt *s = (struct ps_stmt *)l;
-		if (l->hash == h && s->len == len && memcmp(s->body, body, len) == 0)
+		if (l->hash == h && s->len == k->alen + k->blen && memcmp(s->body, k->a, k->alen) == 0 &&
+		    (k->blen == 0 || memcmp(s->body + k->alen, k->b, k->blen) == 0))
 			return s;
 	}
 	return NULL;
 }
 
-/* The statement for body, with one more reference. */
-static struct ps_stmt *stmt_get(const uint8_t *body, uint32_t len, uint64_t h)
+static struct ps_stmt *stmt_find(const uint8_t *body, uint32_t len, uint64_t h)
 {
-	struct ps_stmt *s = stmt_find(body, len, h);
+	struct piece2 k = { body, NULL, len, 0 };
+	return stmt_find2(&k, h);
+}
+
+/* The statement for the body, with one more reference. */
+static struct ps_stmt *stmt_get2(const struct piece2 *k, uint64_t h)
+{
+	struct ps_stmt *s = stmt_find2(k, h);
 	if (!s) {
-		s = xmalloc(sizeof(*s) + len);
+		s = xmalloc(sizeof(*s) + k->alen + k->blen);
 		s->link.hash = h;
 		s->refs = 0;
-		s->len = len;
-		memcpy(s->body, body, len);
+		s->len = k->alen + k->blen;
+		s->sql = k->b == SQL_MARK;
+		memcpy(s->body, k->a, k->alen);
+		if (k->blen)
+			memcpy(s->body + k->alen, k->b, k->blen);
 		tab_add(&registry, &s->link);
 	}
 	s->refs++;
 	return s;
+}
+
+static struct ps_stmt *stmt_get(const uint8_t *body, uint32_t len, uint64_t h)
+{
+	struct piece2 k = { body, NULL, len, 0 };
+	return stmt_get2(&k, h);
 }
 
 static void stmt_put(struct ps_stmt *s)
@@ -264,6 +306,12 @@ enum pend_kind {
 	PE_UNNAMED_PARSE, /* unnamed Parse sent named (unnamed_statement_cache): pass */
 	PE_UNNAMED_FAKE,  /* unnamed Parse the server had: CloseComplete becomes ParseComplete */
 	PE_CLIENT_CLOSE,  /* the client's Close of a name, as a Close of nobody: pass */
+	/* SQL statements (sql_prepared_statements): CommandComplete replies */
+	PE_SQL_PREPARE,   /* the client's PREPARE, renamed: pass */
+	PE_SQL_INJECTED,  /* our PREPARE before an EXECUTE: drop */
+	PE_SQL_FAKE,      /* the client's PREPARE of a statement the server has: UNLISTEN in its place */
+	PE_SQL_DEALLOC,   /* the client's DEALLOCATE name: UNLISTEN in its place */
+	PE_SQL_DEALLOC_ALL, /* the client's DEALLOCATE ALL: UNLISTEN in its place */
 };
 
 struct ps_pend {
@@ -274,6 +322,8 @@ struct ps_pend {
 	uint64_t num;
 	char *error;                      /* PE_ERROR */
 	char code[6];
+	struct ps_centry **saved;         /* PE_SQL_DEALLOC_ALL: the names dropped, a reference each */
+	uint32_t n_saved;
 };
 
 struct ps_server {
@@ -394,9 +444,14 @@ static void pend_release(struct ps_pend *p)
 	stmt_put(p->stmt);
 	ce_put(p->ce);
 	free(p->error);
+	for (uint32_t i = 0; i < p->n_saved; i++)
+		ce_put(p->saved[i]);
+	free(p->saved);
 	p->stmt = NULL;
 	p->ce = NULL;
 	p->error = NULL;
+	p->saved = NULL;
+	p->n_saved = 0;
 }
 
 static void pend_pop(struct ps_server *ps)
@@ -425,16 +480,24 @@ static void pend_rollback(struct ps_server *ps, struct ps_client *pc, struct ps_
 	switch (p->kind) {
 	case PE_UNNAMED_PARSE:
 	case PE_CLIENT_PARSE:
+	case PE_SQL_PREPARE:
 		client_remove(p->ce);
 		server_remove_num(ps, p->stmt, p->num);
 		break;
 	case PE_CLIENT_FAKE:
+	case PE_SQL_FAKE:
 		client_remove(p->ce);
 		break;
 	case PE_CLIENT_CLOSE:
+	case PE_SQL_DEALLOC:
 		client_restore(p->ce);
 		break;
+	case PE_SQL_DEALLOC_ALL:
+		for (uint32_t i = 0; i < p->n_saved; i++)
+			client_restore(p->saved[i]);
+		break;
 	case PE_INJECTED:
+	case PE_SQL_INJECTED:
 		server_remove_num(ps, p->stmt, p->num);
 		break;
 	default:
@@ -468,6 +531,7 @@ struct ctx {
 	struct ps_server **ps;
 	int max;
 	bool unnamed_cache;
+	bool sql;
 	uint32_t seg;
 	const uint8_t *msg;
 	size_t avail;
@@ -589,29 +653,48 @@ static bool evict_needed(const struct ctx *x)
 	return ps_server_count(*x->ps) >= (size_t)max;
 }
 
-/* Prepare st on the server under a new number, ahead of the message. */
-static struct ps_sentry *inject_parse(struct ctx *x, struct ps_stmt *st)
+/* st becomes one of the server's statements, under a new number, after
+ * Close of the least recently used if it is full (injected). Returns the
+ * pending reply of what prepares it, for the caller to complete. */
+static struct ps_pend *server_prepare(struct ctx *x, struct ps_stmt *st, enum pend_kind kind)
 {
 	struct ps_server *ps = need_server(x);
-	char nm[32];
+	x->cnt->server_parse++;
 	evict_for_one(x, ps);
 	uint64_t num = next_num++;
-	num_name(nm, sizeof(nm), num);
+	(void)server_add(ps, st, num);
+	struct ps_pend *p = pend_push(ps, kind, x->seg);
+	p->stmt = st;
+	st->refs++;
+	p->num = num;
+	return p;
+}
+
+/* Prepare st on the server under a new number, ahead of the message. */
+static void inject_parse(struct ctx *x, struct ps_stmt *st)
+{
+	char nm[32];
+	struct ps_pend *p = server_prepare(x, st, PE_INJECTED);
+	num_name(nm, sizeof(nm), p->num);
 	pktbuf_begin(x->inject, 'P');
 	pktbuf_put_string(x->inject, nm);
 	pktbuf_put_bytes(x->inject, st->body, st->len);
 	pktbuf_finish(x->inject);
-	struct ps_pend *p = pend_push(ps, PE_INJECTED, x->seg);
-	p->stmt = st;
-	st->refs++;
-	p->num = num;
-	x->cnt->server_parse++;
-	return server_add(ps, st, num);
 }
 
 static void pass_reply(struct ctx *x)
 {
 	(void)pend_push(need_server(x), PE_PASS, x->seg);
+}
+
+/* The error the barrier's failure is to become. */
+static void push_error(struct ctx *x, const char *code, const char *fmt, const char *name)
+{
+	char text[512];
+	snprintf(text, sizeof(text), fmt, name);
+	struct ps_pend *p = pend_push(need_server(x), PE_ERROR, x->seg);
+	p->error = xstrdup(text);
+	memcpy(p->code, code, sizeof(p->code));
 }
 
 /* The client's mistake answered the way PostgreSQL would: the message is
@@ -622,14 +705,10 @@ static enum ps_verdict client_error(struct ctx *x, const char *code, const char 
 {
 	static const uint8_t barrier_len = 1 + 4 + 1 + sizeof(BARRIER_NAME);
 	bool whole = x->avail >= x->len;
-	char text[512];
 
 	if (whole ? must_flush_to_grow(x, x->len, barrier_len) : !x->can_inject)
 		return PS_FLUSH;
-	snprintf(text, sizeof(text), fmt, name);
-	struct ps_pend *p = pend_push(need_server(x), PE_ERROR, x->seg);
-	p->error = xstrdup(text);
-	memcpy(p->code, code, sizeof(p->code));
+	push_error(x, code, fmt, name);
 	if (!whole) {
 		pktbuf_begin(x->inject, 'D');
 		pktbuf_put_u8(x->inject, 'S');
@@ -690,18 +769,9 @@ static bool parse_parse(const uint8_t *msg, uint32_t len, struct parse_msg *pm)
 static struct ps_pend *parse_renamed(struct ctx *x, struct ps_stmt *st, enum pend_kind kind,
 				     uint32_t old_head)
 {
-	struct ps_server *ps = need_server(x);
 	char nm[32];
-
-	x->cnt->server_parse++;
-	evict_for_one(x, ps);
-	uint64_t num = next_num++;
-	num_name(nm, sizeof(nm), num);
-	(void)server_add(ps, st, num);
-	struct ps_pend *p = pend_push(ps, kind, x->seg);
-	p->stmt = st;
-	st->refs++;
-	p->num = num;
+	struct ps_pend *p = server_prepare(x, st, kind);
+	num_name(nm, sizeof(nm), p->num);
 	struct hw w = { x->rw, false };
 	hw_begin(&w, 'P');
 	hw_str(&w, nm);
@@ -774,6 +844,21 @@ static struct ps_stmt *unnamed_of(const struct ctx *x)
 	return *x->pc ? (*x->pc)->unnamed : NULL;
 }
 
+/* The client names a statement this server already has: the name is its
+ * own now, and the reply of what stands in for the request (kind) becomes
+ * the answer. */
+static void name_known(struct ctx *x, const char *name, size_t name_len, struct ps_stmt *st,
+		       struct ps_sentry *se, enum pend_kind kind)
+{
+	x->cnt->client_parse++;
+	struct ps_centry *ce = client_add(need_client(x), name, name_len, st);
+	st->refs++;
+	server_touch(*x->ps, se);
+	struct ps_pend *p = pend_push(*x->ps, kind, x->seg);
+	p->ce = ce;
+	ce->refs++;
+}
+
 /* The client's Parse of a statement this server already has: a Close of
  * nobody stands in, its CloseComplete becomes the ParseComplete. */
 static enum ps_verdict parse_known(struct ctx *x, const struct parse_msg *pm,
@@ -781,13 +866,7 @@ static enum ps_verdict parse_known(struct ctx *x, const struct parse_msg *pm,
 {
 	if (must_flush_to_grow(x, x->len, CLOSE_NOBODY_LEN))
 		return PS_FLUSH;
-	x->cnt->client_parse++;
-	struct ps_centry *ce = client_add(need_client(x), pm->name, pm->name_len, st);
-	st->refs++;
-	server_touch(*x->ps, se);
-	struct ps_pend *p = pend_push(*x->ps, PE_CLIENT_FAKE, x->seg);
-	p->ce = ce;
-	ce->refs++;
+	name_known(x, pm->name, pm->name_len, st, se, PE_CLIENT_FAKE);
 	return close_nobody(x);
 }
 
@@ -846,7 +925,7 @@ static enum ps_verdict use_stmt(struct ctx *x, uint8_t type, struct ps_stmt *st,
 	if (se)
 		server_touch(*x->ps, se);
 	else
-		se = inject_parse(x, st);
+		inject_parse(x, st);
 	struct hw w = { x->rw, false };
 	hw_begin(&w, type);
 	hw_put(&w, prefix, prefix_len);
@@ -864,6 +943,9 @@ static enum ps_verdict use_statement(struct ctx *x, uint8_t type, const char *na
 	struct ps_centry *ce = client_find(*x->pc, name, strlen(name));
 	if (!ce)
 		return client_error(x, "26000", "prepared statement \"%s\" does not exist", name);
+	if (ce->stmt->sql)
+		return client_error(x, "0A000", "prepared statement \"%s\" was made by SQL PREPARE: "
+				    "pgcrew runs it only with EXECUTE", name);
 	return use_stmt(x, type, ce->stmt, true, prefix, prefix_len, old_head);
 }
 
@@ -945,6 +1027,213 @@ static enum ps_verdict on_close(struct ctx *x)
 	return close_nobody(x);
 }
 
+/* ---- SQL PREPARE / EXECUTE / DEALLOCATE (sql_prepared_statements) ----
+ * A simple Query that is exactly one of them maps its name like a Parse'd
+ * one: PREPARE goes to the server as PREPARE "PGCREW_<n>" (or not at all
+ * when the server has the text), EXECUTE as EXECUTE "PGCREW_<n>" (preceded
+ * by that PREPARE in the same Query when the server lacks it), DEALLOCATE
+ * drops names only. What the client gets answered without the server doing
+ * the work runs an UNLISTEN of nothing instead, whose CommandComplete is
+ * retagged: the reply order, the aborted-transaction error and the
+ * ReadyForQuery status stay the server's own. */
+
+/* Longer queries are not looked at: they pass through. */
+#define SQL_QUERY_MAX (1u << 20)
+/* UNLISTEN of a channel nobody listens on: no effect, one CommandComplete,
+ * refused only in an aborted transaction, allowed in read-only transactions
+ * and on standbys. */
+#define SQL_NOOP "UNLISTEN \"" CLOSE_NOBODY "\""
+/* Fails on the server with 26000 naming the barrier, which on_error turns
+ * into the client's own error. */
+#define SQL_BARRIER "EXECUTE \"" BARRIER_NAME "\""
+
+/* verb "PGCREW_<num>" into buf: its length. */
+static size_t sql_verb_name(char *buf, size_t len, const char *verb, uint64_t num)
+{
+	return (size_t)snprintf(buf, len, "%s \"" PS_NAME_PREFIX "%llu\"", verb, (unsigned long long)num);
+}
+
+/* The whole message becomes the Query sql (the caller checked the growth). */
+static enum ps_verdict sql_substitute(struct ctx *x, const char *sql)
+{
+	struct hw w = { x->rw, false };
+	hw_begin(&w, 'Q');
+	hw_str(&w, sql);
+	hw_finish(&w, x->len, x->len);
+	return PS_REWRITE;
+}
+
+static bool sql_must_flush(const struct ctx *x, const char *sql)
+{
+	return must_flush_to_grow(x, x->len, 5 + strlen(sql) + 1);
+}
+
+static enum ps_verdict sql_error(struct ctx *x, const char *code, const char *fmt, const char *name)
+{
+	if (sql_must_flush(x, SQL_BARRIER))
+		return PS_FLUSH;
+	push_error(x, code, fmt, name);
+	return sql_substitute(x, SQL_BARRIER);
+}
+
+/* The first old_head bytes (up to the end of the client's name) become
+ * verb "PGCREW_<num>"; the rest of the text stays. */
+static enum ps_verdict sql_rename(struct ctx *x, const char *verb, uint64_t num, uint32_t old_head)
+{
+	char head[64];
+	size_t n = sql_verb_name(head, sizeof(head), verb, num);
+	struct hw w = { x->rw, false };
+	hw_begin(&w, 'Q');
+	hw_put(&w, head, n);
+	hw_finish(&w, old_head, x->len);
+	return PS_REWRITE;
+}
+
+static enum ps_verdict sql_prepare(struct ctx *x, const struct sqlprep *sp)
+{
+	const uint8_t *text = x->msg + 5;
+	char head[64];
+
+	if (client_find(*x->pc, sp->name, sp->name_len))
+		return sql_error(x, "42P05", "prepared statement \"%s\" already exists", sp->name);
+	struct piece2 k = { text + sp->rest, SQL_MARK, (uint32_t)(sp->end - sp->rest), sizeof(SQL_MARK) };
+	uint64_t h = hash_piece2(&k);
+	struct ps_stmt *st = stmt_find2(&k, h);
+	struct ps_sentry *se = st ? server_find(*x->ps, st) : NULL;
+	if (se) {
+		if (sql_must_flush(x, SQL_NOOP))
+			return PS_FLUSH;
+		name_known(x, sp->name, sp->name_len, st, se, PE_SQL_FAKE);
+		return sql_substitute(x, SQL_NOOP);
+	}
+	uint32_t old_head = 5 + (uint32_t)sp->name_end;
+	size_t new_head = 5 + sql_verb_name(head, sizeof(head), "PREPARE", next_num);
+	if ((evict_needed(x) && !x->can_inject) || must_flush_to_grow(x, old_head, new_head))
+		return PS_FLUSH;
+	x->cnt->client_parse++;
+	st = stmt_get2(&k, h);
+	struct ps_centry *ce = client_add(need_client(x), sp->name, sp->name_len, st);
+	struct ps_pend *p = server_prepare(x, st, PE_SQL_PREPARE);
+	p->ce = ce;
+	ce->refs++;
+	return sql_rename(x, "PREPARE", p->num, old_head);
+}
+
+/* The server lacks st: one Query prepares it, then runs the EXECUTE (its
+ * text after the client's name kept), in place of the client's. */
+static enum ps_verdict sql_execute_anew(struct ctx *x, const struct sqlprep *sp, struct ps_stmt *st)
+{
+	char head[64];
+	struct ps_pend *p = server_prepare(x, st, PE_SQL_INJECTED);
+	pktbuf_begin(x->inject, 'Q');
+	pktbuf_put_bytes(x->inject, head, sql_verb_name(head, sizeof(head), "PREPARE", p->num));
+	pktbuf_put_u8(x->inject, ' ');
+	pktbuf_put_bytes(x->inject, st->body, st->len - sizeof(SQL_MARK));
+	pktbuf_put_bytes(x->inject, ";\n", 2);
+	pktbuf_put_bytes(x->inject, head, sql_verb_name(head, sizeof(head), "EXECUTE", p->num));
+	pktbuf_put_bytes(x->inject, x->msg + 5 + sp->name_end, x->len - 5 - sp->name_end);
+	pktbuf_finish(x->inject);
+	return PS_REPLACE;
+}
+
+static enum ps_verdict sql_execute(struct ctx *x, const struct sqlprep *sp)
+{
+	char head[64];
+	struct ps_centry *ce = client_find(*x->pc, sp->name, sp->name_len);
+
+	if (!ce)
+		return sql_error(x, "26000", "prepared statement \"%s\" does not exist", sp->name);
+	if (!ce->stmt->sql)
+		return sql_error(x, "0A000", "prepared statement \"%s\" was made by Parse: "
+				 "pgcrew cannot EXECUTE it", sp->name);
+	struct ps_sentry *se = server_find(*x->ps, ce->stmt);
+	uint32_t old_head = 5 + (uint32_t)sp->name_end;
+	if (!se) {
+		if (!x->can_inject)
+			return PS_FLUSH;
+		x->cnt->bind++;
+		return sql_execute_anew(x, sp, ce->stmt);
+	}
+	if (must_flush_to_grow(x, old_head, 5 + sql_verb_name(head, sizeof(head), "EXECUTE", se->num)))
+		return PS_FLUSH;
+	x->cnt->bind++;
+	server_touch(*x->ps, se);
+	return sql_rename(x, "EXECUTE", se->num, old_head);
+}
+
+static enum ps_verdict sql_deallocate(struct ctx *x, const struct sqlprep *sp)
+{
+	struct ps_centry *ce = client_find(*x->pc, sp->name, sp->name_len);
+	if (!ce)
+		return sql_error(x, "26000", "prepared statement \"%s\" does not exist", sp->name);
+	if (sql_must_flush(x, SQL_NOOP))
+		return PS_FLUSH;
+	struct ps_pend *p = pend_push(need_server(x), PE_SQL_DEALLOC, x->seg);
+	p->ce = ce;
+	ce->refs++;
+	client_remove(ce);
+	return sql_substitute(x, SQL_NOOP);
+}
+
+/* Every name goes; the pending reply keeps them, to give them back if the
+ * server skips the UNLISTEN (an aborted transaction), as PostgreSQL would
+ * keep them. */
+static enum ps_verdict sql_deallocate_all(struct ctx *x)
+{
+	struct ps_client *pc = *x->pc;
+	if (sql_must_flush(x, SQL_NOOP))
+		return PS_FLUSH;
+	struct ps_pend *p = pend_push(need_server(x), PE_SQL_DEALLOC_ALL, x->seg);
+	if (pc && pc->names.n > 0) {
+		p->saved = xcalloc(pc->names.n, sizeof(*p->saved));
+		for (uint32_t i = 0; i <= pc->names.mask; i++)
+			for (struct ps_link *l = pc->names.b[i]; l; l = l->next) {
+				p->saved[p->n_saved] = (struct ps_centry *)l;
+				p->saved[p->n_saved++]->refs++;
+			}
+		for (uint32_t i = 0; i < p->n_saved; i++)
+			client_remove(p->saved[i]);
+	}
+	return sql_substitute(x, SQL_NOOP);
+}
+
+static enum ps_verdict sql_statement(struct ctx *x)
+{
+	const char *text = (const char *)x->msg + 5;
+	size_t have = (x->avail < x->len ? x->avail : x->len) - 5;
+	struct sqlprep sp;
+
+	if (!x->sql || x->len < 6 || x->len > SQL_QUERY_MAX || !sqlprep_maybe(text, have))
+		return PS_PASS;
+	if (x->avail < x->len)
+		return PS_NEED_FULL;
+	if (x->msg[x->len - 1] != 0 || memchr(text, 0, x->len - 6))
+		return PS_PASS;       /* the server refuses it */
+	switch (sqlprep_scan(text, x->len - 6, &sp)) {
+	case SQLPREP_PREPARE:
+		return sql_prepare(x, &sp);
+	case SQLPREP_EXECUTE:
+		return sql_execute(x, &sp);
+	case SQLPREP_DEALLOCATE:
+		return sql_deallocate(x, &sp);
+	case SQLPREP_DEALLOCATE_ALL:
+		return sql_deallocate_all(x);
+	default:
+		return PS_PASS;
+	}
+}
+
+/* A simple Query also drops the server's unnamed statement. */
+static enum ps_verdict on_query(struct ctx *x)
+{
+	if (x->avail < 5)
+		return PS_NEED_MORE;
+	enum ps_verdict v = sql_statement(x);
+	if (v == PS_PASS || v == PS_REWRITE || v == PS_REPLACE)
+		set_unnamed(x, NULL);
+	return v;
+}
+
 enum ps_verdict ps_client_msg(struct ps_client **pc, struct ps_server **psv,
 			      const struct ps_config *cfg, uint32_t syncs_owed,
 			      const uint8_t *msg, size_t avail, uint32_t len,
@@ -953,6 +1242,7 @@ enum ps_verdict ps_client_msg(struct ps_client **pc, struct ps_server **psv,
 {
 	struct ctx x = {
 		.pc = pc, .ps = psv, .max = cfg->max_stmts, .unnamed_cache = cfg->unnamed_cache,
+		.sql = cfg->sql,
 		.msg = msg, .avail = avail, .len = len,
 		.can_inject = can_inject, .can_grow = can_grow, .inject = inject, .rw = rw, .cnt = cnt,
 	};
@@ -964,7 +1254,7 @@ enum ps_verdict ps_client_msg(struct ps_client **pc, struct ps_server **psv,
 	case 'B': return on_bind(&x);
 	case 'D': return on_describe(&x);
 	case 'C': return on_close(&x);
-	case 'Q': return unnamed_pass(&x, false);     /* drops the server's unnamed statement */
+	case 'Q': return on_query(&x);
 	default: return PS_PASS;
 	}
 }
@@ -980,7 +1270,7 @@ bool ps_server_watch(const struct ps_server *ps, const struct ps_client *pc, uin
 	case 'Z':
 		return ps && ps->q_len > 0;
 	case 'C':
-		return (ps && ps->stmts.n > 0) || (pc && pc->names.n > 0);
+		return (ps && (ps->stmts.n > 0 || ps->q_len > 0)) || (pc && pc->names.n > 0);
 	default:
 		return false;
 	}
@@ -1039,14 +1329,48 @@ static void on_ready(struct ps_server *ps, struct ps_client *pc)
 	ps->z_seen++;
 }
 
+/* CommandComplete answering one of our SQL rewrites (same segment, the
+ * expected tag): pass, drop or retag it. False: not ours. */
+static bool on_sql_complete(struct ps_server *ps, const char *tag, struct pktbuf *out,
+			    enum ps_reply *r)
+{
+	static const struct {
+		const char *want, *retag;
+	} expect[] = {
+		[PE_SQL_PREPARE] = { "PREPARE", NULL },
+		[PE_SQL_INJECTED] = { "PREPARE", NULL },
+		[PE_SQL_FAKE] = { "UNLISTEN", "PREPARE" },
+		[PE_SQL_DEALLOC] = { "UNLISTEN", "DEALLOCATE" },
+		[PE_SQL_DEALLOC_ALL] = { "UNLISTEN", "DEALLOCATE ALL" },
+	};
+	struct ps_pend *p = pend_at(ps, 0);
+	uint8_t kind = p->kind;
+	if (p->seg != ps->z_seen || kind >= sizeof(expect) / sizeof(expect[0]) || !expect[kind].want ||
+	    strcmp(tag, expect[kind].want) != 0)
+		return false;
+	pend_pop(ps);
+	*r = kind == PE_SQL_INJECTED ? PSR_SKIP : PSR_FORWARD;
+	if (expect[kind].retag) {
+		pktbuf_begin(out, 'C');
+		pktbuf_put_string(out, expect[kind].retag);
+		pktbuf_finish(out);
+		*r = PSR_SKIP_SEND;
+	}
+	return true;
+}
+
 static enum ps_reply on_command_complete(struct ps_server *ps, struct ps_client *pc,
-					 const uint8_t *msg, size_t avail, uint32_t len)
+					 const uint8_t *msg, size_t avail, uint32_t len,
+					 struct pktbuf *out)
 {
 	if (avail < len)
 		return PSR_NEED_FULL;
 	const char *tag = (const char *)msg + 5;
+	enum ps_reply r;
 	if (len < 6 || msg[len - 1] != 0)
 		return PSR_FORWARD;
+	if (ps && ps->q_len > 0 && on_sql_complete(ps, tag, out, &r))
+		return r;
 	if (strcmp(tag, "DEALLOCATE ALL") == 0 || strcmp(tag, "DISCARD ALL") == 0) {
 		server_forget_all(ps);
 		client_forget_all(pc);
@@ -1070,7 +1394,7 @@ enum ps_reply ps_server_msg(struct ps_server *ps, struct ps_client *pc, const ui
 			on_ready(ps, pc);
 		return PSR_FORWARD;
 	case 'C':
-		return on_command_complete(ps, pc, msg, avail, len);
+		return on_command_complete(ps, pc, msg, avail, len, out);
 	default:
 		return PSR_FORWARD;
 	}

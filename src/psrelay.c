@@ -6,6 +6,7 @@
 #include "psrelay.h"
 #include "client.h"
 #include "config.h"
+#include "pool.h"
 #include "server.h"
 #include "worker.h"
 
@@ -27,10 +28,18 @@ void psrelay_free(void)
 	memset(&scratch, 0, sizeof(scratch));
 }
 
+/* SQL PREPARE/EXECUTE are left to the server in session mode, where its
+ * statements stay with the client. */
+static bool sql_on(const struct client *c)
+{
+	return W->cfg->sql_prepared_statements && W->cfg->max_prepared_statements > 0 &&
+	       pool_mode_of(c->pool) != POOL_SESSION;
+}
+
 bool psrelay_client_watch(const struct client *c, uint8_t type)
 {
 	if (type == 'Q')
-		return c->ps != NULL;
+		return c->ps != NULL || sql_on(c);
 	if (type != 'P' && type != 'B' && type != 'D' && type != 'C')
 		return false;
 	return W->cfg->max_prepared_statements > 0 || c->ps != NULL;
@@ -53,6 +62,7 @@ enum stream_action psrelay_client_pkt(struct client *c, const struct pkt_hdr *h,
 	struct ps_config cfg = {
 		.max_stmts = W->cfg->max_prepared_statements,
 		.unnamed_cache = W->cfg->unnamed_statement_cache && W->cfg->max_prepared_statements > 0,
+		.sql = sql_on(c),
 	};
 
 	switch (ps_client_msg(&c->ps, &sv->ps, &cfg, (uint32_t)sv->expect_rfq, data, avail,

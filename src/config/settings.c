@@ -204,6 +204,7 @@ static const struct setting table[] = {
 	S_ENUM(server_tls_sslnegotiation, "postgres", sslneg_i, SSLNEG_COUNT, EXT,
 	       "TLS start toward servers: postgres (SSLRequest) or direct (PostgreSQL 17+)"),
 	S_BOOL(so_reuseport, "0", NR, "set SO_REUSEPORT on TCP listeners"),
+	S_BOOL(sql_prepared_statements, "0", EXT, "track SQL PREPARE/EXECUTE/DEALLOCATE like protocol-level statements"),
 	S_TIME(stats_period, "60", USEC_PER_SEC, 0, "period of averages and stats log lines"),
 	S_STR(stats_users, "", 0, "comma-separated users allowed read-only console commands"),
 	S_TIME(suspend_timeout, "10", 0, 0, "wait for buffers to flush on SUSPEND or reboot"),

@@ -40,7 +40,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (size < 1)
 		return 0;
-	struct ps_config cfg = { .max_stmts = 1 + (data[0] & 3), .unnamed_cache = data[0] & 4 };
+	struct ps_config cfg = { .max_stmts = 1 + (data[0] & 3), .unnamed_cache = data[0] & 4,
+				 .sql = data[0] & 8 };
 	data++;
 	size--;
 	pktbuf_init(&inject, 256);

@@ -15,7 +15,8 @@ import psycopg
 import util
 
 # Settings PgBouncer does not know: never written when validating against it.
-PGCREW_ONLY_KEYS = frozenset({"workers", "auth_query_cache_ttl", "unnamed_statement_cache"})
+PGCREW_ONLY_KEYS = frozenset({"workers", "auth_query_cache_ttl", "unnamed_statement_cache",
+                              "sql_prepared_statements"})
 
 SANITIZER_MARKERS = ("AddressSanitizer", "LeakSanitizer", "runtime error:",
                      "UndefinedBehaviorSanitizer")

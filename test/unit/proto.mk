@@ -22,3 +22,9 @@ TESTS += test/unit/test_error
 test_unit_test_error_SOURCES = test/unit/test_error.c
 test_unit_test_error_CFLAGS = $(UNIT_CFLAGS)
 test_unit_test_error_LDADD = $(UNIT_LDADD)
+
+check_PROGRAMS += test/unit/test_sqlprep
+TESTS += test/unit/test_sqlprep
+test_unit_test_sqlprep_SOURCES = test/unit/test_sqlprep.c
+test_unit_test_sqlprep_CFLAGS = $(UNIT_CFLAGS)
+test_unit_test_sqlprep_LDADD = $(UNIT_LDADD)

@@ -179,6 +179,7 @@ static const struct {
 	{ "server_tls_sslmode", "prefer", "prefer" },
 	{ "server_tls_sslnegotiation", "postgres", "postgres" },
 	{ "so_reuseport", "0", "0" },
+	{ "sql_prepared_statements", "0", "0" },    /* pgcrew */
 	{ "stats_period", "60", "60" },
 	{ "stats_users", "", "" },
 	{ "suspend_timeout", "10", "10" },
@@ -273,7 +274,8 @@ static void test_table_rules(void **state)
 	};
 	static const char *const extensions[] = {
 		"auth_query_cache_ttl", "max_pools", "metrics_listen", "server_login_concurrency",
-		"server_tls_sslnegotiation", "unnamed_statement_cache", "workers",
+		"server_tls_sslnegotiation", "sql_prepared_statements", "unnamed_statement_cache",
+		"workers",
 	};
 	size_t n_nr = 0, n_ext = 0;
 

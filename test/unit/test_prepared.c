@@ -2,7 +2,8 @@
  * PGCREW_<n>, statements shared by text, the server LRU and its evictions,
  * re-preparing a statement a server lost, Close answered without touching
  * the server's statement, PostgreSQL's errors through the barrier, the
- * rollback at ReadyForQuery, and malformed Parse/Bind rejected. */
+ * rollback at ReadyForQuery, and malformed Parse/Bind rejected; SQL
+ * PREPARE/EXECUTE/DEALLOCATE (sql_prepared_statements) mapped the same way. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -27,6 +28,7 @@ struct fix {
 	struct ps_counters cnt;
 	int max;
 	bool unnamed;
+	bool sql;
 	uint32_t owed;
 };
 
@@ -95,7 +97,7 @@ static const struct pktbuf *kind_msg(struct fix *f, uint8_t type, uint8_t kind, 
 
 static enum ps_verdict send_avail(struct fix *f, const struct pktbuf *m, size_t avail, bool inject, bool grow)
 {
-	struct ps_config cfg = { .max_stmts = f->max, .unnamed_cache = f->unnamed };
+	struct ps_config cfg = { .max_stmts = f->max, .unnamed_cache = f->unnamed, .sql = f->sql };
 	pktbuf_reset(&f->inject);
 	return ps_client_msg(&f->pc, &f->ps, &cfg, f->owed, m->buf, avail, (uint32_t)m->len,
 			     inject, grow, &f->inject, &f->rw, &f->cnt);
@@ -500,6 +502,268 @@ static void test_skipped_close_keeps_name(void **state)
 	assert_int_equal(ps_client_count(f->pc), 0);
 }
 
+/* ---- SQL PREPARE / EXECUTE / DEALLOCATE ---- */
+
+static const struct pktbuf *query_msg(struct fix *f, const char *sql)
+{
+	pktbuf_reset(&f->msg);
+	pktbuf_begin(&f->msg, 'Q');
+	pktbuf_put_string(&f->msg, sql);
+	pktbuf_finish(&f->msg);
+	return &f->msg;
+}
+
+static enum ps_reply reply_tag(struct fix *f, const char *tag)
+{
+	struct pktbuf m;
+	pktbuf_init(&m, 64);
+	pktbuf_begin(&m, 'C');
+	pktbuf_put_string(&m, tag);
+	pktbuf_finish(&m);
+	enum ps_reply r = reply(f, m.buf, m.len);
+	pktbuf_free(&m);
+	return r;
+}
+
+/* The text of the Query the server gets (rewritten in place). */
+static const char *sent_sql(const struct fix *f, const struct pktbuf *m, char *buf)
+{
+	uint8_t full[1024];
+	size_t n = rewritten(f, m, full);
+	uint32_t len = (uint32_t)full[1] << 24 | (uint32_t)full[2] << 16 | (uint32_t)full[3] << 8 | full[4];
+	assert_int_equal(len + 1, n);
+	assert_int_equal(full[0], 'Q');
+	strcpy(buf, (const char *)full + 5);
+	return buf;
+}
+
+/* A PREPARE the server has not seen, answered. */
+static void prepare_ok(struct fix *f, const char *sql)
+{
+	assert_int_equal(send(f, query_msg(f, sql)), PS_REWRITE);
+	assert_int_equal(reply_tag(f, "PREPARE"), PSR_FORWARD);
+	assert_int_equal(reply_type(f, 'Z'), PSR_FORWARD);
+}
+
+static void sql_setup(struct fix *f)
+{
+	f->sql = true;
+}
+
+static void test_sql_prepare_execute(void **state)
+{
+	struct fix *f = *state;
+	char buf[512], want[512];
+	sql_setup(f);
+	const struct pktbuf *m = query_msg(f, " /* c */ PREPARE Foo (int) AS SELECT $1 -- x\n;");
+	assert_int_equal(send(f, m), PS_REWRITE);
+	assert_int_equal(f->inject.len, 0);
+	sent_sql(f, m, buf);
+	assert_memory_equal(buf, "PREPARE \"PGCREW_", 16);
+	const char *num = buf + 16;
+	assert_string_equal(strchr(num, '"'), "\" (int) AS SELECT $1 -- x\n;");
+	assert_int_equal(reply_tag(f, "PREPARE"), PSR_FORWARD);
+	assert_int_equal(reply_type(f, 'Z'), PSR_FORWARD);
+
+	m = query_msg(f, "execute FOO(42);");
+	assert_int_equal(send(f, m), PS_REWRITE);
+	snprintf(want, sizeof(want), "EXECUTE \"PGCREW_%.*s(42);", (int)(strchr(num, '"') - num + 1), num);
+	assert_string_equal(sent_sql(f, m, buf), want);
+	assert_int_equal(reply_tag(f, "SELECT 1"), PSR_FORWARD);
+	assert_int_equal(reply_type(f, 'Z'), PSR_FORWARD);
+	assert_int_equal(f->cnt.client_parse, 1);
+	assert_int_equal(f->cnt.server_parse, 1);
+	assert_int_equal(f->cnt.bind, 1);
+	assert_int_equal(ps_client_count(f->pc), 1);
+	assert_int_equal(ps_server_count(f->ps), 1);
+	/* not ours: passes as it is */
+	assert_int_equal(send(f, query_msg(f, "EXECUTE foo; SELECT 1")), PS_PASS);
+	assert_int_equal(send(f, query_msg(f, "SELECT 1")), PS_PASS);
+}
+
+/* Another server: one Query prepares the statement there, then executes. */
+static void test_sql_execute_on_other_server(void **state)
+{
+	struct fix *f = *state;
+	sql_setup(f);
+	prepare_ok(f, "PREPARE s(int) AS SELECT $1 + 1");
+	ps_server_free(f->ps);
+	f->ps = NULL;
+	assert_int_equal(send(f, query_msg(f, "EXECUTE s (1) ; ")), PS_REPLACE);
+	assert_int_equal(f->inject.buf[0], 'Q');
+	const char *sql = (const char *)f->inject.buf + 5;
+	const char *exec = strstr(sql, ";\nEXECUTE \"PGCREW_");
+	assert_non_null(exec);
+	assert_memory_equal(sql, "PREPARE \"PGCREW_", 16);
+	assert_non_null(strstr(sql, "\" (int) AS SELECT $1 + 1;\n"));
+	assert_string_equal(strchr(exec + 18, '"'), "\" (1) ; ");
+	assert_int_equal(reply_tag(f, "PREPARE"), PSR_SKIP);       /* ours */
+	assert_int_equal(reply_tag(f, "SELECT 1"), PSR_FORWARD);
+	assert_int_equal(reply_type(f, 'Z'), PSR_FORWARD);
+	assert_int_equal(ps_server_count(f->ps), 1);
+	/* it failed there (table gone): the server forgets it, the name stays */
+	ps_server_free(f->ps);
+	f->ps = NULL;
+	assert_int_equal(send(f, query_msg(f, "EXECUTE s(2)")), PS_REPLACE);
+	uint8_t err[] = { 'E', 0, 0, 0, 11, 'C', '4', '2', 'P', '0', '1', 0, 0 };
+	assert_int_equal(reply(f, err, sizeof(err)), PSR_FORWARD);
+	assert_int_equal(reply_type(f, 'Z'), PSR_FORWARD);
+	assert_int_equal(ps_server_count(f->ps), 0);
+	assert_int_equal(ps_client_count(f->pc), 1);
+	assert_int_equal(send(f, query_msg(f, "EXECUTE s(2)")), PS_REPLACE);
+	assert_int_equal(reply_tag(f, "PREPARE"), PSR_SKIP);
+}
+
+/* A statement the server has: PREPARE and DEALLOCATE change names only,
+ * an UNLISTEN runs instead and its tag is replaced. */
+static void test_sql_known_and_deallocate(void **state)
+{
+	struct fix *f = *state;
+	char buf[256];
+	sql_setup(f);
+	prepare_ok(f, "PREPARE a AS SELECT 1");
+	const struct pktbuf *m = query_msg(f, "PREPARE b AS SELECT 1;");
+	assert_int_equal(send(f, m), PS_REWRITE);
+	assert_string_equal(sent_sql(f, m, buf), "UNLISTEN \"PGCREW_0\"");
+	assert_int_equal(reply_tag(f, "UNLISTEN"), PSR_SKIP_SEND);
+	assert_string_equal((const char *)f->out.buf + 5, "PREPARE");
+	assert_int_equal(reply_type(f, 'Z'), PSR_FORWARD);
+	assert_int_equal(ps_client_count(f->pc), 2);
+	assert_int_equal(ps_server_count(f->ps), 1);
+	assert_int_equal(f->cnt.server_parse, 1);
+
+	m = query_msg(f, "DEALLOCATE a");
+	assert_int_equal(send(f, m), PS_REWRITE);
+	assert_string_equal(sent_sql(f, m, buf), "UNLISTEN \"PGCREW_0\"");
+	assert_int_equal(ps_client_count(f->pc), 1);
+	assert_int_equal(reply_tag(f, "UNLISTEN"), PSR_SKIP_SEND);
+	assert_string_equal((const char *)f->out.buf + 5, "DEALLOCATE");
+	assert_int_equal(reply_type(f, 'Z'), PSR_FORWARD);
+	assert_int_equal(send(f, query_msg(f, "DEALLOCATE ALL")), PS_REWRITE);
+	assert_int_equal(ps_client_count(f->pc), 0);
+	assert_int_equal(reply_tag(f, "UNLISTEN"), PSR_SKIP_SEND);
+	assert_string_equal((const char *)f->out.buf + 5, "DEALLOCATE ALL");
+	assert_int_equal(reply_type(f, 'Z'), PSR_FORWARD);
+	assert_int_equal(ps_server_count(f->ps), 1);      /* kept for others */
+}
+
+static void expect_error(struct fix *f, const char *code, const char *text)
+{
+	struct pktbuf e;
+	struct pg_error pe;
+	pktbuf_init(&e, 128);
+	pkt_write_error(&e, "ERROR", "26000", "prepared statement \"%s\" does not exist", PS_NAME_PREFIX "ERR");
+	assert_int_equal(reply(f, e.buf, e.len), PSR_SKIP_SEND);
+	assert_true(pkt_parse_error(f->out.buf + 5, f->out.len - 5, &pe));
+	assert_string_equal(pe.sqlstate, code);
+	assert_string_equal(pe.message, text);
+	assert_int_equal(reply_type(f, 'Z'), PSR_FORWARD);
+	pktbuf_free(&e);
+}
+
+static void test_sql_errors(void **state)
+{
+	struct fix *f = *state;
+	char buf[256];
+	sql_setup(f);
+	const struct pktbuf *m = query_msg(f, "EXECUTE nope(1)");
+	assert_int_equal(send(f, m), PS_REWRITE);
+	assert_string_equal(sent_sql(f, m, buf), "EXECUTE \"PGCREW_ERR\"");
+	expect_error(f, "26000", "prepared statement \"nope\" does not exist");
+	assert_int_equal(send(f, query_msg(f, "DEALLOCATE \"Nope\"")), PS_REWRITE);
+	expect_error(f, "26000", "prepared statement \"Nope\" does not exist");
+	prepare_ok(f, "PREPARE x AS SELECT 1");
+	assert_int_equal(send(f, query_msg(f, "PREPARE X AS SELECT 2")), PS_REWRITE);
+	expect_error(f, "42P05", "prepared statement \"x\" already exists");
+	/* a Parse'd name is not for EXECUTE, nor an SQL one for Bind */
+	assert_int_equal(send(f, parse_msg(f, "p", "SELECT 3")), PS_REWRITE);
+	assert_int_equal(reply_type(f, '1'), PSR_FORWARD);
+	assert_int_equal(send(f, query_msg(f, "EXECUTE p")), PS_REWRITE);
+	expect_error(f, "0A000", "prepared statement \"p\" was made by Parse: pgcrew cannot EXECUTE it");
+	assert_int_equal(send(f, bind_msg(f, "", "x")), PS_REWRITE);
+	expect_error(f, "0A000", "prepared statement \"x\" was made by SQL PREPARE: "
+		     "pgcrew runs it only with EXECUTE");
+	assert_int_equal(send(f, parse_msg(f, "x", "SELECT 4")), PS_REWRITE);   /* one namespace */
+	assert_int_equal(f->rw.head[0], 'D');
+}
+
+/* What the server skips (a failed PREPARE, an aborted transaction) is
+ * undone at ReadyForQuery. */
+static void test_sql_rollback(void **state)
+{
+	struct fix *f = *state;
+	uint8_t err[] = { 'E', 0, 0, 0, 11, 'C', '2', '5', 'P', '0', '2', 0, 0 };
+	sql_setup(f);
+	assert_int_equal(send(f, query_msg(f, "PREPARE bad AS SELEC 1")), PS_REWRITE);
+	assert_int_equal(reply(f, err, sizeof(err)), PSR_FORWARD);
+	assert_int_equal(reply_type(f, 'Z'), PSR_FORWARD);
+	assert_int_equal(ps_client_count(f->pc), 0);
+	assert_int_equal(ps_server_count(f->ps), 0);
+	prepare_ok(f, "PREPARE a AS SELECT 1");
+	prepare_ok(f, "PREPARE b AS SELECT 2");
+	const char *skipped[] = { "DEALLOCATE ALL", "DEALLOCATE a", "PREPARE c AS SELECT 1" };
+	for (size_t i = 0; i < 3; i++) {
+		assert_int_equal(send(f, query_msg(f, skipped[i])), PS_REWRITE);
+		assert_int_equal(reply(f, err, sizeof(err)), PSR_FORWARD);
+		assert_int_equal(reply_type(f, 'Z'), PSR_FORWARD);
+		assert_int_equal(ps_client_count(f->pc), 2);
+	}
+	/* pipelined: the second's skip does not undo the first */
+	assert_int_equal(send(f, query_msg(f, "DEALLOCATE a")), PS_REWRITE);
+	f->owed = 1;
+	assert_int_equal(send(f, query_msg(f, "DEALLOCATE b")), PS_REWRITE);
+	f->owed = 0;
+	assert_int_equal(reply_tag(f, "UNLISTEN"), PSR_SKIP_SEND);
+	assert_int_equal(reply_type(f, 'Z'), PSR_FORWARD);
+	assert_int_equal(reply(f, err, sizeof(err)), PSR_FORWARD);
+	assert_int_equal(reply_type(f, 'Z'), PSR_FORWARD);
+	assert_int_equal(ps_client_count(f->pc), 1);
+	assert_int_equal(send(f, query_msg(f, "EXECUTE b")), PS_REWRITE);
+	assert_int_equal(reply_tag(f, "SELECT 1"), PSR_FORWARD);
+}
+
+/* Eviction, flushes that change nothing, the setting off. */
+static void test_sql_evict_flush_off(void **state)
+{
+	struct fix *f = *state;
+	char types[8], names[8][32];
+	sql_setup(f);
+	f->max = 1;
+	prepare_ok(f, "PREPARE a AS SELECT 1");
+	const struct pktbuf *m = query_msg(f, "PREPARE b AS SELECT 2");
+	assert_int_equal(send_avail(f, m, m->len, false, true), PS_FLUSH);   /* must inject a Close */
+	assert_int_equal(send_avail(f, m, m->len, true, false), PS_FLUSH);   /* must grow */
+	assert_int_equal(send_avail(f, m, m->len - 1, true, true), PS_NEED_FULL);
+	assert_int_equal(ps_client_count(f->pc), 1);
+	assert_int_equal(send(f, m), PS_REWRITE);
+	injected(f, types, names);
+	assert_string_equal(types, "C");
+	assert_int_equal(reply_type(f, '3'), PSR_SKIP);
+	assert_int_equal(reply_tag(f, "PREPARE"), PSR_FORWARD);
+	assert_int_equal(reply_type(f, 'Z'), PSR_FORWARD);
+	assert_int_equal(ps_server_count(f->ps), 1);
+	m = query_msg(f, "EXECUTE a");
+	assert_int_equal(send_avail(f, m, m->len, false, true), PS_FLUSH);
+	assert_int_equal(send(f, m), PS_REPLACE);
+	injected(f, types, names);
+	assert_string_equal(types, "CQ");
+	f->sql = false;
+	assert_int_equal(reply_type(f, '3'), PSR_SKIP);
+	assert_int_equal(reply_tag(f, "PREPARE"), PSR_SKIP);
+	assert_int_equal(reply_tag(f, "SELECT 1"), PSR_FORWARD);
+	assert_int_equal(reply_type(f, 'Z'), PSR_FORWARD);
+	assert_int_equal(send(f, query_msg(f, "EXECUTE a")), PS_PASS);
+	/* a long leading comment: the start is enough to tell "not ours" */
+	char big[3000];
+	memset(big, ' ', sizeof(big) - 1);
+	memcpy(big + 2000, "SELECT 1", 8);
+	big[sizeof(big) - 1] = 0;
+	f->sql = true;
+	m = query_msg(f, big);
+	assert_int_equal(send_avail(f, m, 2100, true, true), PS_PASS);
+	assert_int_equal(send_avail(f, m, 1000, true, true), PS_NEED_FULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -517,6 +781,12 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_client_gone_with_replies_owed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unnamed_cache, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_skipped_close_keeps_name, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sql_prepare_execute, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sql_execute_on_other_server, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sql_known_and_deallocate, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sql_errors, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sql_rollback, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sql_evict_flush_off, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
