@@ -79,51 +79,39 @@ static void socket_row(struct result *r, const struct sock_info *k, bool debug)
 		b ? (int)(b->parse - b->done) : 0);
 }
 
-/* States as SHOW SOCKETS names them ("cl_"/"sv_" + the list). */
-static const char *client_sock_state(const struct client *c)
+/* Each state's name in SHOW SOCKETS ("cl_"/"sv_" + its list) and in SHOW
+ * CLIENTS / SERVERS; NULL: not listed there (PgBouncer omits clients
+ * logging in from SHOW CLIENTS, and closing or being-canceled servers from
+ * SHOW SOCKETS). */
+struct state_names {
+	const char *sock, *show;
+};
+
+static const struct state_names client_states[CLIENT_STATE_COUNT] = {
+	[CLIENT_LOGIN] = { "cl_login", NULL },
+	[CLIENT_WAITING_LOGIN] = { "cl_waiting", "waiting" },
+	[CLIENT_ACTIVE] = { "cl_active", "active" },
+	[CLIENT_WAITING] = { "cl_waiting", "waiting" },
+};
+
+static const struct state_names server_states[SERVER_STATE_COUNT] = {
+	[SERVER_LOGIN] = { "sv_login", "new" },
+	[SERVER_IDLE] = { "sv_idle", "idle" },
+	[SERVER_ACTIVE] = { "sv_active", "active" },
+	[SERVER_TESTED] = { "sv_tested", "tested" },
+	[SERVER_BEING_CANCELED] = { NULL, "being_canceled" },
+};
+
+static const char *state_name(const struct state_names *n, bool debug)
 {
-	switch (c->state) {
-	case CLIENT_LOGIN: return "cl_login";
-	case CLIENT_ACTIVE: return "cl_active";
-	case CLIENT_WAITING:
-	case CLIENT_WAITING_LOGIN: return "cl_waiting";
-	default: return NULL;
-	}
+	return debug ? n->sock : n->show;
 }
 
-static const char *server_sock_state(const struct server *sv)
+/* SHOW CLIENTS calls an active client without a server "idle", as PgBouncer. */
+static const char *client_state(const struct client *c, bool debug)
 {
-	switch (sv->state) {
-	case SERVER_LOGIN: return "sv_login";
-	case SERVER_IDLE: return "sv_idle";
-	case SERVER_ACTIVE: return "sv_active";
-	case SERVER_TESTED: return "sv_tested";
-	default: return NULL;      /* being canceled, closing: PgBouncer omits them */
-	}
-}
-
-/* States as SHOW CLIENTS / SERVERS name them: an active client without a
- * server is "idle", a server logging in is "new", as in PgBouncer. */
-static const char *client_show_state(const struct client *c)
-{
-	switch (c->state) {
-	case CLIENT_ACTIVE: return c->link ? "active" : "idle";
-	case CLIENT_WAITING:
-	case CLIENT_WAITING_LOGIN: return "waiting";
-	default: return NULL;
-	}
-}
-
-static const char *server_show_state(const struct server *sv)
-{
-	switch (sv->state) {
-	case SERVER_LOGIN: return "new";
-	case SERVER_IDLE: return "idle";
-	case SERVER_ACTIVE: return "active";
-	case SERVER_TESTED: return "tested";
-	case SERVER_BEING_CANCELED: return "being_canceled";
-	default: return NULL;
-	}
+	const char *name = state_name(&client_states[c->state], debug);
+	return !debug && c->state == CLIENT_ACTIVE && !c->link ? "idle" : name;
 }
 
 /* How long the client's current request has waited or run. */
@@ -178,7 +166,7 @@ static void client_list(struct result *r, const struct list *l, const struct lis
 	const struct list *it;
 	list_for_each(it, l) {
 		const struct client *c = container_of(it, struct client, node);
-		const char *state = v->debug ? client_sock_state(c) : client_show_state(c);
+		const char *state = client_state(c, v->debug);
 		if (state && !(v->active_only && stream_idle(&c->s)))
 			client_socket(r, c, v->now, state, v->debug);
 	}
@@ -189,7 +177,7 @@ static void server_list(struct result *r, const struct list *l, const struct lis
 	const struct list *it;
 	list_for_each(it, l) {
 		const struct server *sv = container_of(it, struct server, node);
-		const char *state = v->debug ? server_sock_state(sv) : server_show_state(sv);
+		const char *state = state_name(&server_states[sv->state], v->debug);
 		if (state && !(v->active_only && stream_idle(&sv->s)))
 			server_socket(r, sv, v->now, state, v->debug);
 	}

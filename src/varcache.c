@@ -61,6 +61,10 @@ void varcache_clear(struct varcache *vc)
 
 static void set_index(struct varcache *vc, int i, const char *value)
 {
+	/* Servers repeat ParameterStatus values they already reported: no
+	 * hashing or reference churn for those. */
+	if (vc->val[i] && value && strcmp(strpool_str(vc->val[i]), value) == 0)
+		return;
 	uint32_t id = value ? strpool_intern(value) : 0;
 	strpool_release(vc->val[i]);
 	vc->val[i] = id;
