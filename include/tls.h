@@ -64,6 +64,13 @@ struct tls_ctx *tls_ctx_new_server(const struct tls_settings *s, char *err, size
 struct tls_ctx *tls_ctx_new_client(const struct tls_settings *s, char *err, size_t errlen) MUSTCHECK;
 void tls_ctx_free(struct tls_ctx *ctx);
 
+/* One TLS handshake of a client-facing context with a throwaway client over
+ * a socketpair, so the key's first private-key operation, the key exchange
+ * and the cipher fetches happen before the first real client's handshake.
+ * False if the handshake did not complete (a context that demands client
+ * certificates, for instance); the context is usable either way. */
+bool tls_ctx_warm_up(struct tls_ctx *ctx);
+
 /* Supervisor, before the first fork: draw the session-ticket keys every
  * worker's client-facing context will use, so a client resumes its TLS
  * session whichever worker accepts the reconnect. False (then each context

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <openssl/core_names.h>
 #include <openssl/err.h>
@@ -900,4 +902,77 @@ void tls_conn_free(struct tls_conn *c)
 	SSL_free(c->ssl);
 	ERR_clear_error();
 	free(c);
+}
+
+/*
+ * Warm-up
+ */
+
+static SSL *warm_client(int fd)
+{
+	static const unsigned char alpn[] = "\x0a" ALPN_PG;
+	SSL_CTX *cctx = SSL_CTX_new(TLS_client_method());
+	SSL *ssl = NULL;
+
+	if (cctx == NULL)
+		return NULL;
+	SSL_CTX_set_verify(cctx, SSL_VERIFY_NONE, NULL);
+	if (SSL_CTX_set_alpn_protos(cctx, alpn, sizeof alpn - 1) == 0)
+		ssl = SSL_new(cctx);
+	SSL_CTX_free(cctx);              /* the SSL holds its own reference */
+	if (ssl != NULL && !SSL_set_fd(ssl, fd)) {
+		SSL_free(ssl);
+		ssl = NULL;
+	}
+	if (ssl != NULL)
+		SSL_set_connect_state(ssl);
+	return ssl;
+}
+
+/* Both ends are non-blocking and in this process: step them in turn. A
+ * handshake takes 2-3 flights each way; 16 turns is plenty. */
+static bool warm_handshake(struct tls_conn *srv, SSL *cli)
+{
+	bool cli_done = false, srv_done = false;
+
+	for (int turn = 0; turn < 16 && !(cli_done && srv_done); turn++) {
+		if (!cli_done) {
+			int ret = SSL_do_handshake(cli);
+			int e = ret == 1 ? SSL_ERROR_NONE : SSL_get_error(cli, ret);
+			if (e != SSL_ERROR_NONE && e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE)
+				return false;
+			cli_done = ret == 1;
+		}
+		if (!srv_done) {
+			enum tls_status st = tls_handshake(srv);
+			if (st != TLS_OK && st != TLS_WANT_READ && st != TLS_WANT_WRITE)
+				return false;
+			srv_done = st == TLS_OK;
+		}
+	}
+	return cli_done && srv_done;
+}
+
+bool tls_ctx_warm_up(struct tls_ctx *ctx)
+{
+	struct tls_conn *srv = NULL;
+	SSL *cli = NULL;
+	bool ok = false;
+	int sv[2];
+
+	if (ctx == NULL || !ctx->server ||
+	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) < 0)
+		return false;
+	srv = tls_conn_accept(ctx, sv[0], false);
+	cli = warm_client(sv[1]);
+	if (srv != NULL && cli != NULL)
+		ok = warm_handshake(srv, cli);
+	if (!ok && srv != NULL)
+		log_debug("TLS warm-up handshake did not complete: %s", tls_conn_error(srv));
+	SSL_free(cli);
+	tls_conn_free(srv);
+	close(sv[0]);
+	close(sv[1]);
+	ERR_clear_error();
+	return ok;
 }

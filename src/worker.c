@@ -10,6 +10,7 @@
 #include "auth/authpool.h"
 #include "auth/authquery.h"
 #include "auth/hba.h"
+#include "auth/scram.h"
 #include "cancel.h"
 #include "client.h"
 #include "config.h"
@@ -154,6 +155,8 @@ static int setup_tls(const struct config *cfg)
 	}
 	tls_ctx_free(W->client_tls);
 	W->client_tls = ctx;
+	if (!tls_ctx_warm_up(ctx))
+		log_debug("worker %d: TLS warm-up skipped", W->id);
 	return 0;
 }
 
@@ -521,6 +524,8 @@ void worker_main(int id, struct config *cfg, int ipc_fd, const struct listen_set
 		fatal("worker %d: crypto initialisation failed", id);
 	if (!crypto_random(W->secret, sizeof(W->secret)))
 		fatal("worker %d: no randomness", id);
+	if (!scram_warm_up())
+		log_warning("worker %d: SCRAM self-check failed", id);
 	W->base = event_base_new();
 	if (!W->base)
 		fatal("worker %d: event_base_new failed", id);

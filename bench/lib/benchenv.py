@@ -262,10 +262,13 @@ class Env:
                  "-p", str(self.pgport), "-U", USER, DB], timeout=900)
             self.psql("VACUUM ANALYZE", db=DB)
 
-    def backends(self):
-        """Client backends of the bench user now in PostgreSQL."""
+    def backends(self, state=None):
+        """Client backends of the bench user now in PostgreSQL (in `state`,
+        e.g. 'idle', when given)."""
+        where = f" AND state = '{state}'" if state else ""
         return int(self.psql("SELECT count(*) FROM pg_stat_activity "
-                             f"WHERE usename = '{USER}' AND backend_type = 'client backend'"))
+                             f"WHERE usename = '{USER}' AND backend_type = 'client backend'"
+                             + where))
 
     # -- the shared ini ----------------------------------------------------
 

@@ -6,10 +6,14 @@ exchange, AuthenticationOk to the first ReadyForQuery (for a pooler: the
 server login or the cached welcome) and the first query, in three scenarios:
 
   steady    pooler running with a warm pool; N connections one after another
+  spaced    the same warm pooler, K connections each after SPACING s of quiet:
+            the baseline for a lone connection (an idle machine answers slower:
+            sleeping CPUs and processes must be woken at every step)
   cold      the first connection right after the pooler started (K restarts)
-  prewarm   as cold, but with min_pool_size and the database's user/password
-            in the ini so the pooler can open servers before any client comes;
-            the client connects once the servers are there (at most 5 s)
+  prewarm   as cold, but with min_pool_size, the database's user/password
+            and connect_query = 'SELECT 1' in the ini, so the pooler can open
+            servers and run their first query before any client comes; the
+            client connects SPACING s after the servers are idle (at most 5 s)
 
 The client is bench/lib/pgwire.py: it caches its salted password, so the SCRAM
 phase is the server's work plus round trips, not the client's PBKDF2. libpq
@@ -31,6 +35,7 @@ from matrix import percentile  # noqa: E402
 
 TLS_MODES = {"none": None, "sslrequest": "request", "direct": "direct"}
 MIN_POOL = 4
+SPACING = 0.5
 
 
 def measure(env, target, tls, n):
@@ -119,12 +124,27 @@ def rate(env, target, tls, seconds, concurrency):
 
 
 def wait_backends(env, want, timeout=5.0):
+    """Seconds until `want` backends are idle (logged in, connect_query done)."""
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
-        if env.backends() >= want:
+        if env.backends(state="idle") >= want:
             return time.monotonic() - t0
         time.sleep(0.02)
     return None
+
+
+def lone_connections(env, target, tls, k, before, after=None):
+    """k single connections, before() ahead of each and after() behind it."""
+    samples, errors = [], {}
+    for _ in range(k):
+        before()
+        s, e = measure(env, target, tls, 1)
+        samples += s
+        for msg, v in e.items():
+            errors[msg] = errors.get(msg, 0) + v
+        if after:
+            after()
+    return samples, errors
 
 
 def summarize(target, tls, scenario, samples, errors, extra=""):
@@ -159,13 +179,18 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     benchenv.sigterm_exits()
     env = benchenv.Env(args.scratch, args.pgcrew, args.pgbouncer)
+
+    def restart_done():
+        env.stop_pooler()
+        time.sleep(0.3)   # let PostgreSQL reap the pooler's backends
     rows, rates = [], []
     t_start = time.monotonic()
     try:
         env.setup(pgbench_init=False)
         meta = {"started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
                 "commit": benchenv.binary_source(args.repo), "versions": benchenv.versions(env),
-                "samples": args.samples, "cold": args.cold, "min_pool_size": MIN_POOL}
+                "samples": args.samples, "cold": args.cold, "min_pool_size": MIN_POOL,
+                "spacing": SPACING}
         for target in targets:
             pooled = target != "postgres"
             for tls in TLS_MODES:
@@ -181,6 +206,10 @@ def main():
                                       "psycopg/libpq end to end, incl. its PBKDF2"))
                 log(f"{target:11} {tls:10} steady: {rows[-2]['ready_p50_ms']} ms to ready "
                     f"(libpq total {rows[-1]['total_p50_ms']} ms) {rows[-2]['errors']}")
+                samples, errors = lone_connections(env, target, tls, args.cold,
+                                                   lambda: time.sleep(SPACING))
+                rows.append(summarize(target, tls, "spaced", samples, errors,
+                                      f"{SPACING} s of quiet before each"))
                 rates.append(rate(env, target, tls, args.rate_seconds, args.concurrency))
                 env.stop_pooler()
                 log(f"{target:11} {tls:10} rate: {rates[-1]['conn_per_s']} conn/s, pooler "
@@ -188,32 +217,23 @@ def main():
                 if not pooled:
                     continue
                 # cold: first connection after start
-                samples, errors = [], {}
-                for _ in range(args.cold):
-                    env.start_pooler(target)
-                    s, e = measure(env, target, tls, 1)
-                    samples += s
-                    for k, v in e.items():
-                        errors[k] = errors.get(k, 0) + v
-                    env.stop_pooler()
-                    time.sleep(0.3)   # let PostgreSQL reap the pooler's backends
+                samples, errors = lone_connections(env, target, tls, args.cold,
+                                                   lambda: env.start_pooler(target), restart_done)
                 rows.append(summarize(target, tls, "cold", samples, errors))
                 # min_pool_size pre-warming
                 env.write_inis(extra={"min_pool_size": MIN_POOL},
-                               db_extra=f" user={USER} password={env.password}")
-                samples, errors, warm_times = [], {}, []
-                for _ in range(args.cold):
+                               db_extra=f" user={USER} password={env.password}"
+                                        " connect_query='SELECT 1'")
+                warm_times = []
+
+                def start_and_wait():
                     env.start_pooler(target)
-                    waited = wait_backends(env, MIN_POOL)
-                    warm_times.append(waited)
-                    s, e = measure(env, target, tls, 1)
-                    samples += s
-                    for k, v in e.items():
-                        errors[k] = errors.get(k, 0) + v
-                    env.stop_pooler()
-                    time.sleep(0.3)
+                    warm_times.append(wait_backends(env, MIN_POOL))
+                    time.sleep(SPACING)
+                samples, errors = lone_connections(env, target, tls, args.cold,
+                                                   start_and_wait, restart_done)
                 done = [w for w in warm_times if w is not None]
-                note = (f"{MIN_POOL} servers open {percentile(sorted(done), 0.5) * 1000:.0f} ms "
+                note = (f"{MIN_POOL} servers idle {percentile(sorted(done), 0.5) * 1000:.0f} ms "
                         f"after start (p50), {len(done)}/{len(warm_times)} runs" if done else
                         f"no server opened within 5 s of start (0/{len(warm_times)} runs)")
                 rows.append(summarize(target, tls, "prewarm", samples, errors, note))
@@ -241,15 +261,24 @@ def main():
     log(f"done in {meta['wall_clock_s']} s: {args.out}/connect.md")
 
 
+def ratio(row, base):
+    """total p50 of row against base's, as "1.23x"; "" when either is missing."""
+    if not base or base["total_p50_ms"] in ("", 0) or row["total_p50_ms"] == "":
+        return ""
+    return f"{row['total_p50_ms'] / base['total_p50_ms']:.2f}x"
+
+
 def markdown(rows, meta):
     v = meta["versions"]
     out = ["# pgcrew bench: connection establishment by phase\n",
            f"* {meta['started']}, commit `{meta['commit']}`; {v['pgcrew']}; {v['pgbouncer']}; "
            f"{v['postgres']}; {v['cpus']} CPUs",
            f"* steady: {meta['samples']} sequential connections (pgwire client) after 3 warm-up "
-           f"ones; cold and prewarm: {meta['cold']} pooler restarts, one connection each; "
-           f"prewarm: min_pool_size = {meta['min_pool_size']} with user/password on the "
-           "database line, the client connects once the servers show in pg_stat_activity "
+           f"ones; spaced: {meta['cold']} connections to the same warm pooler, each after "
+           f"{meta['spacing']} s of quiet; cold and prewarm: {meta['cold']} pooler restarts, "
+           f"one connection each; prewarm: min_pool_size = {meta['min_pool_size']} with "
+           "user/password and connect_query = 'SELECT 1' on the database line, the client "
+           f"connects {meta['spacing']} s after the servers are idle in pg_stat_activity "
            "(at most 5 s after start)",
            "* phases (ms, p50 / p99): tcp = connect(); tls = handshake (SSLRequest answer "
            "included); startup = StartupMessage to the SASL request; scram = SASL exchange to "
@@ -258,18 +287,16 @@ def markdown(rows, meta):
            "total = ready + query. `steady-libpq` is psycopg's libpq end to end (connect + "
            "SELECT 1, including libpq's own PBKDF2 of 4096 iterations)\n"]
     out.append("| target | TLS | scenario | n | tcp | tls | startup | scram | login | ready "
-               "| first query | total | vs steady (total p50) | errors / note |")
-    out.append("|---|---|---|---:|---|---|---|---|---|---|---|---|---:|---|")
+               "| first query | total | vs steady | vs spaced | errors / note |")
+    out.append("|---|---|---|---:|---|---|---|---|---|---|---|---|---:|---:|---|")
     steady = {(r["target"], r["tls"]): r for r in rows if r["scenario"] == "steady"}
+    spaced = {(r["target"], r["tls"]): r for r in rows if r["scenario"] == "spaced"}
     for r in rows:
         def pp(ph):
             a, b = r.get(f"{ph}_p50_ms"), r.get(f"{ph}_p99_ms")
             return "" if a in ("", None) else f"{a:.2f} / {b:.2f}"
-        base = steady.get((r["target"], r["tls"]))
-        rel = ""
-        if r["scenario"] in ("cold", "prewarm") and base and base["total_p50_ms"] not in ("", 0) \
-                and r["total_p50_ms"] != "":
-            rel = f"{r['total_p50_ms'] / base['total_p50_ms']:.2f}x"
+        rel = [ratio(r, base.get((r["target"], r["tls"])))
+               if r["scenario"] in ("cold", "prewarm") else "" for base in (steady, spaced)]
         if r["scenario"] == "steady-libpq":
             cells = ["", "", "", "", "", "", "", pp("total")]
         else:
@@ -277,7 +304,7 @@ def markdown(rows, meta):
                                      "query", "total")]
         note = "; ".join(x for x in (r["errors"], r["note"]) if x)
         out.append(f"| {r['target']} | {r['tls']} | {r['scenario']} | {r['n']} | "
-                   + " | ".join(cells) + f" | {rel} | {note[:300]} |")
+                   + " | ".join(cells + rel) + f" | {note[:300]} |")
     out.append("")
     return "\n".join(out)
 

@@ -57,6 +57,12 @@ bool scram_secret_for_user(const char *user, const char *userlist_secret, int it
  * plaintext user of that name would get; use it with mock = true. */
 void scram_mock_secret(const char *user, int iterations, struct scram_secret *out);
 
+/* Worker start: one in-memory login of pgcrew's SCRAM client against its
+ * SCRAM server (made-up keys, no PBKDF2, no cache entry), so the first real
+ * login finds OpenSSL's objects set up and the code paged in. True when the
+ * exchange succeeded, which it always should. */
+bool scram_warm_up(void) MUSTCHECK;
+
 /* Test and statistics hooks. */
 unsigned long scram_pbkdf2_runs(void);      /* PBKDF2 runs in this process */
 void scram_cache_clear(void);               /* wipe the derived-key cache */

@@ -919,3 +919,32 @@ int scram_client_verify(struct scram_client *st, const char *server_final, size_
 	st->state = SCRAM_CLIENT_DONE;
 	return 0;
 }
+
+/* ---- warm-up ---- */
+
+/* One whole exchange, pgcrew's client side against its server side, with a
+ * made-up secret whose ClientKey is known (the pass-through path, so no
+ * PBKDF2 and nothing in the derived-key cache): it touches every page and
+ * lazily set-up OpenSSL object a real login uses, so a worker's first
+ * client does not pay for that. */
+bool scram_warm_up(void)
+{
+	struct scram_secret secret = { .iterations = SCRAM_DEFAULT_ITERATIONS,
+				       .salt_len = SCRAM_DEFAULT_SALT_LEN, .has_client_key = true };
+	struct scram_server srv = { 0 };
+	struct scram_client cli = { 0 };
+	char first[SCRAM_MAX_CLIENT_FIRST], reply[SCRAM_MAX_SERVER_FIRST];
+	size_t n1, n2;
+	const char *err;
+
+	memset(secret.salt, 's', secret.salt_len);
+	memset(secret.client_key, 'c', SCRAM_KEY_LEN);
+	memset(secret.server_key, 'k', SCRAM_KEY_LEN);
+	if (!crypto_sha256(secret.client_key, SCRAM_KEY_LEN, secret.stored_key))
+		return false;
+	return scram_client_first(&cli, first, sizeof first, &n1) == 0 &&
+	       scram_server_first(&srv, &secret, false, first, n1, reply, sizeof reply, &n2, &err) == 0 &&
+	       scram_client_final(&cli, reply, n2, NULL, &secret, first, sizeof first, &n1, &err) == 0 &&
+	       scram_server_final(&srv, first, n1, reply, sizeof reply, &n2, &err) == 0 &&
+	       scram_client_verify(&cli, reply, n2, &err) == 0;
+}

@@ -422,6 +422,23 @@ static void test_cache_bounded(void **state)
 	assert_int_equal(scram_pbkdf2_runs(), runs + 8 * SCRAM_CACHE_ENTRIES + 1);
 }
 
+/* The warm-up is a whole successful exchange that costs no PBKDF2 and
+ * leaves the derived-key cache alone. */
+static void test_warm_up(void **state)
+{
+	struct scram_secret s;
+	unsigned long runs;
+
+	(void)state;
+	assert_true(scram_secret_from_password("warm-pw", rfc_salt, 16, 1, &s));
+	runs = scram_pbkdf2_runs();
+	assert_true(scram_warm_up());
+	assert_true(scram_warm_up());
+	assert_int_equal(scram_pbkdf2_runs(), runs);
+	assert_true(scram_secret_from_password("warm-pw", rfc_salt, 16, 1, &s));
+	assert_int_equal(scram_pbkdf2_runs(), runs);
+}
+
 /* ---- hostile input, server side ---- */
 
 static void test_server_first_hostile(void **state)
@@ -931,6 +948,7 @@ int main(void)
 		T(test_parse_verifier),
 		T(test_cache),
 		T(test_cache_bounded),
+		T(test_warm_up),
 		T(test_server_first_hostile),
 		T(test_server_first_accepts),
 		T(test_server_final_hostile),

@@ -1,6 +1,7 @@
 /* pgcrew — unit tests for tls.c: a throwaway CA, server and client certs are
  * made with the OpenSSL API at start; our server context is driven against
  * our client context (or a raw OpenSSL client) over a non-blocking socketpair. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -1005,6 +1006,46 @@ static void test_status_names(void **state UNUSED)
 	assert_string_equal(tls_status_name(TLS_STATUS_COUNT), "?");
 }
 
+static int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	assert_non_null(d);
+	while (readdir(d) != NULL)
+		n++;
+	closedir(d);
+	return n;
+}
+
+/* The warm-up is a real handshake: it completes for a context that asks
+ * no certificate, fails (without breaking the context) for one that
+ * demands one, refuses a client-side context, and leaks no descriptor. */
+static void test_warm_up(void **state UNUSED)
+{
+	struct tls_settings ss = srv_settings(TLS_SSLMODE_PREFER), cs = cli_settings(TLS_SSLMODE_REQUIRE, "");
+	struct tls_settings vs = srv_settings(TLS_SSLMODE_VERIFY_CA);
+	struct tls_ctx *sctx = server_ctx(&ss), *cctx = client_ctx(&cs), *vctx = server_ctx(&vs);
+	int fds = open_fds();
+	struct pair p;
+
+	assert_true(tls_ctx_warm_up(sctx));
+	assert_true(tls_ctx_warm_up(sctx));
+	assert_false(tls_ctx_warm_up(vctx));
+	assert_false(tls_ctx_warm_up(cctx));
+	assert_false(tls_ctx_warm_up(NULL));
+	assert_int_equal(open_fds(), fds);
+	assert_int_equal(ERR_peek_error(), 0);
+
+	handshake(&p, sctx, cctx, "localhost");       /* still serves real clients */
+	assert_int_equal(p.srv.st, TLS_OK);
+	assert_int_equal(p.cli.st, TLS_OK);
+	pair_close(&p);
+	tls_ctx_free(sctx);
+	tls_ctx_free(cctx);
+	tls_ctx_free(vctx);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1028,6 +1069,7 @@ int main(void)
 		cmocka_unit_test(test_protocols),
 		cmocka_unit_test(test_ciphers_curves_dh),
 		cmocka_unit_test(test_status_names),
+		cmocka_unit_test(test_warm_up),
 	};
 
 	return cmocka_run_group_tests(tests, make_certs, remove_certs);
