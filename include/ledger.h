@@ -26,11 +26,15 @@ struct slot_req {
 };
 
 /* IPC_POOL_WANT payload. n: queued requests elsewhere this pool's idle
- * servers could serve (give up servers idle for a while); over: servers held
- * beyond the fair share while others queue (give up as soon as idle). */
+ * servers could serve (give up servers idle for a while); soon: how many of
+ * those come from a worker below its fair share of the pool, or from
+ * another pool (a full max_db/user_connections), which should not wait
+ * long; over: servers held beyond the fair share while others queue (give
+ * up as soon as idle). */
 struct pool_want {
 	struct slot_req pool;      /* names only */
 	int32_t n;
+	int32_t soon;
 	int32_t over;
 };
 
@@ -66,12 +70,12 @@ void ledger_worker_gone(struct ledger *l, int worker);
 
 /* Wants: for each pool, how many queued requests a worker could serve by
  * closing an idle server of it (same pool elsewhere, or another pool of the
- * database or user whose limit is full), and how many of its servers it holds
- * beyond its fair share of the pool. ledger_want_changes() reports, once per
- * change, (worker, db, user, n) notices to send: n > 0 asks worker to give
- * up to n idle servers of that pool back, n == 0 withdraws the ask. */
-typedef void (*ledger_want_fn)(int worker, const char *db, const char *user, int n, int over,
-			       void *arg);
+ * database or user whose limit is full), how many of those are in a hurry,
+ * and how many of its servers it holds beyond its fair share of the pool
+ * (struct pool_want). ledger_want_changes() reports each change once, as a
+ * notice to send: n > 0 asks the worker to give up to n idle servers of that
+ * pool back, n == 0 withdraws the ask. */
+typedef void (*ledger_want_fn)(int worker, const struct pool_want *w, void *arg);
 void ledger_want_changes(struct ledger *l, ledger_want_fn fn, void *arg);
 
 /* Counts, for SHOW and tests. */

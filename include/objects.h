@@ -131,6 +131,7 @@ struct pool {
 	bool reserve_asked;               /* a reserve request is among them */
 	int give_up;                      /* servers beyond our fair share: give up when idle */
 	int wanted;                       /* other workers' waiters: give up servers idle a while */
+	int wanted_soon;                  /* of those, ones in a hurry (below their fair share) */
 };
 
 /* replication= in a client's startup packet (PgBouncer 1.23+): such a client

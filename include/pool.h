@@ -10,6 +10,7 @@
 struct config;
 struct db_def;
 struct slot_req;
+struct pool_want;
 struct login_failure;
 
 struct database *pool_find_db(const char *name);
@@ -45,7 +46,7 @@ void pool_launch_needed(struct pool *p);
 void pool_slot_answer(const struct slot_req *r, uint32_t why, bool granted);
 /* Other workers' clients wait for n servers of this pool, `over` of ours
  * are beyond our fair share: give idle ones up (see pool.c). */
-void pool_slot_wanted(const struct slot_req *r, int n, int over);
+void pool_slot_wanted(const struct pool_want *w);
 /* Janitor: give up servers idle for a while that others want. */
 void pool_give_idle(struct pool *p);
 void pool_slot_release(struct pool *p);

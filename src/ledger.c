@@ -16,8 +16,7 @@ struct lpool {
 	struct lcount *dbc, *userc;
 	int total;
 	int *count;                /* per worker */
-	int *told;                 /* per worker: the last want sent */
-	int *told_over;            /* per worker: the last over-share sent */
+	struct pool_want *told;    /* per worker: the last want sent (counts only) */
 	int limit;                 /* pool_limit of the latest request (fair share) */
 };
 
@@ -65,7 +64,6 @@ void ledger_free(struct ledger *l)
 		list_del(it);
 		free(p->count);
 		free(p->told);
-		free(p->told_over);
 		free(p);
 	}
 	free_list(&l->dbs, offsetof(struct lcount, node));
@@ -110,8 +108,7 @@ static struct lpool *get_pool(struct ledger *l, const char *db, const char *user
 	p->dbc = get_count(&l->dbs, db);
 	p->userc = get_count(&l->users, user);
 	p->count = xcalloc((size_t)l->n, sizeof(int));
-	p->told = xcalloc((size_t)l->n, sizeof(int));
-	p->told_over = xcalloc((size_t)l->n, sizeof(int));
+	p->told = xcalloc((size_t)l->n, sizeof(*p->told));
 	list_append(&l->pools, &p->node);
 	return p;
 }
@@ -220,8 +217,7 @@ void ledger_worker_gone(struct ledger *l, int worker)
 	list_for_each(it, &l->pools) {
 		struct lpool *p = container_of(it, struct lpool, node);
 		take(p, worker, -p->count[worker]);
-		p->told[worker] = 0;
-		p->told_over[worker] = 0;
+		p->told[worker].n = p->told[worker].soon = p->told[worker].over = 0;
 	}
 	list_for_each_safe(it, tmp, &l->queue) {
 		struct lreq *q = container_of(it, struct lreq, node);
@@ -244,17 +240,50 @@ static bool helps(const struct lreq *q, const struct lpool *p)
 	return q->pool->userc == p->userc && q->req.user_limit > 0 && p->userc->total >= q->req.user_limit;
 }
 
-/* Queued requests that worker w could help by giving up a server of p; a
- * worker is not asked to give up a server of the very pool it waits for. */
-static int wanted_from(const struct ledger *l, const struct lpool *p, int w)
+/*
+ * The fair share of p: its limit divided among the workers that hold or
+ * want its servers, rounded up. Under steady load every worker keeps its
+ * share instead of servers moving back and forth (each move costs
+ * PostgreSQL a new backend).
+ */
+static int fair_share(const struct ledger *l, const struct lpool *p)
 {
-	int n = 0;
+	bool *seen = xcalloc((size_t)l->n, sizeof(bool));
+	int demand = 0;
 	struct list *it;
+
+	for (int v = 0; v < l->n; v++)
+		seen[v] = p->count[v] > 0;
 	list_for_each(it, &l->queue) {
 		const struct lreq *q = container_of(it, struct lreq, node);
-		n += helps(q, p) && !(q->worker == w && q->pool == p);
+		if (q->pool == p)
+			seen[q->worker] = true;
 	}
-	return n;
+	for (int v = 0; v < l->n; v++)
+		demand += seen[v];
+	free(seen);
+	return demand > 0 ? (p->limit + demand - 1) / demand : p->limit;
+}
+
+/* Queued requests that worker w could help by giving up a server of p (a
+ * worker is not asked to give up a server of the very pool it waits for),
+ * and how many of them are in a hurry: from a worker below its fair share
+ * of p, or for another pool. A request from a worker that already has its
+ * share is served only by a server that has really stopped being used: a
+ * momentary lull (a client process descheduled for a few milliseconds)
+ * must not move servers between two busy workers. */
+static void wanted_from(const struct ledger *l, const struct lpool *p, int w, struct pool_want *out)
+{
+	int share = fair_share(l, p);
+	struct list *it;
+
+	list_for_each(it, &l->queue) {
+		const struct lreq *q = container_of(it, struct lreq, node);
+		if (!helps(q, p) || (q->worker == w && q->pool == p))
+			continue;
+		out->n++;
+		out->soon += q->pool != p || p->count[q->worker] < share;
+	}
 }
 
 /*
@@ -286,37 +315,20 @@ static bool starve_rank(const struct ledger *l, const struct lpool *p, int w)
 	return ahead < starving;
 }
 
-/*
- * How many servers of p worker w holds beyond its fair share, while other
- * workers' clients queue for p. The share is the pool limit divided among
- * the workers that hold or want its servers, so under steady load every
- * worker keeps its share instead of servers moving back and forth (each
- * move costs PostgreSQL a new backend).
- */
+/* How many servers of p worker w holds beyond its fair share, while other
+ * workers' clients queue for p. */
 static int over_share(const struct ledger *l, const struct lpool *p, int w)
 {
-	int queued_elsewhere = 0, demand = 0;
-	bool *seen = xcalloc((size_t)l->n, sizeof(bool));
+	int queued_elsewhere = 0;
 	struct list *it;
 
-	if (p->limit <= 0 || p->count[w] == 0) {
-		free(seen);
+	if (p->limit <= 0 || p->count[w] == 0)
 		return 0;
-	}
-	for (int v = 0; v < l->n; v++)
-		seen[v] = p->count[v] > 0;
 	list_for_each(it, &l->queue) {
 		const struct lreq *q = container_of(it, struct lreq, node);
-		if (q->pool != p)
-			continue;
-		seen[q->worker] = true;
-		queued_elsewhere += q->worker != w;
+		queued_elsewhere += q->pool == p && q->worker != w;
 	}
-	for (int v = 0; v < l->n; v++)
-		demand += seen[v];
-	free(seen);
-	int share = (p->limit + demand - 1) / demand;
-	int over = p->count[w] - share;
+	int over = p->count[w] - fair_share(l, p);
 	if (over <= 0 && starve_rank(l, p, w))
 		over = 1;
 	return over <= 0 ? 0 : (over < queued_elsewhere ? over : queued_elsewhere);
@@ -328,13 +340,19 @@ void ledger_want_changes(struct ledger *l, ledger_want_fn fn, void *arg)
 	list_for_each(it, &l->pools) {
 		struct lpool *p = container_of(it, struct lpool, node);
 		for (int w = 0; w < l->n; w++) {
-			int n = p->count[w] > 0 ? wanted_from(l, p, w) : 0;
-			int over = n > 0 ? over_share(l, p, w) : 0;
-			if (n == p->told[w] && over == p->told_over[w])
+			struct pool_want want;
+			memset(&want, 0, sizeof(want));
+			if (p->count[w] > 0)
+				wanted_from(l, p, w, &want);
+			if (want.n > 0)
+				want.over = over_share(l, p, w);
+			struct pool_want *told = &p->told[w];
+			if (want.n == told->n && want.soon == told->soon && want.over == told->over)
 				continue;
-			p->told[w] = n;
-			p->told_over[w] = over;
-			fn(w, p->db, p->user, n, over, arg);
+			*told = want;
+			strlcpy_(want.pool.db, p->db, sizeof(want.pool.db));
+			strlcpy_(want.pool.user, p->user, sizeof(want.pool.user));
+			fn(w, &want, arg);
 		}
 	}
 }

@@ -431,15 +431,21 @@ void pool_slot_answer(const struct slot_req *r, uint32_t why, bool granted)
 
 /* Other workers' clients wait for this pool while it is full. A server
  * beyond our fair share goes as soon as it is idle; any other only once it
- * has sat idle for GIVE_IDLE_USEC, so momentary idleness under load does
- * not make servers (and PostgreSQL backends) hop between workers. */
-#define GIVE_IDLE_USEC (20 * 1000)
+ * has sat idle for GIVE_IDLE_USEC when a worker below its share waits, or
+ * GIVE_IDLE_SLOW_USEC when the waiting workers already have their share:
+ * momentary idleness under load (a client process descheduled for a few
+ * milliseconds) must not make servers, each a PostgreSQL backend, hop
+ * between two busy workers. */
+#define GIVE_IDLE_USEC (20 * USEC_PER_MSEC)
+#define GIVE_IDLE_SLOW_USEC (200 * USEC_PER_MSEC)
 
 static struct event *give_timer;
+static usec_t give_timer_at;          /* when the pending give_timer fires */
 
 static void on_give_timer(evutil_socket_t fd, short what, void *arg)
 {
 	struct list *it;
+	give_timer_at = 0;
 	list_for_each(it, &W->pools) {
 		struct pool *p = container_of(it, struct pool, node);
 		if (p->wanted > 0)
@@ -447,13 +453,15 @@ static void on_give_timer(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
-static void give_one(struct pool *p, struct server *sv)
+/* One server goes to another worker: count it against the asks. */
+static void note_given(struct pool *p)
 {
 	if (p->give_up > 0)
 		p->give_up--;
 	if (p->wanted > 0)
 		p->wanted--;
-	server_close(sv, "released to another worker");
+	if (p->wanted_soon > 0)
+		p->wanted_soon--;
 }
 
 void pool_give_idle(struct pool *p)
@@ -462,29 +470,35 @@ void pool_give_idle(struct pool *p)
 	struct list *it;
 	while (p->wanted > 0 && (it = p->idle_servers.prev) != &p->idle_servers) {
 		struct server *sv = container_of(it, struct server, node);   /* the longest idle */
-		if (p->give_up <= 0 && now - sv->last_used < GIVE_IDLE_USEC) {
-			/* Look again when it will have sat idle long enough. */
-			usec_t left = GIVE_IDLE_USEC - (now - sv->last_used);
-			struct timeval tv = { 0, (suseconds_t)left };
+		usec_t need = p->wanted_soon > 0 ? GIVE_IDLE_USEC : GIVE_IDLE_SLOW_USEC;
+		if (p->give_up <= 0 && now - sv->last_used < need) {
+			/* Look again when it will have sat idle long enough
+			 * (one timer for all pools: keep the earliest time). */
+			usec_t left = need - (now - sv->last_used);
+			struct timeval tv = { (time_t)(left / USEC_PER_SEC), (suseconds_t)(left % USEC_PER_SEC) };
 			if (!give_timer)
 				give_timer = event_new(W->base, -1, 0, on_give_timer, NULL);
-			if (!event_pending(give_timer, EV_TIMEOUT, NULL))
+			if (!event_pending(give_timer, EV_TIMEOUT, NULL) || now + left < give_timer_at) {
 				event_add(give_timer, &tv);
+				give_timer_at = now + left;
+			}
 			break;
 		}
-		give_one(p, sv);
+		note_given(p);
+		server_close(sv, "released to another worker");
 	}
 }
 
-void pool_slot_wanted(const struct slot_req *r, int n, int over)
+void pool_slot_wanted(const struct pool_want *w)
 {
-	struct pool *p = pool_by_names(r->db, r->user);
+	struct pool *p = pool_by_names(w->pool.db, w->pool.user);
 	if (!p)
 		return;
-	p->wanted = n;
-	p->give_up = over < n ? over : n;
-	log_noise("pool %s/%s: wanted elsewhere %d, beyond our share %d (servers %d, idle %d)",
-		  p->db->name, p->user->name, n, over, pool_total_servers(p), p->n_idle);
+	p->wanted = w->n;
+	p->wanted_soon = w->soon < w->n ? w->soon : w->n;
+	p->give_up = w->over < w->n ? w->over : w->n;
+	log_noise("pool %s/%s: wanted elsewhere %d (in a hurry %d), beyond our share %d (servers %d, idle %d)",
+		  p->db->name, p->user->name, w->n, p->wanted_soon, w->over, pool_total_servers(p), p->n_idle);
 	pool_give_idle(p);
 }
 
@@ -844,9 +858,7 @@ void pool_server_ready(struct server *sv)
 	 * its share, or another worker's clients starve): that comes before
 	 * this worker's own queue, or under steady load it never would. */
 	if (p->give_up > 0) {
-		p->give_up--;
-		if (p->wanted > 0)
-			p->wanted--;
+		note_given(p);
 		server_close_soon(sv, "released to another worker");
 		return;
 	}

@@ -97,15 +97,10 @@ static void send_fd(int slot, int fd)
 
 /* ---- slot ledger ---- */
 
-static void send_want(int worker, const char *db, const char *user, int n, int over, void *arg)
+static void send_want(int worker, const struct pool_want *w, void *arg)
 {
-	struct pool_want w;
-	memset(&w, 0, sizeof(w));
-	strlcpy_(w.pool.db, db, sizeof(w.pool.db));
-	strlcpy_(w.pool.user, user, sizeof(w.pool.user));
-	w.n = n;
-	w.over = over;
-	send_to(worker, IPC_POOL_WANT, 0, &w, sizeof(w));
+	(void)arg;
+	send_to(worker, IPC_POOL_WANT, 0, w, sizeof(*w));
 }
 
 /* While requests queue, the asks are refreshed every 100 ms even without

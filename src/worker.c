@@ -357,7 +357,7 @@ static void on_ipc(struct ipc_chan *ch, const struct ipc_hdr *hdr, const void *p
 		if (!payload_is(hdr, sizeof(w)))
 			break;
 		memcpy(&w, payload, sizeof(w));
-		pool_slot_wanted(&w.pool, w.n, w.over);
+		pool_slot_wanted(&w);
 		break;
 	}
 	case IPC_WELCOME:

@@ -152,6 +152,35 @@ def test_waiting_client_gets_idle_server_of_other_worker(pg15, make_pooler):
     assert "released to another worker" in p.log_text()
 
 
+def test_server_stays_with_busy_worker_through_a_lull(pg15, make_pooler):
+    """pool_size=2 on 2 workers, one server each (each its fair share): a
+    second client of worker 1 gets worker 0's server only once it has sat
+    idle 200 ms, not after a 20 ms lull (a lull under load would otherwise
+    make servers hop, each hop a new backend)."""
+    p = make_pooler(pg15, settings={"workers": 2, "pool_mode": "transaction",
+                                    "default_pool_size": 2, "query_wait_timeout": 10})
+    a = connect_on_worker(p, 0)
+    b1 = connect_on_worker(p, 1)
+    b2 = connect_on_worker(p, 1)
+    try:
+        assert a.execute("SELECT 1").fetchone() == (1,)
+        assert b1.execute("SELECT 1").fetchone() == (1,)
+        b1.execute("BEGIN")
+        assert b1.execute("SELECT 2").fetchone() == (2,)        # holds worker 1's server
+        assert a.execute("SELECT 3").fetchone() == (3,)         # worker 0's server: idle from now
+        started = time.monotonic()
+        assert b2.execute("SELECT 4").fetchone() == (4,)
+        waited = time.monotonic() - started
+        b1.execute("COMMIT")
+        assert pg15.server_connections("testdb", "trust_user") <= 2
+    finally:
+        for conn in (a, b1, b2):
+            conn.close()
+    print(f"hand-over to a worker at its share: {waited * 1000:.1f} ms")
+    assert 0.18 <= waited < 2.0, waited
+    assert "released to another worker" in p.log_text()
+
+
 def test_cancels_reach_the_owning_worker(pg15, make_pooler):
     p = make_pooler(pg15, settings={"workers": WORKERS, "pool_mode": "transaction",
                                     "default_pool_size": 4})

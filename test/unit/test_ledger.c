@@ -437,7 +437,7 @@ static void test_worker_gone(void **state)
 struct notice {
 	int w;
 	char db[LEDGER_NAME], user[LEDGER_NAME];
-	int n, over;
+	int n, soon, over;
 };
 
 struct notices {
@@ -445,16 +445,18 @@ struct notices {
 	int n;
 };
 
-static void on_want(int worker, const char *db, const char *user, int n, int over, void *arg)
+static void on_want(int worker, const struct pool_want *w, void *arg)
 {
 	struct notices *ns = arg;
 	assert_true(ns->n < MAX_NOTICES);
 	struct notice *x = &ns->v[ns->n++];
 	x->w = worker;
-	snprintf(x->db, sizeof(x->db), "%s", db);
-	snprintf(x->user, sizeof(x->user), "%s", user);
-	x->n = n;
-	x->over = over;
+	snprintf(x->db, sizeof(x->db), "%s", w->pool.db);
+	snprintf(x->user, sizeof(x->user), "%s", w->pool.user);
+	x->n = w->n;
+	x->soon = w->soon;
+	x->over = w->over;
+	assert_true(w->soon <= w->n);
 }
 
 static void collect(struct ledger *l, struct notices *ns)
@@ -463,26 +465,26 @@ static void collect(struct ledger *l, struct notices *ns)
 	ledger_want_changes(l, on_want, ns);
 }
 
-/* The over-share told with it, -1 when not told. */
-static int told_over(const struct notices *ns, int w, const char *db, const char *user)
+/* The notice to worker w about db/user in this batch, NULL when none. */
+static const struct notice *notice_for(const struct notices *ns, int w, const char *db, const char *user)
 {
-	for (int i = 0; i < ns->n; i++)
-		if (ns->v[i].w == w && strcmp(ns->v[i].db, db) == 0 && strcmp(ns->v[i].user, user) == 0)
-			return ns->v[i].over;
-	return -1;
-}
-
-/* The n told to worker w about db/user in this batch, -1 when not told. */
-static int told(const struct notices *ns, int w, const char *db, const char *user)
-{
-	int found = -1;
+	const struct notice *found = NULL;
 	for (int i = 0; i < ns->n; i++) {
 		if (ns->v[i].w == w && strcmp(ns->v[i].db, db) == 0 && strcmp(ns->v[i].user, user) == 0) {
-			assert_int_equal(found, -1);    /* at most one notice per pool and worker */
-			found = ns->v[i].n;
+			assert_null(found);    /* at most one notice per pool and worker */
+			found = &ns->v[i];
 		}
 	}
 	return found;
+}
+
+/* What was told to worker w about db/user in this batch; -1 in every count
+ * when nothing was. */
+static struct notice got(const struct notices *ns, int w, const char *db, const char *user)
+{
+	const struct notice *x = notice_for(ns, w, db, user);
+	struct notice none = { .w = w, .n = -1, .soon = -1, .over = -1 };
+	return x ? *x : none;
 }
 
 static void test_want_notices(void **state)
@@ -505,10 +507,10 @@ static void test_want_notices(void **state)
 	assert_int_equal(ledger_request(l, 0, 12, &p), LEDGER_QUEUED);
 	collect(l, &ns);
 	assert_int_equal(ns.n, 2);
-	assert_int_equal(told(&ns, 0, "d", "u"), 2);          /* not its own request */
-	assert_int_equal(told(&ns, 1, "d", "u"), 3);
-	assert_int_equal(told(&ns, 2, "d", "u"), -1);         /* holds none of p */
-	assert_int_equal(told(&ns, 2, "d2", "u2"), -1);       /* nobody waits for q */
+	assert_int_equal(got(&ns, 0, "d", "u").n, 2);          /* not its own request */
+	assert_int_equal(got(&ns, 1, "d", "u").n, 3);
+	assert_int_equal(got(&ns, 2, "d", "u").n, -1);         /* holds none of p */
+	assert_int_equal(got(&ns, 2, "d2", "u2").n, -1);       /* nobody waits for q */
 
 	/* Once per change. */
 	collect(l, &ns);
@@ -519,9 +521,9 @@ static void test_want_notices(void **state)
 	expect_grant(l, 2, 10, "d", "u");
 	collect(l, &ns);
 	assert_int_equal(ns.n, 3);
-	assert_int_equal(told(&ns, 0, "d", "u"), 1);          /* worker 2's second */
-	assert_int_equal(told(&ns, 1, "d", "u"), 0);          /* holds none now: withdrawn */
-	assert_int_equal(told(&ns, 2, "d", "u"), 1);          /* worker 0's */
+	assert_int_equal(got(&ns, 0, "d", "u").n, 1);          /* worker 2's second */
+	assert_int_equal(got(&ns, 1, "d", "u").n, 0);          /* holds none now: withdrawn */
+	assert_int_equal(got(&ns, 2, "d", "u").n, 1);          /* worker 0's */
 	collect(l, &ns);
 	assert_int_equal(ns.n, 0);
 
@@ -530,11 +532,11 @@ static void test_want_notices(void **state)
 	expect_grant(l, 2, 11, "d", "u");
 	collect(l, &ns);
 	assert_int_equal(ns.n, 2);
-	assert_int_equal(told(&ns, 0, "d", "u"), 0);          /* holds none now */
+	assert_int_equal(got(&ns, 0, "d", "u").n, 0);          /* holds none now */
 	/* Still 1 wanted, but worker 2 now holds both servers of the pool of
 	 * 2 while worker 0 waits: one is beyond its fair share. */
-	assert_int_equal(told(&ns, 2, "d", "u"), 1);
-	assert_int_equal(told_over(&ns, 2, "d", "u"), 1);
+	assert_int_equal(got(&ns, 2, "d", "u").n, 1);
+	assert_int_equal(got(&ns, 2, "d", "u").over, 1);
 
 	/* Worker 2 gives one back: the queue empties, every ask is withdrawn. */
 	assert_true(ledger_release(l, 2, "d", "u"));
@@ -542,7 +544,7 @@ static void test_want_notices(void **state)
 	assert_int_equal(ledger_queued(l), 0);
 	collect(l, &ns);
 	assert_int_equal(ns.n, 1);
-	assert_int_equal(told(&ns, 2, "d", "u"), 0);
+	assert_int_equal(got(&ns, 2, "d", "u").n, 0);
 	collect(l, &ns);
 	assert_int_equal(ns.n, 0);
 }
@@ -562,25 +564,80 @@ static void test_want_fair_share(void **state)
 	assert_int_equal(ledger_request(l, 1, 12, &p), LEDGER_QUEUED);
 	collect(l, &ns);
 	assert_int_equal(ns.n, 1);
-	assert_int_equal(told(&ns, 0, "d", "u"), 2);          /* both would help... */
-	assert_int_equal(told_over(&ns, 0, "d", "u"), 1);     /* ...one is beyond 4/2 */
-	assert_int_equal(told(&ns, 1, "d", "u"), -1);
+	assert_int_equal(got(&ns, 0, "d", "u").n, 2);          /* both would help... */
+	assert_int_equal(got(&ns, 0, "d", "u").over, 1);     /* ...one is beyond 4/2 */
+	assert_int_equal(got(&ns, 1, "d", "u").n, -1);
 
 	/* Worker 0 gives that one up; 2 each now: nobody is over its share. */
 	assert_true(ledger_release(l, 0, "d", "u"));
 	expect_grant(l, 1, 11, "d", "u");
 	collect(l, &ns);
-	assert_int_equal(told(&ns, 0, "d", "u"), 1);
-	assert_int_equal(told_over(&ns, 0, "d", "u"), 0);
+	assert_int_equal(got(&ns, 0, "d", "u").n, 1);
+	assert_int_equal(got(&ns, 0, "d", "u").over, 0);
 
 	/* A third worker joins the queue: the share drops to 2 of 4 over 3
 	 * workers (rounded up), so worker 0 and worker 1 keep theirs. */
 	assert_int_equal(ledger_request(l, 2, 20, &p), LEDGER_QUEUED);
 	collect(l, &ns);
-	assert_int_equal(told(&ns, 0, "d", "u"), 2);
-	assert_int_equal(told_over(&ns, 0, "d", "u"), 0);
-	assert_int_equal(told(&ns, 1, "d", "u"), 1);
-	assert_int_equal(told_over(&ns, 1, "d", "u"), 0);
+	assert_int_equal(got(&ns, 0, "d", "u").n, 2);
+	assert_int_equal(got(&ns, 0, "d", "u").over, 0);
+	assert_int_equal(got(&ns, 1, "d", "u").n, 1);
+	assert_int_equal(got(&ns, 1, "d", "u").over, 0);
+}
+
+/* A request from a worker that already has its fair share is not in a
+ * hurry (a momentary lull on another worker must not move servers between
+ * two busy workers); one from a worker below its share, or for another pool
+ * of a full database, is. */
+static void test_want_soon(void **state)
+{
+	struct ledger *l = *state;
+	struct notices ns;
+	struct slot_req p = mkreq("d", "u", 4, 0, 0, 1);
+
+	for (uint32_t i = 0; i < 4; i++)
+		assert_int_equal(ledger_request(l, (int)(i % 2), i, &p), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 1, 10, &p), LEDGER_QUEUED);
+	collect(l, &ns);
+	assert_int_equal(got(&ns, 0, "d", "u").n, 1);
+	assert_int_equal(got(&ns, 0, "d", "u").soon, 0);      /* worker 1 has its 2 of 4 */
+	assert_int_equal(got(&ns, 0, "d", "u").over, 0);
+
+	/* Worker 2, holding none, joins: share 2 of 4 over 3 workers. */
+	assert_int_equal(ledger_request(l, 2, 20, &p), LEDGER_QUEUED);
+	collect(l, &ns);
+	assert_int_equal(got(&ns, 0, "d", "u").n, 2);
+	assert_int_equal(got(&ns, 0, "d", "u").soon, 1);
+	assert_int_equal(got(&ns, 1, "d", "u").n, 1);           /* not its own request */
+	assert_int_equal(got(&ns, 1, "d", "u").soon, 1);
+
+	/* Worker 2 is served; only worker 1's patient request is left. */
+	assert_true(ledger_release(l, 0, "d", "u"));
+	expect_grant(l, 1, 10, "d", "u");
+	assert_true(ledger_release(l, 1, "d", "u"));
+	expect_grant(l, 2, 20, "d", "u");
+	assert_int_equal(ledger_queued(l), 0);
+	assert_int_equal(ledger_request(l, 1, 11, &p), LEDGER_QUEUED);
+	collect(l, &ns);
+	assert_int_equal(got(&ns, 0, "d", "u").n, 1);           /* 1 + 2 + 1: worker 1 has 2 */
+	assert_int_equal(got(&ns, 0, "d", "u").soon, 0);
+	assert_int_equal(got(&ns, 2, "d", "u").soon, 0);
+}
+
+/* Another pool of a database at max_db_connections waits: in a hurry. */
+static void test_want_soon_other_pool(void **state)
+{
+	struct ledger *l = *state;
+	struct notices ns;
+	struct slot_req a = mkreq("d", "ua", 10, 2, 0, 1);
+	struct slot_req b = mkreq("d", "ub", 10, 2, 0, 1);
+
+	assert_int_equal(ledger_request(l, 0, 1, &a), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 0, 2, &a), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 1, 3, &b), LEDGER_QUEUED);
+	collect(l, &ns);
+	assert_int_equal(got(&ns, 0, "d", "ua").n, 1);
+	assert_int_equal(got(&ns, 0, "d", "ua").soon, 1);
 }
 
 /* Fewer servers than workers: holders are within their share, so only the
@@ -595,20 +652,20 @@ static void test_want_starving_worker(void **state)
 	assert_int_equal(ledger_request(l, 1, 2, &p), LEDGER_GRANTED);
 	assert_int_equal(ledger_request(l, 2, 3, &p), LEDGER_QUEUED);
 	collect(l, &ns);
-	assert_int_equal(told_over(&ns, 0, "d", "u"), 0);
-	assert_int_equal(told_over(&ns, 1, "d", "u"), 0);
+	assert_int_equal(got(&ns, 0, "d", "u").over, 0);
+	assert_int_equal(got(&ns, 1, "d", "u").over, 0);
 
 	usleep((useconds_t)(LEDGER_STARVE_USEC + 50000));
 	collect(l, &ns);
 	/* One starving worker: one holder (the first, on a tie) gives one up. */
-	assert_int_equal(told_over(&ns, 0, "d", "u"), 1);
-	assert_int_equal(told_over(&ns, 1, "d", "u"), -1);    /* unchanged: still 0 */
+	assert_int_equal(got(&ns, 0, "d", "u").over, 1);
+	assert_int_equal(got(&ns, 1, "d", "u").over, -1);    /* unchanged: still 0 */
 
 	assert_true(ledger_release(l, 0, "d", "u"));
 	expect_grant(l, 2, 3, "d", "u");
 	collect(l, &ns);
-	assert_int_equal(told_over(&ns, 0, "d", "u"), 0);     /* holds none: asked for nothing */
-	assert_int_equal(told_over(&ns, 1, "d", "u"), 0);     /* nobody waits now */
+	assert_int_equal(got(&ns, 0, "d", "u").over, 0);     /* holds none: asked for nothing */
+	assert_int_equal(got(&ns, 1, "d", "u").over, 0);     /* nobody waits now */
 }
 
 static void test_want_requester_not_told(void **state)
@@ -629,20 +686,20 @@ static void test_want_requester_not_told(void **state)
 	assert_int_equal(ledger_request(l, 0, 4, &p), LEDGER_QUEUED);
 	collect(l, &ns);
 	assert_int_equal(ns.n, 1);
-	assert_int_equal(told(&ns, 1, "d", "u"), 1);
+	assert_int_equal(got(&ns, 1, "d", "u").n, 1);
 
 	/* The other worker goes away: its request goes, the ask is withdrawn. */
 	ledger_worker_gone(l, 0);
 	assert_int_equal(ledger_queued(l), 2);
 	collect(l, &ns);
 	assert_int_equal(ns.n, 1);
-	assert_int_equal(told(&ns, 1, "d", "u"), 0);
+	assert_int_equal(got(&ns, 1, "d", "u").n, 0);
 
 	/* The holder goes away: no notice to a dead worker, and nothing when
 	 * the index is reused. */
 	assert_int_equal(ledger_request(l, 2, 5, &p), LEDGER_QUEUED);
 	collect(l, &ns);
-	assert_int_equal(told(&ns, 1, "d", "u"), 1);
+	assert_int_equal(got(&ns, 1, "d", "u").n, 1);
 	ledger_worker_gone(l, 1);
 	assert_int_equal(ledger_queued(l), 1);
 	collect(l, &ns);
@@ -693,6 +750,8 @@ int main(void)
 		T(test_worker_gone),
 		T(test_want_notices),
 		T(test_want_fair_share),
+		T(test_want_soon),
+		T(test_want_soon_other_pool),
 		T(test_want_requester_not_told),
 		T(test_want_starving_worker),
 		T(test_invalid_worker),
