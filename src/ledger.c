@@ -272,9 +272,9 @@ static int fair_share(const struct ledger *l, const struct lpool *p)
  * share is served only by a server that has really stopped being used: a
  * momentary lull (a client process descheduled for a few milliseconds)
  * must not move servers between two busy workers. */
-static void wanted_from(const struct ledger *l, const struct lpool *p, int w, struct pool_want *out)
+static void wanted_from(const struct ledger *l, const struct lpool *p, int w, int share,
+			struct pool_want *out)
 {
-	int share = fair_share(l, p);
 	struct list *it;
 
 	list_for_each(it, &l->queue) {
@@ -317,7 +317,7 @@ static bool starve_rank(const struct ledger *l, const struct lpool *p, int w)
 
 /* How many servers of p worker w holds beyond its fair share, while other
  * workers' clients queue for p. */
-static int over_share(const struct ledger *l, const struct lpool *p, int w)
+static int over_share(const struct ledger *l, const struct lpool *p, int w, int share)
 {
 	int queued_elsewhere = 0;
 	struct list *it;
@@ -328,7 +328,7 @@ static int over_share(const struct ledger *l, const struct lpool *p, int w)
 		const struct lreq *q = container_of(it, struct lreq, node);
 		queued_elsewhere += q->pool == p && q->worker != w;
 	}
-	int over = p->count[w] - fair_share(l, p);
+	int over = p->count[w] - share;
 	if (over <= 0 && starve_rank(l, p, w))
 		over = 1;
 	return over <= 0 ? 0 : (over < queued_elsewhere ? over : queued_elsewhere);
@@ -339,13 +339,14 @@ void ledger_want_changes(struct ledger *l, ledger_want_fn fn, void *arg)
 	struct list *it;
 	list_for_each(it, &l->pools) {
 		struct lpool *p = container_of(it, struct lpool, node);
+		int share = fair_share(l, p);     /* the same for every worker */
 		for (int w = 0; w < l->n; w++) {
 			struct pool_want want;
 			memset(&want, 0, sizeof(want));
 			if (p->count[w] > 0)
-				wanted_from(l, p, w, &want);
+				wanted_from(l, p, w, share, &want);
 			if (want.n > 0)
-				want.over = over_share(l, p, w);
+				want.over = over_share(l, p, w, share);
 			struct pool_want *told = &p->told[w];
 			if (want.n == told->n && want.soon == told->soon && want.over == told->over)
 				continue;
