@@ -185,9 +185,10 @@ void client_close_sqlstate(struct client *c, const char *sqlstate, const char *r
 	client_account_bytes(c);
 	if (sqlstate && W->cfg->log_pooler_errors)
 		log_client(c, LG_WARNING, "pooler error: %s", reason);
-	util_format_age(util_monotonic() - c->connect_time, age, sizeof(age));
-	if (W->cfg->log_disconnections && c->state != CLIENT_CANCEL)
+	if (W->cfg->log_disconnections && c->state != CLIENT_CANCEL) {
+		util_format_age(util_monotonic() - c->connect_time, age, sizeof(age));
 		log_client(c, LG_LOG, "closing because: %s (age=%s)", reason, age);
+	}
 	if (sqlstate)
 		send_error(c, "FATAL", sqlstate, reason);
 	if (c->repl_server && c->repl_server != c->link) {

@@ -33,7 +33,9 @@ bool crypto_pbkdf2_sha256(const void *pass, size_t passlen, const uint8_t *salt,
 			  int iterations, uint8_t out[32]) MUSTCHECK;
 bool crypto_md5_hex(const void *data, size_t len, char out[33]) MUSTCHECK;   /* lowercase hex + NUL */
 bool crypto_md5_hex_iov(const struct iovec *iov, size_t iovcnt, char out[33]) MUSTCHECK;
-bool crypto_random(void *buf, size_t len) MUSTCHECK;                         /* RAND_bytes */
+/* RAND_bytes, drawn from a per-process block after crypto_init(): a child of
+ * fork() must call crypto_init() before drawing, or it repeats its parent. */
+bool crypto_random(void *buf, size_t len) MUSTCHECK;
 
 /* Standard alphabet with '=' padding. Encode returns the length written and
  * NUL-terminates; if dst is too small it writes "" (when dstlen > 0) and

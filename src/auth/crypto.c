@@ -1,7 +1,8 @@
 /* pgcrew — crypto primitives on pre-fetched OpenSSL 3 objects.
- * crypto_init() fetches EVP_MAC/EVP_MD once; every HMAC dups a ready template
- * EVP_MAC_CTX and every digest reuses one EVP_MD_CTX, so nothing here goes
- * through the provider registry (and its global lock) after start-up. */
+ * crypto_init() fetches EVP_MAC/EVP_MD once; every digest and HMAC reuses one
+ * EVP_MD_CTX and each PBKDF2 run dups a ready EVP_MAC_CTX, so nothing here goes
+ * through the provider registry (and its global lock) after start-up; random
+ * bytes come from OpenSSL in blocks, since each login wants two small draws. */
 #include "auth/crypto.h"
 
 #include <limits.h>
@@ -22,6 +23,11 @@ static struct {
 	EVP_MD *md5;                   /* NULL when the provider lacks it (FIPS) */
 	EVP_MD_CTX *md_ctx;            /* reused by every digest call */
 	bool ready;
+	/* A RAND_bytes call has a fixed cost of microseconds (DRBG lock, fork
+	 * check, cipher re-init) whatever its size; login draws 8 + 18 bytes.
+	 * Unused bytes sit at the end; used ones are wiped. */
+	size_t random_left;
+	uint8_t random_pool[512];
 } cr;
 
 /* HMAC needs a non-NULL key pointer even for an empty key: a NULL key means
@@ -76,7 +82,8 @@ void crypto_shutdown(void)
 	EVP_MD_free(cr.sha256);
 	EVP_MAC_CTX_free(cr.hmac_template);
 	EVP_MAC_free(cr.mac);
-	memset(&cr, 0, sizeof(cr));
+	/* A forked worker must never hand out the bytes its parent still held. */
+	OPENSSL_cleanse(&cr, sizeof(cr));
 }
 
 static EVP_MAC_CTX *hmac_start(const void *key, size_t keylen)
@@ -97,17 +104,6 @@ static EVP_MAC_CTX *hmac_start(const void *key, size_t keylen)
 	return ctx;
 }
 
-static bool hmac_update_iov(EVP_MAC_CTX *ctx, const struct iovec *iov, size_t iovcnt)
-{
-	for (size_t i = 0; i < iovcnt; i++) {
-		if (iov[i].iov_len == 0)
-			continue;
-		if (EVP_MAC_update(ctx, iov[i].iov_base, iov[i].iov_len) != 1)
-			return false;
-	}
-	return true;
-}
-
 static bool hmac_finish(EVP_MAC_CTX *ctx, uint8_t out[32])
 {
 	size_t outl = 0;
@@ -115,16 +111,55 @@ static bool hmac_finish(EVP_MAC_CTX *ctx, uint8_t out[32])
 	return EVP_MAC_final(ctx, out, &outl, CRYPTO_SHA256_LEN) == 1 && outl == CRYPTO_SHA256_LEN;
 }
 
+static bool digest_update_iov(const struct iovec *iov, size_t iovcnt)
+{
+	for (size_t i = 0; i < iovcnt; i++) {
+		if (iov[i].iov_len > 0 && EVP_DigestUpdate(cr.md_ctx, iov[i].iov_base, iov[i].iov_len) != 1)
+			return false;
+	}
+	return true;
+}
+
+/* SHA-256 of a 64-byte HMAC pad followed by the pieces, on the reused
+ * digest context. */
+static bool sha256_after_pad(const uint8_t pad[64], const struct iovec *iov, size_t iovcnt,
+			     uint8_t out[32])
+{
+	unsigned int got = 0;
+
+	return EVP_DigestInit_ex2(cr.md_ctx, cr.sha256, NULL) == 1
+	       && EVP_DigestUpdate(cr.md_ctx, pad, 64) == 1 && digest_update_iov(iov, iovcnt)
+	       && EVP_DigestFinal_ex(cr.md_ctx, out, &got) == 1 && got == CRYPTO_SHA256_LEN;
+}
+
+/* HMAC (RFC 2104) spelled out over the digest context: duplicating and
+ * freeing a keyed EVP_MAC_CTX costs a login more than the hashing itself. */
 bool crypto_hmac_sha256_iov(const void *key, size_t keylen, const struct iovec *iov,
 			    size_t iovcnt, uint8_t out[32])
 {
-	EVP_MAC_CTX *ctx = hmac_start(key, keylen);
+	uint8_t pad[64], hashed_key[CRYPTO_SHA256_LEN], inner[CRYPTO_SHA256_LEN];
+	struct iovec inner_iov = { .iov_base = inner, .iov_len = sizeof(inner) };
+	const uint8_t *k = key;
 	bool ok;
 
-	if (ctx == NULL)
+	if (!cr.ready)
 		return false;
-	ok = hmac_update_iov(ctx, iov, iovcnt) && hmac_finish(ctx, out);
-	EVP_MAC_CTX_free(ctx);
+	if (keylen > sizeof(pad)) {
+		if (!crypto_sha256(key, keylen, hashed_key))
+			return false;
+		k = hashed_key;
+		keylen = sizeof(hashed_key);
+	}
+	memset(pad, 0x36, sizeof(pad));
+	for (size_t i = 0; i < keylen; i++)
+		pad[i] ^= k[i];
+	ok = sha256_after_pad(pad, iov, iovcnt, inner);
+	for (size_t i = 0; i < sizeof(pad); i++)
+		pad[i] ^= 0x36 ^ 0x5c;
+	ok = ok && sha256_after_pad(pad, &inner_iov, 1, out);
+	OPENSSL_cleanse(pad, sizeof(pad));
+	OPENSSL_cleanse(hashed_key, sizeof(hashed_key));
+	OPENSSL_cleanse(inner, sizeof(inner));
 	return ok;
 }
 
@@ -186,13 +221,9 @@ static bool digest_iov(const EVP_MD *md, const struct iovec *iov, size_t iovcnt,
 {
 	unsigned int got = 0;
 
-	if (!cr.ready || md == NULL || EVP_DigestInit_ex2(cr.md_ctx, md, NULL) != 1)
-		return false;
-	for (size_t i = 0; i < iovcnt; i++) {
-		if (iov[i].iov_len > 0 && EVP_DigestUpdate(cr.md_ctx, iov[i].iov_base, iov[i].iov_len) != 1)
-			return false;
-	}
-	return EVP_DigestFinal_ex(cr.md_ctx, out, &got) == 1 && got == outlen;
+	return cr.ready && md != NULL && EVP_DigestInit_ex2(cr.md_ctx, md, NULL) == 1
+	       && digest_update_iov(iov, iovcnt)
+	       && EVP_DigestFinal_ex(cr.md_ctx, out, &got) == 1 && got == outlen;
 }
 
 bool crypto_sha256(const void *data, size_t len, uint8_t out[32])
@@ -227,9 +258,22 @@ bool crypto_md5_hex(const void *data, size_t len, char out[33])
 
 bool crypto_random(void *buf, size_t len)
 {
-	if (len > INT_MAX)
-		return false;
-	return RAND_bytes(buf, (int)len) == 1;
+	uint8_t *from;
+
+	if (!cr.ready || len > sizeof(cr.random_pool))
+		return len <= INT_MAX && RAND_bytes(buf, (int)len) == 1;
+	if (cr.random_left < len) {
+		if (RAND_bytes(cr.random_pool, sizeof(cr.random_pool)) != 1) {
+			cr.random_left = 0;
+			return false;
+		}
+		cr.random_left = sizeof(cr.random_pool);
+	}
+	from = cr.random_pool + sizeof(cr.random_pool) - cr.random_left;
+	memcpy(buf, from, len);
+	OPENSSL_cleanse(from, len);
+	cr.random_left -= len;
+	return true;
 }
 
 static const char b64_chars[] =

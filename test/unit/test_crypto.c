@@ -1,12 +1,15 @@
 /* pgcrew — unit tests for auth/crypto: HMAC-SHA-256 (RFC 4231), SHA-256, MD5,
  * PBKDF2-HMAC-SHA-256 (values from Python's hashlib.pbkdf2_hmac), base64
- * (RFC 4648) and failure before crypto_init(). */
+ * (RFC 4648), random bytes (drawn in blocks: distinct across refills and
+ * across fork() once the child re-inits) and failure before crypto_init(). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -63,6 +66,10 @@ static void test_hmac_rfc4231(void **state)
 	check_hmac(k4, 25, cd, 50, "82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff46729665b");
 	check_hmac(kaa, 131, t6, strlen(t6), "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
 	check_hmac(kaa, 131, t7, strlen(t7), "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2");
+	/* Either side of the block size: a 64-byte key is used as is, a 65-byte
+	 * one hashed first (values from Python's hmac module). */
+	check_hmac(kaa, 64, "Hi There", 8, "ebef34e13d0a0fe04593d043bc7a865106db0604211d404c18206d862e5d7852");
+	check_hmac(kaa, 65, "Hi There", 8, "00af6c42340b99e2e1d9a1cdf1547be431fe2e9bab3215c68d013ba858891927");
 }
 
 /* The iovec form gives the same MAC as the concatenation. */
@@ -132,6 +139,51 @@ static void test_random(void **state)
 	assert_true(crypto_random(a, sizeof(a)));
 	assert_true(crypto_random(b, sizeof(b)));
 	assert_memory_not_equal(a, b, sizeof(a));
+}
+
+/* Small draws come from a block: none repeats, across several refills, and
+ * a draw bigger than the block still works. */
+static void test_random_slices(void **state)
+{
+	uint8_t got[200][26], big[4096];
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(got); i++)
+		assert_true(crypto_random(got[i], sizeof(got[i])));
+	for (size_t i = 0; i < ARRAY_SIZE(got); i++) {
+		for (size_t j = i + 1; j < ARRAY_SIZE(got); j++)
+			assert_memory_not_equal(got[i], got[j], sizeof(got[i]));
+	}
+	assert_true(crypto_random(big, sizeof(big)));
+	assert_memory_not_equal(big, big + 2048, 2048);
+}
+
+/* A worker is a fork of a process that may hold drawn-ahead bytes: after its
+ * crypto_init() it must not hand out the ones its parent hands out next. */
+static void test_random_after_fork(void **state)
+{
+	uint8_t parent[16], child[16];
+	int fds[2], status;
+	pid_t pid;
+
+	(void)state;
+	assert_true(crypto_random(parent, sizeof(parent)));   /* the block is filled */
+	assert_int_equal(pipe(fds), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		bool ok = crypto_init() == 0 && crypto_random(child, sizeof(child));
+
+		ok = ok && write(fds[1], child, sizeof(child)) == (ssize_t)sizeof(child);
+		_exit(ok ? 0 : 1);
+	}
+	close(fds[1]);
+	assert_int_equal(read(fds[0], child, sizeof(child)), (ssize_t)sizeof(child));
+	close(fds[0]);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	assert_true(crypto_random(parent, sizeof(parent)));
+	assert_memory_not_equal(parent, child, sizeof(parent));
 }
 
 static void test_b64_vectors(void **state)
@@ -218,6 +270,8 @@ int main(void)
 		cmocka_unit_test(test_digests),
 		cmocka_unit_test(test_pbkdf2),
 		cmocka_unit_test(test_random),
+		cmocka_unit_test(test_random_slices),
+		cmocka_unit_test(test_random_after_fork),
 		cmocka_unit_test(test_b64_vectors),
 		cmocka_unit_test(test_b64_round_trip),
 		cmocka_unit_test(test_b64_bad),
