@@ -121,6 +121,9 @@ void stream_init(struct stream *s, int fd, void *owner, stream_pkt_fn on_pkt, st
 int stream_connect(struct stream *s, const struct sockaddr *sa, socklen_t salen) MUSTCHECK;
 void stream_start_reading(struct stream *s);
 void stream_stop_reading(struct stream *s);
+/* Reads now, as if the socket had signalled, instead of after a loop turn:
+ * a socket accepted with TCP_DEFER_ACCEPT has its first bytes waiting. */
+void stream_read_now(struct stream *s);
 /* SUSPEND: stop reading and keep it stopped, whatever the owner asks,
  * while queued output still drains; unsuspend reads again. */
 void stream_suspend(struct stream *s);

@@ -309,6 +309,10 @@ void client_accept(int fd, bool is_unix)
 	c->s.sniff_tls = true;
 	c->s.suspended = W->suspended;    /* handed over from another worker during SUSPEND */
 	stream_start_reading(&c->s);
+	/* The startup packet is usually here already: one epoll turn saved per
+	 * login (if not, a recv that finds nothing). */
+	if (!is_unix && W->cfg->tcp_defer_accept)
+		stream_read_now(&c->s);
 }
 
 /* ---- welcome ---- */

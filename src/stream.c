@@ -695,6 +695,12 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
 		event_active(&s->ev_read, EV_READ, 0);
 }
 
+void stream_read_now(struct stream *s)
+{
+	if (s->reading)
+		on_read(s->fd, EV_READ, s);
+}
+
 void stream_resume(struct stream *s)
 {
 	if (s->closed)
