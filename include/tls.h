@@ -93,8 +93,9 @@ enum tls_status tls_handshake(struct tls_conn *c) MUSTCHECK;
  * call did. Writes may be partial; the buffer may move between retries. */
 ssize_t tls_recv(struct tls_conn *c, void *buf, size_t len, enum tls_status *st) MUSTCHECK;
 ssize_t tls_send(struct tls_conn *c, const void *buf, size_t len, enum tls_status *st) MUSTCHECK;
-/* Decrypted bytes buffered inside OpenSSL: read them before polling. */
-size_t tls_pending(struct tls_conn *c);
+/* Bytes buffered inside OpenSSL (decrypted, or records read ahead): read
+ * them before polling, the socket will not signal them again. */
+bool tls_pending(struct tls_conn *c);
 
 const char *tls_conn_error(struct tls_conn *c);   /* "" when none */
 const char *tls_conn_version(struct tls_conn *c); /* "TLSv1.3" */

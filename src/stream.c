@@ -168,6 +168,15 @@ static void drop_write_ev(struct stream *s)
 }
 
 /* One handshake step; re-arms the event the handshake waits for. */
+/* Bytes OpenSSL holds (decrypted, or records read ahead) raise no socket
+ * event: read them from the loop. */
+static void read_tls_held(struct stream *s)
+{
+	if (s->tls && s->reading && !s->closed && !s->handshaking && !s->paused && !s->wait_peer &&
+	    tls_pending(s->tls))
+		event_active(&s->ev_read, EV_READ, 0);
+}
+
 static void handshake_step(struct stream *s)
 {
 	switch (tls_handshake(s->tls)) {
@@ -176,6 +185,8 @@ static void handshake_step(struct stream *s)
 		if (s->ev_write)
 			event_del(s->ev_write);
 		fire(s, SE_TLS_READY);
+		/* The client's first message may have come with its Finished. */
+		read_tls_held(s);
 		return;
 	case TLS_WANT_READ:
 		stream_start_reading(s);
@@ -238,10 +249,13 @@ int stream_connect(struct stream *s, const struct sockaddr *sa, socklen_t salen)
 
 void stream_start_reading(struct stream *s)
 {
-	if (s->reading || s->closed || s->fd < 0 || s->suspended)
+	if (s->closed || s->fd < 0 || s->suspended)
 		return;
-	s->reading = true;
-	event_add(&s->ev_read, NULL);
+	if (!s->reading) {
+		s->reading = true;
+		event_add(&s->ev_read, NULL);
+	}
+	read_tls_held(s);
 }
 
 void stream_stop_reading(struct stream *s)
@@ -269,7 +283,7 @@ void stream_unsuspend(struct stream *s)
 	if (s->closed || s->connecting || s->wait_peer || s->fd < 0)
 		return;
 	stream_start_reading(s);
-	if (stream_unprocessed(s) > 0 || (s->tls && tls_pending(s->tls) > 0))
+	if (stream_unprocessed(s) > 0)
 		event_active(&s->ev_read, EV_READ, 0);
 }
 
@@ -689,10 +703,7 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
 	b->recv += (uint32_t)n;
 	s->bytes_in += (uint64_t)n;
 	process(s);
-	/* TLS may hold decrypted bytes the socket will not signal again. */
-	if (s->tls && !s->closed && s->reading && !s->paused && !s->wait_peer &&
-	    tls_pending(s->tls) > 0)
-		event_active(&s->ev_read, EV_READ, 0);
+	read_tls_held(s);
 }
 
 void stream_read_now(struct stream *s)

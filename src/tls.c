@@ -380,6 +380,10 @@ static struct tls_ctx *ctx_alloc(const SSL_METHOD *method, char *err, size_t err
 	 * close_notify cannot truncate a message unseen: treat it as EOF.
 	 * Renegotiation has no use here and is a CPU-exhaustion lever. */
 	SSL_CTX_set_options(ctx->ssl, SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_RENEGOTIATION);
+	/* One recv per record instead of two (its 5-byte header, then the
+	 * rest); what it reads beyond the record waits in OpenSSL, which
+	 * tls_pending() reports. */
+	SSL_CTX_set_read_ahead(ctx->ssl, 1);
 	return ctx;
 }
 
@@ -816,11 +820,11 @@ ssize_t tls_send(struct tls_conn *c, const void *buf, size_t len, enum tls_statu
 	return -1;
 }
 
-size_t tls_pending(struct tls_conn *c)
+bool tls_pending(struct tls_conn *c)
 {
-	int n = c->failed ? 0 : SSL_pending(c->ssl);
-
-	return n > 0 ? (size_t)n : 0;
+	/* SSL_pending() counts only decrypted bytes; with read-ahead whole
+	 * records may wait undecrypted in the read buffer. */
+	return !c->failed && SSL_has_pending(c->ssl);
 }
 
 const char *tls_conn_error(struct tls_conn *c)
