@@ -167,7 +167,6 @@ static void drop_write_ev(struct stream *s)
 	}
 }
 
-/* One handshake step; re-arms the event the handshake waits for. */
 /* Bytes OpenSSL holds (decrypted, or records read ahead) raise no socket
  * event: read them from the loop. */
 static void read_tls_held(struct stream *s)
@@ -177,6 +176,7 @@ static void read_tls_held(struct stream *s)
 		event_active(&s->ev_read, EV_READ, 0);
 }
 
+/* One handshake step; re-arms the event the handshake waits for. */
 static void handshake_step(struct stream *s)
 {
 	switch (tls_handshake(s->tls)) {
