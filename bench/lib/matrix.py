@@ -60,7 +60,7 @@ def percentile(sorted_values, q):
 
 
 class Sampler(threading.Thread):
-    """Every `interval` s: (monotonic time, wall time, pooler CPU ticks, RSS sum)."""
+    """Every `interval` s: (wall time, pooler CPU ticks, RSS sum)."""
 
     def __init__(self, pooler, interval=0.2):
         super().__init__(daemon=True)
@@ -301,6 +301,9 @@ class Matrix:
             row["cpu_us_per_tx_whole"] = round(
                 (cpu1 - cpu0) / benchenv.CLK_TCK * 1e6 / row["transactions"], 1)
             steady = steady_cpu(sampler.samples, ends)
+            if self.args.keep_logs:     # to see where a run's CPU went
+                with open(prefix + "-cpu.tsv", "w") as f:
+                    f.writelines(f"{t:.3f}\t{c}\t{r}\n" for t, c, r in sampler.samples)
             row["cpu_us_per_tx"] = round(steady, 1) if steady is not None else ""
         if row["transactions"] == 0:
             row["status"] = "failed"
