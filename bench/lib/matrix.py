@@ -6,6 +6,7 @@ pooler's CPU and memory from /proc.
 Called by bench/run; see bench/README.md."""
 
 import argparse
+import bisect
 import csv
 import glob
 import json
@@ -40,13 +41,14 @@ QUICK_CELLS = (
 RAW_FIELDS = ["protocol", "clients", "mode", "target", "round", "status", "duration_s",
               "tps", "transactions", "conn_s", "avg_connect_ms", "window_s", "wall_s", "lat_p50_ms", "lat_p99_ms", "spread", "lat_kind",
               "txn_p50_ms", "txn_p99_ms", "failed_tx", "aborted_clients", "error_lines", "pgbench_rc",
-              "cpu_us_per_tx", "cpu_us_per_tx_whole", "rss_peak_kb", "hwm_kb",
-              "worker_restarts", "loadavg_1m", "errors"]
+              "cpu_us_per_tx", "cpu_us_per_tx_whole", "cpu_share", "machine_us_per_tx",
+              "rss_peak_kb", "hwm_kb", "worker_restarts", "loadavg_1m", "errors"]
 
 SUMMARY_FIELDS = ["protocol", "clients", "mode", "target", "status", "rounds", "duration_s",
                   "tps", "tps_min", "tps_max", "transactions", "conn_s", "avg_connect_ms", "lat_p50_ms", "lat_p99_ms",
                   "spread", "lat_kind", "txn_p50_ms", "txn_p99_ms", "failed_tx",
-                  "aborted_clients", "error_lines", "cpu_us_per_tx", "cpu_us_per_tx_whole", "rss_peak_kb",
+                  "aborted_clients", "error_lines", "cpu_us_per_tx", "cpu_us_per_tx_whole", "cpu_share",
+                  "machine_us_per_tx", "rss_peak_kb",
                   "hwm_kb", "worker_restarts", "errors"]
 
 
@@ -59,8 +61,16 @@ def percentile(sorted_values, q):
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (k - lo)
 
 
+def machine_busy_ticks():
+    """CPU ticks of the whole machine not spent idle (all CPUs, /proc/stat)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:9]]
+    return sum(v) - v[3] - v[4]           # less idle and iowait
+
+
 class Sampler(threading.Thread):
-    """Every `interval` s: (wall time, pooler CPU ticks, RSS sum)."""
+    """Every `interval` s: (wall time, pooler CPU ticks, RSS sum, machine
+    busy ticks)."""
 
     def __init__(self, pooler, interval=0.2):
         super().__init__(daemon=True)
@@ -70,7 +80,8 @@ class Sampler(threading.Thread):
         self.halt = threading.Event()
 
     def sample(self):
-        self.samples.append((time.time(), self.pooler.cpu_ticks(), self.pooler.rss_kb()))
+        self.samples.append((time.time(), self.pooler.cpu_ticks(), self.pooler.rss_kb(),
+                             machine_busy_ticks()))
 
     def run(self):
         while not self.halt.is_set():
@@ -119,9 +130,12 @@ def cycle_times_us(ends):
 
 
 def steady_cpu(samples, ends):
-    """CPU ticks and transactions between the first and the last sample that
-    fall inside the benchmark's transaction window (logins of the initial
-    connections excluded). Returns (cpu_us_per_tx or None)."""
+    """Pooler and machine CPU between the first and the last sample that fall
+    inside the benchmark's transaction window (logins of the initial
+    connections excluded): (pooler us per tx, machine us per tx, pooler's
+    share of the machine's busy CPU), or None. The share bounds what any
+    pooler could gain here: one that cost nothing would leave at most
+    1 / (1 - share) times the CPU to pgbench and PostgreSQL."""
     all_ends = sorted(t for times in ends.values() for t in times)
     if len(all_ends) < 10 or len(samples) < 2:
         return None
@@ -129,12 +143,12 @@ def steady_cpu(samples, ends):
     inside = [s for s in samples if first <= s[0] <= last]
     if len(inside) < 2:
         return None
-    (t0, c0, _), (t1, c1, _) = inside[0], inside[-1]
-    import bisect
+    (t0, c0, _, m0), (t1, c1, _, m1) = inside[0], inside[-1]
     n = bisect.bisect_right(all_ends, t1) - bisect.bisect_left(all_ends, t0)
     if n <= 0:
         return None
-    return (c1 - c0) / benchenv.CLK_TCK * 1e6 / n
+    us = 1e6 / benchenv.CLK_TCK / n
+    return (c1 - c0) * us, (m1 - m0) * us, (c1 - c0) / (m1 - m0) if m1 > m0 else None
 
 
 MSG_RE = re.compile(r"(ERROR|FATAL|FATAL ERROR):\s+(.*)$|(connection to server .*)$"
@@ -303,8 +317,13 @@ class Matrix:
             steady = steady_cpu(sampler.samples, ends)
             if self.args.keep_logs:     # to see where a run's CPU went
                 with open(prefix + "-cpu.tsv", "w") as f:
-                    f.writelines(f"{t:.3f}\t{c}\t{r}\n" for t, c, r in sampler.samples)
-            row["cpu_us_per_tx"] = round(steady, 1) if steady is not None else ""
+                    f.writelines(f"{t:.3f}\t{c}\t{r}\t{m}\n" for t, c, r, m in sampler.samples)
+            if steady is not None:
+                row["cpu_us_per_tx"] = round(steady[0], 1)
+                row["machine_us_per_tx"] = round(steady[1], 1)
+                row["cpu_share"] = round(steady[2], 3) if steady[2] is not None else ""
+            else:
+                row["cpu_us_per_tx"] = ""
         if row["transactions"] == 0:
             row["status"] = "failed"
         elif rc != 0 or row["aborted_clients"] or row["failed_tx"]:
@@ -354,9 +373,10 @@ class Matrix:
         s["failed_tx"] = sum(r["failed_tx"] for r in rows)
         s["aborted_clients"] = sum(r["aborted_clients"] for r in rows)
         s["error_lines"] = sum(r.get("error_lines", 0) for r in rows)
-        for key in ("cpu_us_per_tx", "cpu_us_per_tx_whole", "conn_s", "avg_connect_ms"):
+        for key, digits in (("cpu_us_per_tx", 1), ("cpu_us_per_tx_whole", 1), ("conn_s", 1),
+                            ("avg_connect_ms", 1), ("cpu_share", 3), ("machine_us_per_tx", 1)):
             vals = [r[key] for r in rows if r.get(key) not in (None, "")]
-            s[key] = round(sum(vals) / len(vals), 1) if vals else ""
+            s[key] = round(sum(vals) / len(vals), digits) if vals else ""
         for key in ("rss_peak_kb", "hwm_kb", "worker_restarts"):
             vals = [r[key] for r in rows if r.get(key) not in (None, "")]
             s[key] = max(vals) if vals else ""

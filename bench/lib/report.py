@@ -41,6 +41,11 @@ def fmt(v, digits=1):
     return f"{x:.{digits}f}" if x >= 1 or x == 0 else f"{x:.{digits + 1}f}"
 
 
+def share(v):
+    x = num(v)
+    return "n/a" if x is None else f"{x * 100:.0f} %"
+
+
 def load(outdir):
     with open(os.path.join(outdir, "summary.csv")) as f:
         rows = list(csv.DictReader(f))
@@ -133,21 +138,27 @@ def markdown(meta, cells):
         out.append("")
 
     out.append("## Absolute numbers\n")
+    out.append("Pooler share: the pooler's part of the machine's busy CPU in the steady "
+               "window. A pooler that cost nothing would leave at most 1 / (1 - share) "
+               "times the CPU to pgbench and PostgreSQL, which bounds the TPS any pooler "
+               "could reach in that cell while the machine is CPU-bound.\n")
     out.append("| protocol | clients | mode | target | status | TPS (min-max) | p50 ms | p99 ms "
-               "| failed tx | aborted clients | error lines | CPU us/tx | peak RSS KiB |")
-    out.append("|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+               "| failed tx | aborted clients | error lines | CPU us/tx | pooler share "
+               "| peak RSS KiB |")
+    out.append("|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for k in sorted(cells, key=lambda k: (PROTOCOLS.index(k[0]), MODES.index(k[2]), k[1])):
         for t in TARGETS:
             r = cells[k].get(t)
             if not r:
                 continue
             if r["status"] == "n/a":
-                out.append(f"| {k[0]} | {k[1]} | {k[2]} | {t} | n/a | | | | | | | | |")
+                out.append(f"| {k[0]} | {k[1]} | {k[2]} | {t} | n/a | | | | | | | | | |")
                 continue
             out.append(f"| {k[0]} | {k[1]} | {k[2]} | {t} | {r['status']} | {fmt(r['tps'])} "
                        f"({fmt(r['tps_min'])}-{fmt(r['tps_max'])}) | {fmt(r['lat_p50_ms'], 2)} | "
                        f"{fmt(r['lat_p99_ms'], 2)} | {r['failed_tx']} | {r['aborted_clients']} | "
-                       f"{r.get('error_lines', '')} | {fmt(r['cpu_us_per_tx'])} | {r['rss_peak_kb'] or 'n/a'} |")
+                       f"{r.get('error_lines', '')} | {fmt(r['cpu_us_per_tx'])} | "
+                       f"{share(r.get('cpu_share'))} | {r['rss_peak_kb'] or 'n/a'} |")
     out.append("")
     errors = [(k, t, r["errors"]) for k, c in cells.items() for t, r in c.items()
               if r.get("errors")]
