@@ -132,9 +132,9 @@ def cycle_times_us(ends):
 def steady_cpu(samples, ends):
     """Pooler and machine CPU between the first and the last sample that fall
     inside the benchmark's transaction window (logins of the initial
-    connections excluded): (pooler us per tx, machine us per tx, pooler's
-    share of the machine's busy CPU), or None. The share bounds what any
-    pooler could gain here: one that cost nothing would leave at most
+    connections excluded): (pooler us per tx, machine us per tx), or None.
+    Their ratio, the pooler's share of the machine, bounds what any pooler
+    could gain here: one that cost nothing would leave at most
     1 / (1 - share) times the CPU to pgbench and PostgreSQL."""
     all_ends = sorted(t for times in ends.values() for t in times)
     if len(all_ends) < 10 or len(samples) < 2:
@@ -148,7 +148,7 @@ def steady_cpu(samples, ends):
     if n <= 0:
         return None
     us = 1e6 / benchenv.CLK_TCK / n
-    return (c1 - c0) * us, (m1 - m0) * us, (c1 - c0) / (m1 - m0) if m1 > m0 else None
+    return (c1 - c0) * us, (m1 - m0) * us
 
 
 MSG_RE = re.compile(r"(ERROR|FATAL|FATAL ERROR):\s+(.*)$|(connection to server .*)$"
@@ -318,12 +318,10 @@ class Matrix:
             if self.args.keep_logs:     # to see where a run's CPU went
                 with open(prefix + "-cpu.tsv", "w") as f:
                     f.writelines(f"{t:.3f}\t{c}\t{r}\t{m}\n" for t, c, r, m in sampler.samples)
-            if steady is not None:
-                row["cpu_us_per_tx"] = round(steady[0], 1)
-                row["machine_us_per_tx"] = round(steady[1], 1)
-                row["cpu_share"] = round(steady[2], 3) if steady[2] is not None else ""
-            else:
-                row["cpu_us_per_tx"] = ""
+            pooler_us, machine_us = steady if steady is not None else ("", "")
+            row["cpu_us_per_tx"] = round(pooler_us, 1) if steady else ""
+            row["machine_us_per_tx"] = round(machine_us, 1) if steady else ""
+            row["cpu_share"] = round(pooler_us / machine_us, 3) if steady and machine_us else ""
         if row["transactions"] == 0:
             row["status"] = "failed"
         elif rc != 0 or row["aborted_clients"] or row["failed_tx"]:
