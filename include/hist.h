@@ -1,5 +1,6 @@
 /* pgcrew — latency histograms in shared memory: per pool (query, transaction,
- * client wait) and per connection-setup phase, with fixed buckets. Every
+ * client wait) and per connection-setup phase, with fixed buckets; and each
+ * pool's wait line, the head of every worker's queue for it. Every
  * worker writes only its own cells (a relaxed load and store, no lock, no
  * locked add), readers such as the supervisor's /metrics sum the cells. */
 #ifndef PGCREW_HIST_H
@@ -28,6 +29,11 @@ struct hist {                       /* one worker's counts; bucket i is not cumu
 
 struct hist_pool_cell {             /* one pool, one worker */
 	struct hist h[HIST_POOL_KINDS];
+	/* The wait line: when this worker's oldest client waiting for a server
+	 * of the pool started waiting (CLOCK_MONOTONIC), 0 when none waits.
+	 * With several workers a server goes to the client that has waited
+	 * longest in the whole instance (pool.c, the supervisor's routing). */
+	_Atomic int64_t wait_since;
 };
 
 struct hist_total {                 /* a sum over workers, for readers */
@@ -80,6 +86,15 @@ static inline void hist_pool_observe(struct hist_pool_cell *cell, enum hist_pool
 }
 
 void hist_phase_observe(enum hist_phase ph, uint64_t us);
+
+/* The wait line (see struct hist_pool_cell): set ours; the oldest of the
+ * other workers' (0: nobody waits elsewhere); every worker's for a pool by
+ * name (false, all 0, when the pool has no cells); a dead worker's are
+ * cleared by the supervisor. */
+void hist_pool_set_wait(struct hist_pool_cell *cell, usec_t since);
+usec_t hist_pool_wait_elsewhere(const struct hist_pool_cell *cell);
+bool hist_pool_waits(const char *db, const char *user, usec_t *since, int n);
+void hist_clear_waits(int w);
 
 /* Readers: sums over every worker (dead ones too: counts never go back). */
 void hist_pool_total(int idx, enum hist_pool_kind k, struct hist_total *out);

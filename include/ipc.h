@@ -37,6 +37,9 @@ enum ipc_type {
 	IPC_LISTEN_FD,         /* running -> new: one listening socket (fd) and its slot */
 	IPC_LISTEN_END,        /* running -> new: int32 number of slots; all sent */
 	IPC_TAKEOVER_DONE,     /* new -> running: int32 pid; my workers run, drain and exit */
+	IPC_SERVER_FD,         /* worker -> sup -> worker: an idle server connection (fd) and its
+	                          state (handover.h); reqid: the slot request it answers, or
+	                          IPC_SERVER_BACK_* when it returns to its sender */
 	IPC_TYPE_COUNT
 };
 
@@ -45,6 +48,15 @@ enum shutdown_mode {
 	SHUTDOWN_WAIT_SERVERS,     /* SIGINT: wait until servers are released */
 	SHUTDOWN_WAIT_CLIENTS,     /* SIGTERM: wait until clients leave */
 };
+
+/* IPC_SERVER_FD's reqid beside a slot request's id (those start at 1):
+ * UNASKED, for a worker whose client waits longest but has no request
+ * queued (the ledger moved the slot all the same); back to the worker that
+ * offered it, when no other worker's client waits for its pool: KEEP it
+ * idle, or CLOSE it to make room for another pool of its database or user. */
+#define IPC_SERVER_UNASKED 0x7fffffefu
+#define IPC_SERVER_BACK_KEEP 0x7ffffff0u
+#define IPC_SERVER_BACK_CLOSE 0x7ffffff1u
 
 struct ipc_hdr {
 	uint16_t type;             /* enum ipc_type */

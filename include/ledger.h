@@ -30,12 +30,16 @@ struct slot_req {
  * those come from a worker below its fair share of the pool, or from
  * another pool (a full max_db/user_connections), which should not wait
  * long; over: servers held beyond the fair share while others queue (give
- * up as soon as idle). */
+ * up as soon as idle); other_since: when the oldest request of another
+ * pool among them was queued (first come, first served across pools). */
 struct pool_want {
 	struct slot_req pool;      /* names only */
 	int32_t n;
 	int32_t soon;
 	int32_t over;
+	int32_t pad;
+	int64_t other_since;       /* oldest of those for another pool: queued since
+	                              (CLOCK_MONOTONIC), 0 for none */
 };
 
 /* IPC_LOGIN_FAILED payload: a pool's server login failed; every worker
@@ -65,6 +69,17 @@ bool ledger_release(struct ledger *l, int worker, const char *db, const char *us
 /* The oldest queued request that fits now, granted (counted) and removed
  * from the queue; false when none fits. Call after each release. */
 bool ledger_next_grant(struct ledger *l, int *worker, uint32_t *reqid, struct slot_req *req);
+/* Worker giver offers an idle server of (db, user) to the others; whoever
+ * has waited longest decides. waits[w] (may be NULL): since when worker w's
+ * oldest client waits for this pool, 0 for none (its wait line); without
+ * any, the pool's queued requests stand in. MOVE_TO: a client of worker *to
+ * (its slot is now *to's; *reqid is the id of its oldest queued request of
+ * the pool, now answered, or 0 when it had none queued); CLOSE: a queued
+ * request of another pool of the database or user whose limit is full:
+ * closing the server makes room; KEEP: nobody else needs it. */
+enum ledger_move { LEDGER_MOVE_TO, LEDGER_MOVE_CLOSE, LEDGER_MOVE_KEEP };
+enum ledger_move ledger_handover(struct ledger *l, int giver, const char *db, const char *user,
+				 const usec_t *waits, int *to, uint32_t *reqid);
 /* A worker died: forget its slots and queued requests. */
 void ledger_worker_gone(struct ledger *l, int worker);
 

@@ -132,6 +132,7 @@ struct pool {
 	int give_up;                      /* servers beyond our fair share: give up when idle */
 	int wanted;                       /* other workers' waiters: give up servers idle a while */
 	int wanted_soon;                  /* of those, ones in a hurry (below their fair share) */
+	usec_t other_since;               /* of those, the oldest for another pool: queued since, or 0 */
 };
 
 /* replication= in a client's startup packet (PgBouncer 1.23+): such a client
@@ -219,6 +220,7 @@ struct server {
 	uint32_t vars_set;                /* bit i: a client's value of tracked parameter i was SET here */
 	struct list close_node;           /* worker.closing_servers */
 	const char *close_reason;         /* set with close_node */
+	bool give_away;                   /* on close_node: move to another worker if it can */
 	struct ps_server *ps;             /* statements prepared on it, or NULL */
 	/* A replication server belongs to one client from launch to close:
 	 * never idle in its pool, never linked to another client. */

@@ -44,6 +44,11 @@ void pool_launch_needed(struct pool *p);
 
 /* Several workers: answers of the supervisor's slot ledger (ledger.h). */
 void pool_slot_answer(const struct slot_req *r, uint32_t why, bool granted);
+/* The request `why` was answered (granted, denied, or by a server moved in). */
+void pool_slot_taken(struct pool *p, uint32_t why);
+struct pool *pool_find_names(const char *db, const char *user);
+/* The head of the pool's waiting clients changed: publish its wait line. */
+void pool_wait_line(struct pool *p);
 /* Other workers' clients wait for n servers of this pool, `over` of ours
  * are beyond our fair share: give idle ones up (see pool.c). */
 void pool_slot_wanted(const struct pool_want *w);
@@ -54,6 +59,9 @@ void pool_slot_release(struct pool *p);
 /* Server parameters for the welcome of a pool's clients: one not tracked
  * in the varcache; the supervisor's copy for the other workers; its reply. */
 void pool_welcome_param(struct pool *p, const char *k, const char *v);
+/* The pool's welcome is known now (tracked parameters in vars, the others
+ * given with pool_welcome_param): clients waiting for it log in. */
+void pool_welcome_set(struct pool *p, const struct varcache *vars);
 void pool_welcome_share(struct pool *p);
 void pool_welcome_answer(const void *payload, size_t len);
 /* A failed server login, told to the other workers; and their telling. */

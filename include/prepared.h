@@ -88,6 +88,18 @@ void ps_server_reset_sql(struct ps_server *ps, const char *sql);
  * server holds is uncertain and it should be closed rather than reused. */
 bool ps_server_client_gone(struct ps_server *ps);
 
+/* Several workers: a server moves between workers with its statements.
+ * Each worker numbers its statements from its own base (worker slot and
+ * generation in the top bits), so names made anywhere never collide on one
+ * server. Movable: no reply is owed. Export writes the statements into pb;
+ * import rebuilds them (in this worker's registry) from what export wrote,
+ * false on a malformed record. */
+void ps_set_num_base(uint64_t base);
+bool ps_server_movable(const struct ps_server *ps);
+void ps_server_export(const struct ps_server *ps, struct pktbuf *pb);
+struct pkt_reader;
+bool ps_server_import(struct ps_server **psp, struct pkt_reader *r);
+
 size_t ps_client_count(const struct ps_client *pc);
 size_t ps_server_count(const struct ps_server *ps);
 void ps_client_free(struct ps_client *pc);

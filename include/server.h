@@ -14,6 +14,10 @@ bool server_launch(struct pool *pool, bool with_slot);
  * replication= and parameters, outside the ledger, linked to c once logged
  * in and closed with it. False when it failed at once (c is then closed). */
 bool server_launch_replication(struct client *c);
+/* A server object of the pool in SERVER_LOGIN, counted in its pool,
+ * database and user, its stream on fd (-1: not connected yet). For
+ * launch, and for a connection that arrives from another worker. */
+struct server *server_new(struct pool *p, bool with_slot, int fd);
 /* Close after the current loop iteration (see server.c). */
 void server_close_soon(struct server *sv, const char *reason);
 void server_close_with_client(struct server *sv, const char *reason);

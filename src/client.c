@@ -106,6 +106,7 @@ void client_set_state(struct client *c, enum client_state st)
 		fatal("client %llu: transition out of justfree", (unsigned long long)c->id);
 	log_noise("C-%llu: %s -> %s", (unsigned long long)c->id,
 		  client_state_name(c->state), client_state_name(st));
+	bool was_waiting = cnt && cnt == &c->pool->n_waiting_clients;
 	if (cnt)
 		(*cnt)--;
 	list_del(&c->node);
@@ -113,6 +114,8 @@ void client_set_state(struct client *c, enum client_state st)
 	if ((cnt = state_counter(c, st)) != NULL)
 		(*cnt)++;
 	list_append(state_list(c, st), &c->node);
+	if (was_waiting || (cnt && cnt == &c->pool->n_waiting_clients))
+		pool_wait_line(c->pool);
 }
 
 /* ---- output helpers ---- */

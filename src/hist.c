@@ -86,13 +86,16 @@ static uint32_t hash_pool(const char *db, const char *user)
 	return h;
 }
 
-/* Claim or find the slot of (db, user); -1 when the table is full. */
-static int pool_index(const char *db, const char *user)
+/* Claim or find the slot of (db, user); -1 when the table is full (or,
+ * without claim, when the pool has none). */
+static int pool_index(const char *db, const char *user, bool claim)
 {
 	uint32_t h = hash_pool(db, user);
 	for (int probe = 0; probe < HIST_POOLS; probe++) {
 		struct pool_slot *s = &head->slots[(h + (uint32_t)probe) % HIST_POOLS];
 		int st = atomic_load_explicit(&s->state, memory_order_acquire);
+		if (st == SLOT_EMPTY && !claim)
+			return -1;
 		if (st == SLOT_EMPTY) {
 			int expect = SLOT_EMPTY;
 			if (atomic_compare_exchange_strong(&s->state, &expect, SLOT_WRITING)) {
@@ -119,7 +122,7 @@ struct hist_pool_cell *hist_pool_cell(const char *db, const char *user)
 	static bool warned;
 	if (!head || self < 0 || strlen(db) >= NAME_LEN || strlen(user) >= NAME_LEN)
 		return NULL;
-	int idx = pool_index(db, user);
+	int idx = pool_index(db, user, true);
 	if (idx < 0) {
 		if (!warned)
 			log_warning("histograms: more than %d pools, pool=%s/%s not counted", HIST_POOLS, db, user);
@@ -127,6 +130,44 @@ struct hist_pool_cell *hist_pool_cell(const char *db, const char *user)
 		return NULL;
 	}
 	return &cells[self].pools[idx];
+}
+
+void hist_pool_set_wait(struct hist_pool_cell *cell, usec_t since)
+{
+	if (cell)
+		atomic_store_explicit(&cell->wait_since, since, memory_order_relaxed);
+}
+
+usec_t hist_pool_wait_elsewhere(const struct hist_pool_cell *cell)
+{
+	usec_t oldest = 0;
+	if (!cell || !head || self < 0)
+		return 0;
+	ptrdiff_t idx = cell - cells[self].pools;
+	for (int w = 0; w < head->n_workers; w++) {
+		usec_t t = w == self ? 0 : atomic_load_explicit(&cells[w].pools[idx].wait_since,
+							       memory_order_relaxed);
+		if (t && (!oldest || t < oldest))
+			oldest = t;
+	}
+	return oldest;
+}
+
+bool hist_pool_waits(const char *db, const char *user, usec_t *since, int n)
+{
+	int idx = head && strlen(db) < NAME_LEN && strlen(user) < NAME_LEN ? pool_index(db, user, false) : -1;
+	for (int w = 0; w < n; w++)
+		since[w] = idx >= 0 && w < head->n_workers ?
+			atomic_load_explicit(&cells[w].pools[idx].wait_since, memory_order_relaxed) : 0;
+	return idx >= 0;
+}
+
+void hist_clear_waits(int w)
+{
+	if (!head || w < 0 || w >= head->n_workers)
+		return;
+	for (int i = 0; i < HIST_POOLS; i++)
+		atomic_store_explicit(&cells[w].pools[i].wait_since, 0, memory_order_relaxed);
 }
 
 void hist_phase_observe(enum hist_phase ph, uint64_t us)

@@ -42,6 +42,7 @@ static const char *const type_names[] = {
 	[IPC_ADMIN_DONE] = "ADMIN_DONE", [IPC_CLIENT_FD] = "CLIENT_FD",
 	[IPC_TAKEOVER] = "TAKEOVER", [IPC_LISTEN_FD] = "LISTEN_FD",
 	[IPC_LISTEN_END] = "LISTEN_END", [IPC_TAKEOVER_DONE] = "TAKEOVER_DONE",
+	[IPC_SERVER_FD] = "SERVER_FD",
 };
 _Static_assert(ARRAY_SIZE(type_names) == IPC_TYPE_COUNT, "ipc type names");
 

@@ -217,7 +217,7 @@ void ledger_worker_gone(struct ledger *l, int worker)
 	list_for_each(it, &l->pools) {
 		struct lpool *p = container_of(it, struct lpool, node);
 		take(p, worker, -p->count[worker]);
-		p->told[worker].n = p->told[worker].soon = p->told[worker].over = 0;
+		memset(&p->told[worker], 0, sizeof(p->told[worker]));
 	}
 	list_for_each_safe(it, tmp, &l->queue) {
 		struct lreq *q = container_of(it, struct lreq, node);
@@ -238,6 +238,84 @@ static bool helps(const struct lreq *q, const struct lpool *p)
 	if (q->pool->dbc == p->dbc && q->req.db_limit > 0 && p->dbc->total >= q->req.db_limit)
 		return true;
 	return q->pool->userc == p->userc && q->req.user_limit > 0 && p->userc->total >= q->req.user_limit;
+}
+
+/* The oldest waiter of p on a worker other than giver, by the workers'
+ * wait lines, or by p's queued requests without them; -1: none. */
+static int oldest_waiter(const struct ledger *l, const struct lpool *p, int giver,
+			 const usec_t *waits, usec_t *since)
+{
+	const struct list *it;
+	int best = -1;
+
+	for (int w = 0; waits && w < l->n; w++) {
+		if (w != giver && waits[w] && (best < 0 || waits[w] < *since)) {
+			best = w;
+			*since = waits[w];
+		}
+	}
+	if (waits)
+		return best;
+	list_for_each(it, &l->queue) {
+		const struct lreq *q = container_of(it, struct lreq, node);
+		if (q->pool == p && q->worker != giver) {
+			*since = q->since;
+			return q->worker;
+		}
+	}
+	return -1;
+}
+
+/* The oldest queued request of another pool that closing p's server helps. */
+static const struct lreq *oldest_other_pool(const struct ledger *l, const struct lpool *p)
+{
+	const struct list *it;
+	list_for_each(it, &l->queue) {
+		const struct lreq *q = container_of(it, struct lreq, node);
+		if (q->pool != p && helps(q, p))
+			return q;
+	}
+	return NULL;
+}
+
+/* Take worker w's oldest queued request of p out of the queue: its id. */
+static uint32_t take_request(struct ledger *l, struct lpool *p, int w)
+{
+	struct list *it;
+	list_for_each(it, &l->queue) {
+		struct lreq *q = container_of(it, struct lreq, node);
+		if (q->pool == p && q->worker == w) {
+			uint32_t id = q->reqid;
+			list_del(&q->node);
+			free(q);
+			return id;
+		}
+	}
+	return 0;
+}
+
+enum ledger_move ledger_handover(struct ledger *l, int giver, const char *db, const char *user,
+				 const usec_t *waits, int *to, uint32_t *reqid)
+{
+	struct lpool *p = find_pool(l, db, user);
+	usec_t since = 0;
+
+	*reqid = 0;
+	if (giver < 0 || giver >= l->n || !p || p->count[giver] <= 0)
+		return LEDGER_MOVE_CLOSE;
+	int w = oldest_waiter(l, p, giver, waits, &since);
+	const struct lreq *other = oldest_other_pool(l, p);
+	/* First come, first served, whichever pool waits longest. */
+	if (other && (w < 0 || other->since < since))
+		return LEDGER_MOVE_CLOSE;
+	if (w < 0)
+		return LEDGER_MOVE_KEEP;
+	/* The slot changes hands: the backend is counted once throughout. */
+	take(p, giver, -1);
+	take(p, w, 1);
+	*to = w;
+	*reqid = take_request(l, p, w);
+	return LEDGER_MOVE_TO;
 }
 
 /*
@@ -283,6 +361,8 @@ static void wanted_from(const struct ledger *l, const struct lpool *p, int w, in
 			continue;
 		out->n++;
 		out->soon += q->pool != p || p->count[q->worker] < share;
+		if (q->pool != p && (!out->other_since || q->since < out->other_since))
+			out->other_since = q->since;
 	}
 }
 
@@ -348,7 +428,8 @@ void ledger_want_changes(struct ledger *l, ledger_want_fn fn, void *arg)
 			if (want.n > 0)
 				want.over = over_share(l, p, w, share);
 			struct pool_want *told = &p->told[w];
-			if (want.n == told->n && want.soon == told->soon && want.over == told->over)
+			if (want.n == told->n && want.soon == told->soon && want.over == told->over &&
+			    want.other_since == told->other_since)
 				continue;
 			*told = want;
 			strlcpy_(want.pool.db, p->db, sizeof(want.pool.db));

@@ -5,7 +5,7 @@ libpgcrew_a_SOURCES += \
 	src/varcache.c src/strpool.c src/cancel.c src/janitor.c src/stats.c src/admin.c \
 	src/shm.c src/ledger.c src/rowmerge.c src/takeover.c src/peer.c src/control.c \
 	src/admin_ext.c src/admin_sockets.c src/sdnotify.c src/hist.c src/metrics.c \
-	src/prepared.c src/psrelay.c
+	src/prepared.c src/psrelay.c src/handover.c src/server_move.c
 noinst_HEADERS += \
 	include/admin.h \
 	include/admin_ext.h \
@@ -16,6 +16,7 @@ noinst_HEADERS += \
 	include/control.h \
 	include/ipc.h \
 	include/janitor.h \
+	include/handover.h \
 	include/hist.h \
 	include/ledger.h \
 	include/listen.h \
@@ -29,6 +30,7 @@ noinst_HEADERS += \
 	include/rowmerge.h \
 	include/sdnotify.h \
 	include/server.h \
+	include/server_move.h \
 	include/shm.h \
 	include/stats.h \
 	include/stream.h \

@@ -13,6 +13,7 @@
 #include "log.h"
 #include "proto/build.h"
 #include "server.h"
+#include "server_move.h"
 #include "shm.h"
 #include "ledger.h"
 #include "ipc.h"
@@ -380,7 +381,7 @@ void pool_slot_release(struct pool *p)
 			    p->db->name, p->user->name);
 }
 
-static struct pool *pool_by_names(const char *db, const char *user)
+struct pool *pool_find_names(const char *db, const char *user)
 {
 	struct list *it;
 	list_for_each(it, &W->pools) {
@@ -408,15 +409,19 @@ static bool slot_still_needed(const struct pool *p, enum slot_why why)
 	return pool_waiters(p) > p->n_login;
 }
 
+void pool_slot_taken(struct pool *p, uint32_t why)
+{
+	p->n_slot_wait--;
+	if (why == SLOT_FOR_RESERVE)
+		p->reserve_asked = false;
+}
+
 void pool_slot_answer(const struct slot_req *r, uint32_t why, bool granted)
 {
-	struct pool *p = pool_by_names(r->db, r->user);
+	struct pool *p = pool_find_names(r->db, r->user);
 
-	if (p) {
-		p->n_slot_wait--;
-		if (why == SLOT_FOR_RESERVE)
-			p->reserve_asked = false;
-	}
+	if (p)
+		pool_slot_taken(p, why);
 	if (!granted)
 		return;
 	if (!p || !slot_still_needed(p, (enum slot_why)why)) {
@@ -462,6 +467,77 @@ static void note_given(struct pool *p)
 		p->wanted--;
 	if (p->wanted_soon > 0)
 		p->wanted_soon--;
+	if (p->wanted == 0)
+		p->other_since = 0;
+}
+
+/* ---- first come, first served across workers ----
+ * A server that can move (server_may_move) goes to whichever client has
+ * waited longest in the instance: another worker's (the wait lines in
+ * shared memory, hist.h) or another pool's held back by a full
+ * max_db_connections / max_user_connections (the ledger's oldest such
+ * request). Our own first waiter keeps it unless the other has waited
+ * FIFO_SLACK_USEC longer: two workers whose queues are about as old do not
+ * trade servers back and forth. */
+#define FIFO_SLACK_USEC (5 * USEC_PER_MSEC)
+
+/* Since when the oldest client elsewhere that this pool's server could
+ * serve has waited; 0 for none. Cheap when nobody asked (p->wanted). */
+static usec_t waiting_elsewhere(const struct pool *p)
+{
+	if (p->wanted <= 0)
+		return 0;
+	usec_t other = hist_pool_wait_elsewhere(p->hist);
+	if (p->other_since && (!other || p->other_since < other))
+		other = p->other_since;
+	return other;
+}
+
+/* The first client waiting for a server. One still waiting for the pool's
+ * welcome parameters (CLIENT_WAITING_LOGIN) is not logged in yet: it is
+ * served by client_pool_ready(), never linked to a server. */
+static struct client *first_waiter(const struct pool *p)
+{
+	const struct list *it;
+	list_for_each(it, &p->waiting_clients) {
+		struct client *c = container_of(it, struct client, node);
+		if (c->state == CLIENT_WAITING)
+			return c;
+	}
+	return NULL;
+}
+
+/* Our oldest waiter's start, 0 for none. */
+static usec_t waiting_here(const struct pool *p)
+{
+	const struct client *c = first_waiter(p);
+	return c ? c->request_time : 0;
+}
+
+/* The same for the wait line, where a client that waits for the pool's
+ * welcome counts too: it needs a server's login, or one moved here. */
+static usec_t line_head(const struct pool *p)
+{
+	struct list *it = list_first(&p->waiting_clients);
+	if (!it)
+		return 0;
+	const struct client *c = container_of(it, struct client, node);
+	usec_t t = waiting_here(p);
+	if (c->state == CLIENT_WAITING_LOGIN && (!t || c->connect_time < t))
+		return c->connect_time;
+	return t;
+}
+
+static bool first_in_line_elsewhere(const struct pool *p)
+{
+	usec_t other = waiting_elsewhere(p), mine = waiting_here(p);
+	return other && (!mine || other + FIFO_SLACK_USEC < mine);
+}
+
+void pool_wait_line(struct pool *p)
+{
+	if (shared_limits() && p->hist)
+		hist_pool_set_wait(p->hist, line_head(p));
 }
 
 void pool_give_idle(struct pool *p)
@@ -471,6 +547,17 @@ void pool_give_idle(struct pool *p)
 	while (p->wanted > 0 && (it = p->idle_servers.prev) != &p->idle_servers) {
 		struct server *sv = container_of(it, struct server, node);   /* the longest idle */
 		usec_t need = p->wanted_soon > 0 ? GIVE_IDLE_USEC : GIVE_IDLE_SLOW_USEC;
+		if (server_may_move(sv)) {
+			/* A move costs PostgreSQL nothing: an idle server goes
+			 * to a client that waits, as in one process. An ask
+			 * with nobody waiting any more is stale: keep it. */
+			if (!waiting_elsewhere(p))
+				break;
+			note_given(p);
+			if (!server_give(sv))
+				server_close(sv, "released to another worker");
+			continue;
+		}
 		if (p->give_up <= 0 && now - sv->last_used < need) {
 			/* Look again when it will have sat idle long enough
 			 * (one timer for all pools: keep the earliest time). */
@@ -485,18 +572,20 @@ void pool_give_idle(struct pool *p)
 			break;
 		}
 		note_given(p);
-		server_close(sv, "released to another worker");
+		if (!server_give(sv))
+			server_close(sv, "released to another worker");
 	}
 }
 
 void pool_slot_wanted(const struct pool_want *w)
 {
-	struct pool *p = pool_by_names(w->pool.db, w->pool.user);
+	struct pool *p = pool_find_names(w->pool.db, w->pool.user);
 	if (!p)
 		return;
 	p->wanted = w->n;
 	p->wanted_soon = w->soon < w->n ? w->soon : w->n;
 	p->give_up = w->over < w->n ? w->over : w->n;
+	p->other_since = w->n > 0 ? (usec_t)w->other_since : 0;
 	log_noise("pool %s/%s: wanted elsewhere %d (in a hurry %d), beyond our share %d (servers %d, idle %d)",
 		  p->db->name, p->user->name, w->n, p->wanted_soon, w->over, pool_total_servers(p), p->n_idle);
 	pool_give_idle(p);
@@ -602,6 +691,19 @@ void pool_welcome_param(struct pool *p, const char *k, const char *v)
 	p->n_welcome_other++;
 }
 
+void pool_welcome_set(struct pool *p, const struct varcache *vars)
+{
+	struct list *it, *tmp;
+	p->welcome_ready = true;
+	varcache_copy(&p->welcome_vars, vars);
+	list_for_each_safe(it, tmp, &p->waiting_clients) {
+		struct client *c = container_of(it, struct client, node);
+		if (c->state == CLIENT_WAITING_LOGIN)
+			client_pool_ready(c);
+	}
+	pool_welcome_share(p);
+}
+
 static bool put_pair(struct pktbuf *pb, const char *k, const char *v)
 {
 	pktbuf_put_string(pb, k);
@@ -652,7 +754,7 @@ void pool_welcome_answer(const void *payload, size_t len)
 	memcpy(db, b, LEDGER_NAME);
 	memcpy(user, b + LEDGER_NAME, LEDGER_NAME);
 	db[LEDGER_NAME - 1] = user[LEDGER_NAME - 1] = 0;
-	struct pool *p = pool_by_names(db, user);
+	struct pool *p = pool_find_names(db, user);
 	if (!p || p->welcome_asked != 1)
 		return;
 	p->welcome_asked = 2;
@@ -692,7 +794,7 @@ void pool_login_failed_share(struct pool *p)
 
 void pool_login_failed_heard(const struct login_failure *f)
 {
-	struct pool *p = pool_by_names(f->pool.db, f->pool.user);
+	struct pool *p = pool_find_names(f->pool.db, f->pool.user);
 	if (!p)
 		return;
 	strlcpy_(p->login_error_code, f->code, sizeof(p->login_error_code));
@@ -786,9 +888,11 @@ static bool link_pair(struct client *c, struct server *sv)
 
 struct server *pool_idle_server(struct pool *p)
 {
-	struct list *it;
-	while ((it = list_first(&p->idle_servers)) != NULL) {
+	struct list *it, *tmp;
+	list_for_each_safe(it, tmp, &p->idle_servers) {
 		struct server *sv = container_of(it, struct server, node);
+		if (sv->give_away)
+			continue;         /* promised to another worker (the reaper sends it) */
 		if (sv->close_needed) {
 			server_close(sv, sv->close_reason ? sv->close_reason : "server lifetime over");
 			continue;
@@ -824,7 +928,7 @@ bool pool_request_server(struct client *c)
 		return false;
 	}
 
-	if (!(W->paused || p->db->paused || p->paused) && list_empty(&p->waiting_clients)) {
+	if (!(W->paused || p->db->paused || p->paused) && !first_waiter(p)) {
 		struct server *sv = pool_idle_server(p);
 		if (sv)
 			return link_pair(c, sv);
@@ -857,17 +961,17 @@ void pool_server_ready(struct server *sv)
 	/* The supervisor asked for servers back (this worker holds more than
 	 * its share, or another worker's clients starve): that comes before
 	 * this worker's own queue, or under steady load it never would. */
-	if (p->give_up > 0) {
+	if (server_may_move(sv) ? first_in_line_elsewhere(p) : p->give_up > 0) {
 		note_given(p);
 		server_close_soon(sv, "released to another worker");
+		sv->give_away = true;     /* the reaper moves it if it can */
 		return;
 	}
 	if (!(W->paused || p->db->paused || p->paused)) {
 		if (p->n_auth_waiting > 0 && authquery_server_ready(sv))
 			return;
-		struct list *it = list_first(&p->waiting_clients);
-		if (it) {
-			struct client *c = container_of(it, struct client, node);
+		struct client *c = first_waiter(p);
+		if (c) {
 			client_set_state(c, CLIENT_ACTIVE);
 			if (link_pair(c, sv))
 				client_server_linked(c);

@@ -102,6 +102,7 @@ static const uint8_t SQL_MARK[] = { 0, 0xff, 0xff };
 
 static struct ps_tab registry;
 static uint64_t next_num = 1;     /* PGCREW_<n>; 0 never exists (see CLOSE_NOBODY) */
+static uint64_t num_base;         /* this worker's range of numbers (ps_set_num_base) */
 
 /* A Close of a name that never exists: the server answers CloseComplete and
  * changes nothing, which puts a locally answered message in its place. */
@@ -413,6 +414,62 @@ static void server_forget_all(struct ps_server *ps)
 size_t ps_server_count(const struct ps_server *ps)
 {
 	return ps ? ps->stmts.n : 0;
+}
+
+void ps_set_num_base(uint64_t base)
+{
+	num_base = base;
+	next_num = base + 1;
+}
+
+bool ps_server_movable(const struct ps_server *ps)
+{
+	return !ps || ps->q_len == 0;
+}
+
+/* Oldest first, so that the importer's LRU comes out in the same order. */
+void ps_server_export(const struct ps_server *ps, struct pktbuf *pb)
+{
+	pktbuf_put_u32(pb, (uint32_t)ps_server_count(ps));
+	for (const struct ps_sentry *se = ps ? ps->oldest : NULL; se; se = se->newer) {
+		pktbuf_put_u32(pb, (uint32_t)(se->num >> 32));
+		pktbuf_put_u32(pb, (uint32_t)se->num);
+		pktbuf_put_u8(pb, se->stmt->sql);
+		pktbuf_put_u32(pb, se->stmt->len);
+		pktbuf_put_bytes(pb, se->stmt->body, se->stmt->len);
+	}
+}
+
+/* A number of our own range already on this server must never be handed
+ * out again: move past it (a server can come back to the worker that made
+ * its statements, or to that worker's successor in the same slot). */
+static void note_foreign_num(uint64_t num)
+{
+	if (num >= next_num && (num >> 32) == (num_base >> 32))
+		next_num = num + 1;
+}
+
+bool ps_server_import(struct ps_server **psp, struct pkt_reader *r)
+{
+	uint32_t n = pkt_get_u32(r);
+	for (uint32_t i = 0; i < n && !r->failed; i++) {
+		uint64_t num = (uint64_t)pkt_get_u32(r) << 32;
+		num |= pkt_get_u32(r);
+		uint8_t sql = pkt_get_u8(r);
+		uint32_t len = pkt_get_u32(r);
+		const uint8_t *body = pkt_get_bytes(r, len);
+		if (r->failed || !body || len == 0 || num == 0)
+			return false;
+		if (!*psp)
+			*psp = xcalloc(1, sizeof(**psp));
+		struct ps_stmt *st = stmt_get(body, len, hash_bytes(body, len));
+		st->sql = sql != 0;
+		if (!server_find(*psp, st))
+			(void)server_add(*psp, st, num);
+		stmt_put(st);
+		note_foreign_num(num);
+	}
+	return !r->failed;
 }
 
 static struct ps_pend *pend_at(struct ps_server *ps, uint32_t i)

@@ -297,18 +297,12 @@ static void on_resolved(void *arg, enum dns_status st, const struct sockaddr_sto
 	}
 }
 
-static bool launch(struct pool *p, bool with_slot, struct client *owner)
+struct server *server_new(struct pool *p, bool with_slot, int fd)
 {
 	struct database *db = p->db;
 	struct server *sv = xcalloc(1, sizeof(*sv));
-	int idx = 0;
 
 	sv->has_slot = with_slot;
-	if (owner) {
-		sv->repl = owner->repl;
-		sv->repl_owner = owner;
-		owner->repl_server = sv;
-	}
 	list_init(&sv->close_node);
 	sv->id = shm_next_id();
 	sv->pool = p;
@@ -325,6 +319,22 @@ static bool launch(struct pool *p, bool with_slot, struct client *owner)
 	db->n_servers++;
 	p->user->n_servers++;
 	sv->welcome_src = !p->welcome_ready;
+	stream_init(&sv->s, fd, sv, server_on_pkt, server_on_event);
+	sv->s.max_pkt = W->cfg->max_packet_size > 0 ? (uint32_t)W->cfg->max_packet_size : 0x7fffffff;
+	return sv;
+}
+
+static bool launch(struct pool *p, bool with_slot, struct client *owner)
+{
+	struct database *db = p->db;
+	struct server *sv = server_new(p, with_slot, -1);
+	int idx = 0;
+
+	if (owner) {
+		sv->repl = owner->repl;
+		sv->repl_owner = owner;
+		owner->repl_server = sv;
+	}
 
 	/* round-robin: each launch takes the next host; disable: stay on one
 	 * host and move on only when it fails (see connect_failed()). */
@@ -335,8 +345,6 @@ static bool launch(struct pool *p, bool with_slot, struct client *owner)
 	const char *host = db->hosts[idx];
 	struct sockaddr_storage ss;
 	socklen_t sslen;
-	stream_init(&sv->s, -1, sv, server_on_pkt, server_on_event);
-	sv->s.max_pkt = W->cfg->max_packet_size > 0 ? (uint32_t)W->cfg->max_packet_size : 0x7fffffff;
 	snprintf(sv->addr, sizeof(sv->addr), "%s", host ? host : "unix");
 	sv->port = db->port;
 	int rc = build_addr(host, db->port, &ss, &sslen);
@@ -718,17 +726,8 @@ static void login_complete(struct server *sv)
 	p->login_failed_at = 0;
 	p->login_error[0] = 0;
 	hist_phase_observe(HIST_PHASE_SERVER_LOGIN, (uint64_t)(util_monotonic() - sv->connect_time));
-	if (!p->welcome_ready) {
-		p->welcome_ready = true;
-		varcache_copy(&p->welcome_vars, &sv->vars);
-		struct list *it, *tmp;
-		list_for_each_safe(it, tmp, &p->waiting_clients) {
-			struct client *c = container_of(it, struct client, node);
-			if (c->state == CLIENT_WAITING_LOGIN)
-				client_pool_ready(c);
-		}
-		pool_welcome_share(p);
-	}
+	if (!p->welcome_ready)
+		pool_welcome_set(p, &sv->vars);
 	sv->welcome_src = false;
 	if (sv->repl_owner) {
 		pool_link_replication(sv);
@@ -779,6 +778,7 @@ static enum stream_action login_pkt(struct server *sv, const struct pkt_hdr *h,
 	case 'v':
 		break;
 	case 'Z':
+		sv->ready_status = blen >= 1 ? (char)body[0] : 'I';
 		login_complete(sv);
 		break;
 	default:

@@ -13,6 +13,7 @@
 #include "worker.h"
 #include "shm.h"
 #include "ledger.h"
+#include "handover.h"
 #include "takeover.h"
 #include "sdnotify.h"
 #include "control.h"
@@ -175,6 +176,50 @@ static void on_slot_msg(int slot, const struct ipc_hdr *hdr, const void *payload
 		arm_ledger_tick();
 		break;
 	}
+}
+
+/* An idle server offered by a worker: to the oldest request of its pool on
+ * another worker, or back to its sender. The asks are refreshed before it
+ * goes back, so the sender does not offer it again on a stale ask. */
+static void route_server(int from, const struct ipc_hdr *hdr, const void *payload, int fd)
+{
+	char db[LEDGER_NAME], user[LEDGER_NAME];
+	uint32_t reqid = IPC_SERVER_BACK_CLOSE;
+	int to = from;
+
+	if (fd < 0)
+		return;
+	if (!handover_names(payload, hdr->len, db, user)) {
+		log_error("ipc: bad SERVER_FD payload from worker %d", from);
+		close(fd);
+		return;
+	}
+	usec_t *waits = xcalloc((size_t)sup.n_slots, sizeof(*waits));
+	bool known = hist_pool_waits(db, user, waits, sup.n_slots);
+	enum ledger_move m = ledger_handover(sup.ledger, from, db, user, known ? waits : NULL, &to, &reqid);
+	free(waits);
+	switch (m) {
+	case LEDGER_MOVE_TO:
+		log_noise("server of %s/%s: worker %d -> worker %d", db, user, from, to);
+		if (reqid == 0)
+			reqid = IPC_SERVER_UNASKED;
+		break;
+	case LEDGER_MOVE_CLOSE:
+		reqid = IPC_SERVER_BACK_CLOSE;
+		break;
+	case LEDGER_MOVE_KEEP:
+		reqid = IPC_SERVER_BACK_KEEP;
+		break;
+	}
+	ledger_want_changes(sup.ledger, send_want, NULL);
+	struct ipc_chan *ch = sup.slots[to].ch;
+	if (!ch || ipc_send(ch, IPC_SERVER_FD, reqid, payload, hdr->len, fd) < 0) {
+		/* The backend ends on EOF; its slot goes with the worker's. */
+		log_warning("could not pass a server connection to worker %d: closing it", to);
+		(void)ledger_release(sup.ledger, to, db, user);
+		ledger_settle();
+	}
+	close(fd);
 }
 
 /* The cancel key's top byte names the worker that owns the client. */
@@ -568,6 +613,10 @@ static void on_worker_msg(struct ipc_chan *ch, const struct ipc_hdr *hdr, const 
 		pass_client(slot, hdr, payload, fd);
 		return;
 	}
+	if (hdr->type == IPC_SERVER_FD && hdr->worker == slot) {
+		route_server(slot, hdr, payload, fd);
+		return;
+	}
 	if (fd >= 0)
 		close(fd);
 	if (hdr->worker != slot)
@@ -687,6 +736,7 @@ static void worker_died(int slot, int status)
 
 	describe_status(status, why, sizeof(why));
 	shm_worker_reset(slot);
+	hist_clear_waits(slot);
 	ledger_worker_gone(sup.ledger, slot);
 	ipc_chan_free(s->ch);
 	s->ch = NULL;

@@ -23,6 +23,8 @@
 #include "psrelay.h"
 #include "pool.h"
 #include "server.h"
+#include "prepared.h"
+#include "server_move.h"
 #include "stats.h"
 #include "tls.h"
 #include "varcache.h"
@@ -42,7 +44,8 @@ static void reap(evutil_socket_t fd, short what, void *arg)
 		struct server *sv = container_of(it, struct server, close_node);
 		struct pool *p = sv->pool;
 		list_del(it);
-		server_close(sv, sv->close_reason);
+		if (!sv->give_away || !server_give(sv))
+			server_close(sv, sv->close_reason);
 		pool_launch_needed(p);
 	}
 	while ((it = list_first(&W->justfree_clients)) != NULL)
@@ -333,6 +336,10 @@ static void on_ipc(struct ipc_chan *ch, const struct ipc_hdr *hdr, const void *p
 			client_accept(fd, false);
 		return;
 	}
+	if (hdr->type == IPC_SERVER_FD) {
+		server_arrived(hdr->reqid, payload, hdr->len, fd);
+		return;
+	}
 	if (fd >= 0)
 		close(fd);
 	switch (hdr->type) {
@@ -520,6 +527,9 @@ void worker_main(int id, struct config *cfg, int ipc_fd, const struct listen_set
 	log_set_worker(id);
 	shm_attach_worker(id);
 	hist_attach_worker(id);
+	/* Statement names unique across workers and across respawns of this
+	 * slot: a server moves between workers with its statements. */
+	ps_set_num_base((uint64_t)id << 40 | (uint64_t)(shm_restarts(id) & 0xff) << 32);
 	if (crypto_init() < 0)
 		fatal("worker %d: crypto initialisation failed", id);
 	if (!crypto_random(W->secret, sizeof(W->secret)))

@@ -1,0 +1,42 @@
+/* pgcrew — a server connection's state as it travels between workers with
+ * its socket (IPC_SERVER_FD): what the receiving worker needs to carry on
+ * with the same backend as if it had logged in itself. Encoding only; the
+ * worker glue is in server.c, the routing in the supervisor's ledger. */
+#ifndef PGCREW_HANDOVER_H
+#define PGCREW_HANDOVER_H
+
+#include "types.h"
+#include "ledger.h"
+
+struct pktbuf;
+struct varcache;
+struct ps_server;
+
+struct handover_rec {
+	char db[LEDGER_NAME], user[LEDGER_NAME];   /* the pool */
+	uint64_t id;                  /* S-<id>: instance-wide, kept */
+	uint32_t be_pid, be_key;      /* BackendKeyData */
+	char addr[64], laddr[64];
+	int32_t port, lport, host_idx;
+	/* CLOCK_MONOTONIC: one clock for every process on the host */
+	usec_t connect_time, request_time, last_used;
+	uint32_t vars_set;            /* tracked parameters a client SET there */
+	uint8_t used;                 /* has served a client (server_check_query) */
+};
+
+/* Record, then the server's tracked parameters (vars), its pool's other
+ * welcome parameters (name, value pairs: a worker new to the pool logs its
+ * clients in with them) and its prepared statements. False when it does
+ * not fit in one IPC message. */
+bool handover_encode(struct pktbuf *pb, const struct handover_rec *h, const struct varcache *vars,
+		     char *const *other, int n_other, const struct ps_server *ps) MUSTCHECK;
+/* The reverse; vars must be initialised, *ps NULL or the server's table;
+ * on_other gets each other parameter. False on a malformed record (what was
+ * filled stays for the caller to free). */
+typedef void (*handover_param_fn)(void *arg, const char *name, const char *value);
+bool handover_decode(const void *payload, size_t len, struct handover_rec *h, struct varcache *vars,
+		     handover_param_fn on_other, void *arg, struct ps_server **ps) MUSTCHECK;
+/* Only the pool's names (the supervisor routes by them). */
+bool handover_names(const void *payload, size_t len, char *db, char *user) MUSTCHECK;
+
+#endif

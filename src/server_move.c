@@ -1,0 +1,169 @@
+/* pgcrew — the worker's side of moving idle server connections between
+ * workers (server_move.h). The giver encodes the server (handover.c) and
+ * forgets it without a Terminate; the supervisor's ledger moves its slot to
+ * the oldest waiting request of its pool elsewhere, or sends it back. */
+#include "server_move.h"
+#include "handover.h"
+#include "ipc.h"
+#include "log.h"
+#include "pool.h"
+#include "prepared.h"
+#include "proto/build.h"
+#include "server.h"
+#include "shm.h"
+#include "worker.h"
+
+#include <unistd.h>
+
+bool server_may_move(const struct server *sv)
+{
+	return shm_n_workers() > 1 && sv->has_slot && sv->repl == REPL_NONE && !sv->s.tls &&
+	       !W->shutting_down;
+}
+
+/* Only a server at rest can move: nothing in flight either way, nothing
+ * owed, nothing pending on this worker's side, not due to close. */
+static bool movable(const struct server *sv)
+{
+	return server_may_move(sv) && (!sv->close_needed || sv->give_away) &&
+	       sv->state == SERVER_IDLE && !sv->link &&
+	       sv->s.fd >= 0 && !sv->s.closed && !sv->dns && !sv->ssl_ev &&
+	       sv->internal == SI_NONE && sv->cancels_pending == 0 && sv->ready_status == 'I' &&
+	       stream_flushed(&sv->s) && stream_unprocessed(&sv->s) == 0 &&
+	       ps_server_movable(sv->ps);
+}
+
+static void fill_rec(const struct server *sv, struct handover_rec *h)
+{
+	memset(h, 0, sizeof(*h));
+	strlcpy_(h->db, sv->pool->db->name, sizeof(h->db));
+	strlcpy_(h->user, sv->pool->user->name, sizeof(h->user));
+	h->id = sv->id;
+	h->be_pid = sv->be_pid;
+	h->be_key = sv->be_key;
+	strlcpy_(h->addr, sv->addr, sizeof(h->addr));
+	strlcpy_(h->laddr, sv->laddr, sizeof(h->laddr));
+	h->port = sv->port;
+	h->lport = sv->lport;
+	h->host_idx = sv->host_idx;
+	h->connect_time = sv->connect_time;
+	h->request_time = sv->request_time;
+	h->last_used = sv->last_used;
+	h->vars_set = sv->vars_set;
+	h->used = sv->used;
+}
+
+/* It lives on elsewhere: no Terminate, no slot release (the ledger moves
+ * the slot), only our copy of the socket closes. */
+static void forget(struct server *sv)
+{
+	struct pool *p = sv->pool;
+	int fd = stream_take_fd(&sv->s);
+	if (fd >= 0)
+		close(fd);
+	list_del(&sv->close_node);
+	stream_close(&sv->s);
+	p->db->n_servers--;
+	p->user->n_servers--;
+	server_set_state(sv, SERVER_JUSTFREE);
+	worker_schedule_reap();
+	worker_check_shutdown();
+}
+
+bool server_give(struct server *sv)
+{
+	struct handover_rec h;
+	struct pktbuf pb;
+	bool sent;
+
+	if (!movable(sv))
+		return false;
+	fill_rec(sv, &h);
+	pktbuf_init(&pb, 512);
+	sent = handover_encode(&pb, &h, &sv->vars, sv->pool->welcome_other, sv->pool->n_welcome_other,
+			       sv->ps) &&
+	       ipc_send(W->sup, IPC_SERVER_FD, 0, pb.buf, (uint32_t)pb.len, sv->s.fd) == 0;
+	pktbuf_free(&pb);
+	if (!sent)
+		return false;
+	server_debug(sv, "offered to another worker");
+	forget(sv);
+	return true;
+}
+
+/* The record's state onto a fresh server object of this worker. */
+static void apply_rec(struct server *sv, const struct handover_rec *h)
+{
+	sv->id = h->id;
+	sv->be_pid = h->be_pid;
+	sv->be_key = h->be_key;
+	strlcpy_(sv->addr, h->addr, sizeof(sv->addr));
+	strlcpy_(sv->laddr, h->laddr, sizeof(sv->laddr));
+	sv->port = h->port;
+	sv->lport = h->lport;
+	sv->host_idx = h->host_idx;
+	sv->connect_time = h->connect_time;
+	sv->request_time = h->request_time;
+	sv->last_used = h->last_used;
+	sv->vars_set = h->vars_set;
+	sv->used = h->used != 0;
+	sv->ready_status = 'I';
+	sv->welcome_src = false;
+}
+
+static void welcome_param(void *pool, const char *k, const char *v)
+{
+	pool_welcome_param(pool, k, v);
+}
+
+static void give_slot_back(const char *db, const char *user)
+{
+	struct slot_req r;
+	memset(&r, 0, sizeof(r));
+	strlcpy_(r.db, db, sizeof(r.db));
+	strlcpy_(r.user, user, sizeof(r.user));
+	if (ipc_send(W->sup, IPC_SLOT_RELEASE, 0, &r, sizeof(r), -1) < 0)
+		log_warning("could not return a server slot of %s/%s", db, user);
+}
+
+void server_arrived(uint32_t reqid, const void *payload, size_t len, int fd)
+{
+	struct handover_rec h;
+	char db[LEDGER_NAME], user[LEDGER_NAME];
+
+	if (fd < 0 || !handover_names(payload, len, db, user)) {
+		log_error("ipc: bad SERVER_FD message");
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	struct pool *p = pool_find_names(db, user);
+	if (!p) {
+		/* The backend ends on EOF; the slot we were given goes back. */
+		log_warning("server connection of unknown pool %s/%s from another worker: closing it", db, user);
+		close(fd);
+		give_slot_back(db, user);
+		return;
+	}
+	struct server *sv = server_new(p, true, fd);
+	if (!handover_decode(payload, len, &h, &sv->vars, p->welcome_ready ? NULL : welcome_param, p,
+			     &sv->ps)) {
+		log_error("ipc: bad server state from another worker: closing it");
+		server_close(sv, "bad hand-over");
+		return;
+	}
+	apply_rec(sv, &h);
+	if (!p->welcome_ready)
+		pool_welcome_set(p, &sv->vars);
+	server_set_state(sv, SERVER_IDLE);
+	stream_start_reading(&sv->s);
+	if (reqid > 0 && reqid < IPC_SERVER_UNASKED)
+		pool_slot_taken(p, reqid);
+	if (reqid == IPC_SERVER_BACK_CLOSE) {
+		server_close(sv, "released to another worker");
+		return;
+	}
+	server_debug(sv, "%s", reqid == IPC_SERVER_BACK_KEEP ? "not needed elsewhere, kept" :
+		     "taken over from another worker");
+	pool_server_ready(sv);
+}
