@@ -20,6 +20,7 @@ struct handover_rec {
 	int32_t port, lport, host_idx;
 	/* CLOCK_MONOTONIC: one clock for every process on the host */
 	usec_t connect_time, request_time, last_used;
+	usec_t sent_at;               /* offered: the move's latency at arrival */
 	uint32_t vars_set;            /* tracked parameters a client SET there */
 	uint8_t used;                 /* has served a client (server_check_query) */
 };

@@ -14,6 +14,8 @@ bool server_may_move(const struct server *sv);
  * it has left this worker (sv is freed by the reaper); false: it cannot
  * move (TLS, busy, replies owed...) and stays, for the caller to close. */
 bool server_give(struct server *sv);
+/* Servers this worker took over from others, and gave to others. */
+void server_moves(uint64_t *in, uint64_t *out);
 /* IPC_SERVER_FD: a server arrives (from another worker, or back from the
  * supervisor with IPC_SERVER_BACK_*); reqid is the slot request it answers. */
 void server_arrived(uint32_t reqid, const void *payload, size_t len, int fd);

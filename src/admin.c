@@ -18,6 +18,7 @@
 #include "proto/build.h"
 #include "proto/error.h"
 #include "server.h"
+#include "server_move.h"
 #include "shm.h"
 #include "stats.h"
 #include "ipc.h"
@@ -547,13 +548,16 @@ static void view_workers(struct result *r)
 	list_for_each(it, &W->all_servers) n_servers++;
 	list_for_each(it, &W->pools) n_pools++;
 	getrusage(RUSAGE_SELF, &ru);
+	uint64_t in, out;
+	server_moves(&in, &out);
 	res_begin(r, COLS("worker", "pid", "clients", "servers", "pools", "cpu_user_ms", "cpu_system_ms",
-			  "restarts"),
-		  TYPES(OID_INT4, OID_INT4, OID_INT4, OID_INT4, OID_INT4, OID_INT8, OID_INT8, OID_INT4), 8);
-	res_row(r, "iiiiiqqi", W->id, (int)getpid(), W->n_clients, n_servers, n_pools,
+			  "restarts", "servers_moved_in", "servers_moved_out"),
+		  TYPES(OID_INT4, OID_INT4, OID_INT4, OID_INT4, OID_INT4, OID_INT8, OID_INT8, OID_INT4,
+			OID_INT8, OID_INT8), 10);
+	res_row(r, "iiiiiqqiqq", W->id, (int)getpid(), W->n_clients, n_servers, n_pools,
 		(uint64_t)ru.ru_utime.tv_sec * 1000 + (uint64_t)ru.ru_utime.tv_usec / 1000,
 		(uint64_t)ru.ru_stime.tv_sec * 1000 + (uint64_t)ru.ru_stime.tv_usec / 1000,
-		shm_restarts(W->id));
+		shm_restarts(W->id), in, out);
 }
 
 /* ---- commands ---- */

@@ -38,6 +38,7 @@ bool handover_encode(struct pktbuf *pb, const struct handover_rec *h, const stru
 	put_u64(pb, (uint64_t)h->connect_time);
 	put_u64(pb, (uint64_t)h->request_time);
 	put_u64(pb, (uint64_t)h->last_used);
+	put_u64(pb, (uint64_t)h->sent_at);
 	pktbuf_put_u32(pb, h->vars_set);
 	pktbuf_put_u8(pb, h->used);
 	for (int i = 0; i < varcache_count(); i++) {
@@ -113,6 +114,7 @@ bool handover_decode(const void *payload, size_t len, struct handover_rec *h, st
 	h->connect_time = (usec_t)get_u64(&r);
 	h->request_time = (usec_t)get_u64(&r);
 	h->last_used = (usec_t)get_u64(&r);
+	h->sent_at = (usec_t)get_u64(&r);
 	h->vars_set = pkt_get_u32(&r);
 	h->used = pkt_get_u8(&r);
 	if (r.failed || !get_pairs(&r, set_var, vars) || !get_pairs(&r, on_other, arg) ||

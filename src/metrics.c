@@ -189,7 +189,7 @@ static void render_histograms(struct evbuffer *b)
 		}
 	}
 	family(b, "pgcrew_connection_setup_seconds", "histogram",
-	       "Connection setup time by phase: startup (accept to StartupMessage, TLS excluded), tls, auth, server_login");
+	       "Connection setup time by phase: startup (accept to StartupMessage, TLS excluded), tls, auth, server_login, server_move (an idle server moving to another worker)");
 	for (int ph = 0; ph < HIST_PHASES; ph++) {
 		snprintf(labels, sizeof(labels), "phase=\"%s\",", hist_phase_name((enum hist_phase)ph));
 		hist_phase_total((enum hist_phase)ph, &h);

@@ -507,11 +507,13 @@ static struct client *first_waiter(const struct pool *p)
 	return NULL;
 }
 
-/* Our oldest waiter's start, 0 for none. */
+/* Our oldest waiter's start, 0 for none: a client, or an auth_query
+ * lookup (those are served first). */
 static usec_t waiting_here(const struct pool *p)
 {
 	const struct client *c = first_waiter(p);
-	return c ? c->request_time : 0;
+	usec_t t = c ? c->request_time : 0, a = authquery_waiting_since(p);
+	return a && (!t || a < t) ? a : t;
 }
 
 /* The same for the wait line, where a client that waits for the pool's
@@ -519,10 +521,10 @@ static usec_t waiting_here(const struct pool *p)
 static usec_t line_head(const struct pool *p)
 {
 	struct list *it = list_first(&p->waiting_clients);
-	if (!it)
-		return 0;
-	const struct client *c = container_of(it, struct client, node);
 	usec_t t = waiting_here(p);
+	if (!it)
+		return t;
+	const struct client *c = container_of(it, struct client, node);
 	if (c->state == CLIENT_WAITING_LOGIN && (!t || c->connect_time < t))
 		return c->connect_time;
 	return t;

@@ -4,6 +4,7 @@
  * the oldest waiting request of its pool elsewhere, or sends it back. */
 #include "server_move.h"
 #include "handover.h"
+#include "hist.h"
 #include "ipc.h"
 #include "log.h"
 #include "pool.h"
@@ -14,6 +15,15 @@
 #include "worker.h"
 
 #include <unistd.h>
+
+/* This worker's moves, for SHOW WORKERS. */
+static uint64_t moved_in, moved_out;
+
+void server_moves(uint64_t *in, uint64_t *out)
+{
+	*in = moved_in;
+	*out = moved_out;
+}
 
 bool server_may_move(const struct server *sv)
 {
@@ -51,6 +61,7 @@ static void fill_rec(const struct server *sv, struct handover_rec *h)
 	h->last_used = sv->last_used;
 	h->vars_set = sv->vars_set;
 	h->used = sv->used;
+	h->sent_at = util_monotonic();
 }
 
 /* It lives on elsewhere: no Terminate, no slot release (the ledger moves
@@ -88,6 +99,7 @@ bool server_give(struct server *sv)
 		return false;
 	server_debug(sv, "offered to another worker");
 	forget(sv);
+	moved_out++;
 	return true;
 }
 
@@ -160,10 +172,17 @@ void server_arrived(uint32_t reqid, const void *payload, size_t len, int fd)
 	if (reqid > 0 && reqid < IPC_SERVER_UNASKED)
 		pool_slot_taken(p, reqid);
 	if (reqid == IPC_SERVER_BACK_CLOSE) {
+		moved_out--;
 		server_close(sv, "released to another worker");
 		return;
 	}
-	server_debug(sv, "%s", reqid == IPC_SERVER_BACK_KEEP ? "not needed elsewhere, kept" :
-		     "taken over from another worker");
+	if (reqid == IPC_SERVER_BACK_KEEP) {
+		moved_out--;          /* it never left */
+		server_debug(sv, "not needed elsewhere, kept");
+	} else {
+		moved_in++;
+		hist_phase_observe(HIST_PHASE_SERVER_MOVE, (uint64_t)(util_monotonic() - h.sent_at));
+		server_debug(sv, "taken over from another worker");
+	}
 	pool_server_ready(sv);
 }

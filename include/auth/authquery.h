@@ -26,6 +26,8 @@ void authquery_start(struct client *c);
 
 /* pool.c: a server of pool p became usable; true if an auth query took it. */
 bool authquery_server_ready(struct server *sv);
+/* Since when the oldest lookup waiting for a server of p waits; 0: none. */
+usec_t authquery_waiting_since(const struct pool *p);
 /* server.c: messages of a server running an auth query (SI_AUTH_QUERY). */
 enum stream_action authquery_server_pkt(struct server *sv, const struct pkt_hdr *h,
 					const uint8_t *data, size_t avail);

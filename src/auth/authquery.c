@@ -29,6 +29,7 @@ struct authq_job {
 	struct pool *pool;               /* (auth database, auth_user) */
 	struct server *sv;               /* running on it; NULL while queued */
 	bool queued;                     /* counted in pool->n_auth_waiting */
+	usec_t queued_at;                /* since then (the pool's wait line) */
 	char key[AUTHCACHE_KEY_MAX];
 	char user[NAME_MAX_LEN];
 	char *sql;                       /* copied: a RELOAD may free the config */
@@ -237,9 +238,26 @@ static struct authq_job *job_of_server(const struct server *sv)
 
 static void unqueue(struct authq_job *j)
 {
-	if (j->queued)
+	bool was = j->queued;
+	if (was)
 		j->pool->n_auth_waiting--;
 	j->queued = false;
+	if (was)
+		pool_wait_line(j->pool);
+}
+
+usec_t authquery_waiting_since(const struct pool *p)
+{
+	usec_t oldest = 0;
+	struct list *it;
+	if (p->n_auth_waiting <= 0)
+		return 0;
+	list_for_each(it, &jobs) {
+		const struct authq_job *j = container_of(it, struct authq_job, node);
+		if (j->queued && j->pool == p && (!oldest || j->queued_at < oldest))
+			oldest = j->queued_at;
+	}
+	return oldest;
 }
 
 /* Unlinked from everything; the waiters are the caller's to answer. */
@@ -346,7 +364,9 @@ static void dispatch(struct authq_job *j)
 		return;
 	}
 	j->queued = true;
+	j->queued_at = util_monotonic();
 	p->n_auth_waiting++;
+	pool_wait_line(p);
 	pool_launch_needed(p);
 }
 

@@ -45,6 +45,23 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def pytest_generate_tests(metafunc):
+    """A module that sets WORKERS_MATRIX = (1, 4) runs each of its tests once
+    per worker count (ids w1, w4): what holds for one PgBouncer must hold
+    for several workers. A test marked fixed_workers chooses its own."""
+    matrix = getattr(metafunc.module, "WORKERS_MATRIX", None)
+    if (matrix and "pooler_workers" in metafunc.fixturenames
+            and not metafunc.definition.get_closest_marker("fixed_workers")):
+        metafunc.parametrize("pooler_workers", matrix, indirect=True,
+                             ids=[f"w{w}" for w in matrix])
+
+
+@pytest.fixture
+def pooler_workers(request):
+    """The worker count of WORKERS_MATRIX for this test, or None."""
+    return getattr(request, "param", None)
+
+
 @pytest.fixture(scope="session")
 def pooler_kind(pytestconfig):
     return pytestconfig.pooler_kind
@@ -99,7 +116,7 @@ def default_userlist():
 
 
 @pytest.fixture
-def make_pooler(request, pytestconfig, session_dir):
+def make_pooler(request, pytestconfig, session_dir, pooler_workers):
     """Factory: make_pooler(pg, settings={...}, databases=..., users=...,
     userlist=..., start=True). Databases default to testdb and otherdb of pg;
     the userlist to every test user with its plaintext password. Every pooler
@@ -109,8 +126,10 @@ def make_pooler(request, pytestconfig, session_dir):
     counter = [0]
 
     def factory(pg, settings=None, databases=None, users=None, userlist=None,
-                hba=None, start=True):
+                hba=None, start=True, asan_quarantine_mb=None):
         counter[0] += 1
+        if pooler_workers is not None and "workers" not in (settings or {}):
+            settings = dict(settings or {}, workers=pooler_workers)
         # Only safe characters: the path goes into ASAN_OPTIONS, where spaces
         # and colons separate options.
         name = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{request.node.name}-{counter[0]}")[:120]
@@ -120,7 +139,8 @@ def make_pooler(request, pytestconfig, session_dir):
             databases = {db: pg.dsn(db) for db in pg_cluster.DATABASES}
         p = pooler_mod.Pooler(pytestconfig.pooler_binary, pytestconfig.pooler_kind,
                               workdir, settings, databases, users,
-                              default_userlist() if userlist is None else userlist, hba)
+                              default_userlist() if userlist is None else userlist, hba,
+                              asan_quarantine_mb)
         made.append(p)
         clusters.append(pg)
         if start:

@@ -46,8 +46,11 @@ class Pooler:
     write_config() + reload() to test reloads."""
 
     def __init__(self, binary, kind, workdir, settings=None, databases=None,
-                 users=None, userlist=None, hba=None):
+                 users=None, userlist=None, hba=None, asan_quarantine_mb=None):
         self.binary = binary
+        # ASan keeps freed memory in a quarantine of up to 256 MB by default:
+        # a test of flat RSS under allocation churn sets a small one.
+        self.asan_quarantine_mb = asan_quarantine_mb
         self.kind = kind
         self.workdir = workdir
         self.port = util.free_port()
@@ -121,6 +124,8 @@ class Pooler:
         env = dict(base if base is not None else os.environ)
         env["ASAN_OPTIONS"] = ("detect_leaks=1:abort_on_error=0:"
                                f"log_path={self.workdir}/asan")
+        if self.asan_quarantine_mb is not None:
+            env["ASAN_OPTIONS"] += f":quarantine_size_mb={self.asan_quarantine_mb}"
         env["UBSAN_OPTIONS"] = f"print_stacktrace=1:log_path={self.workdir}/ubsan"
         env["LSAN_OPTIONS"] = f"log_path={self.workdir}/asan"
         return env

@@ -7,6 +7,10 @@ import time
 import psycopg
 import pytest
 
+# Pools, limits, timeouts and cancels hold for the instance: every test runs
+# with one worker and with four (conftest.pytest_generate_tests).
+WORKERS_MATRIX = (1, 4)
+
 
 @pytest.mark.parametrize("pool_mode", ["session", "transaction"])
 def test_cancel_long_query(pg, make_pooler, pool_mode):

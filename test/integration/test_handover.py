@@ -144,6 +144,10 @@ def test_moved_server_keeps_backend_and_prepared_statements(pg15, make_pooler, w
     servers = show_rows(p, "SERVERS")
     assert len(servers) == 1, servers
     assert servers[0]["remote_pid"] == pid_a, servers
+    # Each worker counts the moves it took part in; at least B's and A's.
+    moves = show_rows(p, "WORKERS")
+    moved_in = sum(w["servers_moved_in"] for w in moves)
+    assert moved_in >= 2 and moved_in == sum(w["servers_moved_out"] for w in moves), moves
     assert pg15.backend_pids("testdb", "trust_user") == [pid_a]
 
     a.close()

@@ -10,6 +10,10 @@ import pytest
 
 from pg_cluster import password
 
+# Pools, limits, timeouts and cancels hold for the instance: every test runs
+# with one worker and with four (conftest.pytest_generate_tests).
+WORKERS_MATRIX = (1, 4)
+
 
 def run_concurrently(pooler, jobs, queries=3, sleep=0.3):
     """jobs: list of (dbname, user). Each runs `queries` pg_sleep queries in

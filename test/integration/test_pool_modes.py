@@ -6,6 +6,10 @@ import threading
 import psycopg
 import pytest
 
+# Pools, limits, timeouts and cancels hold for the instance: every test runs
+# with one worker and with four (conftest.pytest_generate_tests).
+WORKERS_MATRIX = (1, 4)
+
 
 def test_session_mode_keeps_session_state(pg, make_pooler):
     p = make_pooler(pg, settings={"pool_mode": "session", "default_pool_size": 1})
@@ -36,8 +40,7 @@ def test_session_mode_holds_server_while_connected(pg15, make_pooler):
 
 
 def test_transaction_mode_shares_one_server(pg, make_pooler):
-    p = make_pooler(pg, settings={"pool_mode": "transaction", "default_pool_size": 1,
-                                  "workers": 1})
+    p = make_pooler(pg, settings={"pool_mode": "transaction", "default_pool_size": 1})
     a = p.connect()
     b = p.connect()
     pids = set()
@@ -52,8 +55,7 @@ def test_transaction_mode_shares_one_server(pg, make_pooler):
 def test_transaction_mode_transaction_pins_server(pg15, make_pooler):
     """Inside an open transaction the client keeps its server: a second
     client's query waits until the commit and then runs on that backend."""
-    p = make_pooler(pg15, settings={"pool_mode": "transaction", "default_pool_size": 1,
-                                    "workers": 1})
+    p = make_pooler(pg15, settings={"pool_mode": "transaction", "default_pool_size": 1})
     a = p.connect(autocommit=False)
     b = p.connect()
     a.execute("CREATE TEMP TABLE t_tx (x int) ON COMMIT DROP")

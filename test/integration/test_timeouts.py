@@ -11,6 +11,10 @@ from pg_cluster import password
 import util
 import wire
 
+# Pools, limits, timeouts and cancels hold for the instance: every test runs
+# with one worker and with four (conftest.pytest_generate_tests).
+WORKERS_MATRIX = (1, 4)
+
 
 def test_query_wait_timeout(pg15, make_pooler):
     p = make_pooler(pg15, settings={"pool_mode": "session", "default_pool_size": 1,
@@ -76,8 +80,7 @@ def test_server_idle_timeout(pg15, make_pooler):
 
 
 def test_server_lifetime(pg15, make_pooler):
-    p = make_pooler(pg15, settings={"pool_mode": "transaction", "server_lifetime": 1,
-                                    "workers": 1})
+    p = make_pooler(pg15, settings={"pool_mode": "transaction", "server_lifetime": 1})
     conn = p.connect()
     first = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
     p.wait_for_log(r"closing because: server lifetime over", timeout=5)

@@ -208,7 +208,8 @@ def main():
                                         "max_client_conn": args.clients + 100,
                                         "default_pool_size": 20, "query_wait_timeout": 120},
                               databases={"testdb": pg.dsn("testdb")},
-                              userlist={u: pg_cluster.password(u) for u in pg_cluster.USERS})
+                              userlist={u: pg_cluster.password(u) for u in pg_cluster.USERS},
+                              asan_quarantine_mb=4)
         p.start()
         figures = run_soak(p, pg, args.clients, args.active, args.seconds, children)
         print(f"soak passed: {figures['clients']} clients ({figures['active']} active) for "

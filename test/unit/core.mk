@@ -1,6 +1,6 @@
 # unit tests: core relay modules (stream transport, varcache, strpool, ipc, slot
 # ledger, shared memory, SHOW row merging, console parsers, admin_ext,
-# latency histograms, prepared statements).
+# latency histograms, prepared statements, the server hand-over record).
 check_PROGRAMS += test/unit/test_stream
 TESTS += test/unit/test_stream
 test_unit_test_stream_SOURCES = test/unit/test_stream.c
@@ -67,3 +67,9 @@ TESTS += test/unit/test_prepared
 test_unit_test_prepared_SOURCES = test/unit/test_prepared.c
 test_unit_test_prepared_CFLAGS = $(UNIT_CFLAGS)
 test_unit_test_prepared_LDADD = $(UNIT_LDADD)
+
+check_PROGRAMS += test/unit/test_handover
+TESTS += test/unit/test_handover
+test_unit_test_handover_SOURCES = test/unit/test_handover.c
+test_unit_test_handover_CFLAGS = $(UNIT_CFLAGS)
+test_unit_test_handover_LDADD = $(UNIT_LDADD)

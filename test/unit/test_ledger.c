@@ -1,7 +1,9 @@
 /* pgcrew — unit tests for the slot ledger: grants up to pool, database and
  * user limits, queueing or refusing by the wait flag, FIFO grants after
  * releases, releases of slots not held, a worker going away, the want
- * notices sent to workers holding slots of a pool, and bad worker indexes. */
+ * notices sent to workers holding slots of a pool, bad worker indexes, and
+ * where an idle server offered by a worker goes (first come, first served
+ * across workers and pools). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +16,7 @@
 #include <stdlib.h>
 
 #include "ledger.h"
+#include "util.h"
 
 #define N_WORKERS 3
 #define MAX_NOTICES 64
@@ -465,6 +468,19 @@ static void collect(struct ledger *l, struct notices *ns)
 	ledger_want_changes(l, on_want, ns);
 }
 
+struct want_log {
+	struct pool_want *v;
+	int *n;
+};
+
+static void keep_want(int worker, const struct pool_want *w, void *arg)
+{
+	struct want_log *log = arg;
+	(void)worker;
+	assert_true(*log->n < 2);
+	log->v[(*log->n)++] = *w;
+}
+
 /* The notice to worker w about db/user in this batch, NULL when none. */
 static const struct notice *notice_for(const struct notices *ns, int w, const char *db, const char *user)
 {
@@ -732,6 +748,117 @@ static void test_invalid_worker(void **state)
 	assert_int_equal(ledger_pool_count(l, "d", "u", -1), 1);
 }
 
+/* ---- servers moving between workers ---- */
+
+/* The wait lines decide: the worker whose client waits longest gets the
+ * server and its slot; its oldest queued request of the pool is answered. */
+static void test_handover_to_longest_waiter(void **state)
+{
+	struct ledger *l = *state;
+	struct slot_req p = mkreq("d", "u", 1, 0, 0, 1);
+	usec_t waits[N_WORKERS] = { 0, 500, 300 };
+	int to = -1;
+	uint32_t id = 99;
+
+	assert_int_equal(ledger_request(l, 0, 1, &p), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 1, 2, &p), LEDGER_QUEUED);
+	assert_int_equal(ledger_request(l, 2, 3, &p), LEDGER_QUEUED);
+	assert_int_equal(ledger_request(l, 2, 4, &p), LEDGER_QUEUED);
+	assert_int_equal(ledger_handover(l, 0, "d", "u", waits, &to, &id), LEDGER_MOVE_TO);
+	assert_int_equal(to, 2);
+	assert_int_equal(id, 3);
+	assert_int_equal(ledger_pool_count(l, "d", "u", 0), 0);
+	assert_int_equal(ledger_pool_count(l, "d", "u", 2), 1);
+	assert_int_equal(ledger_pool_count(l, "d", "u", -1), 1);     /* one backend throughout */
+	assert_int_equal(ledger_queued(l), 2);
+
+	/* worker 1 waits longest now but has no request left: moved all the
+	 * same (id 0), its queue untouched */
+	waits[1] = 100;
+	assert_int_equal(ledger_handover(l, 2, "d", "u", waits, &to, &id), LEDGER_MOVE_TO);
+	assert_int_equal(to, 1);
+	assert_int_equal(id, 2);
+	waits[0] = 50;
+	assert_int_equal(ledger_handover(l, 1, "d", "u", waits, &to, &id), LEDGER_MOVE_TO);
+	assert_int_equal(to, 0);
+	assert_int_equal(id, 0);
+	assert_int_equal(ledger_queued(l), 1);
+	assert_int_equal(ledger_pool_count(l, "d", "u", 0), 1);
+	assert_int_equal(ledger_pool_count(l, "d", "u", -1), 1);
+}
+
+/* Without wait lines the queued requests stand in; nobody waiting: KEEP.
+ * A giver that holds no slot of the pool is told to close (no move). */
+static void test_handover_keep_and_fallback(void **state)
+{
+	struct ledger *l = *state;
+	struct slot_req p = mkreq("d", "u", 1, 0, 0, 1);
+	usec_t none[N_WORKERS] = { 0, 0, 0 };
+	int to = -1;
+	uint32_t id = 99;
+
+	assert_int_equal(ledger_request(l, 0, 1, &p), LEDGER_GRANTED);
+	assert_int_equal(ledger_handover(l, 0, "d", "u", none, &to, &id), LEDGER_MOVE_KEEP);
+	assert_int_equal(ledger_request(l, 1, 2, &p), LEDGER_QUEUED);
+	/* a stale request with nobody in the wait lines: keep */
+	assert_int_equal(ledger_handover(l, 0, "d", "u", none, &to, &id), LEDGER_MOVE_KEEP);
+	assert_int_equal(ledger_handover(l, 0, "d", "u", NULL, &to, &id), LEDGER_MOVE_TO);
+	assert_int_equal(to, 1);
+	assert_int_equal(id, 2);
+	assert_int_equal(ledger_handover(l, 0, "d", "u", NULL, &to, &id), LEDGER_MOVE_CLOSE);
+	assert_int_equal(ledger_handover(l, 0, "nope", "u", NULL, &to, &id), LEDGER_MOVE_CLOSE);
+	assert_int_equal(ledger_handover(l, -1, "d", "u", NULL, &to, &id), LEDGER_MOVE_CLOSE);
+	assert_int_equal(ledger_pool_count(l, "d", "u", 1), 1);
+}
+
+/* A full max_db_connections: another pool's request older than every
+ * waiter of this pool gets the room (close); a younger one waits its turn. */
+static void test_handover_other_pool_first_come(void **state)
+{
+	struct ledger *l = *state;
+	struct slot_req a = mkreq("d", "ua", 10, 1, 0, 1);
+	struct slot_req b = mkreq("d", "ub", 10, 1, 0, 1);
+	usec_t waits[N_WORKERS] = { 0, 0, 0 };
+	struct notices ns;
+	int to = -1;
+	uint32_t id = 99;
+
+	assert_int_equal(ledger_request(l, 0, 1, &a), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 1, 2, &b), LEDGER_QUEUED);
+	collect(l, &ns);
+	assert_int_equal(got(&ns, 0, "d", "ua").n, 1);
+	waits[2] = util_monotonic();         /* ua's client on worker 2 came later */
+	assert_int_equal(ledger_handover(l, 0, "d", "ua", waits, &to, &id), LEDGER_MOVE_CLOSE);
+	assert_int_equal(ledger_pool_count(l, "d", "ua", 0), 1);      /* freed on close */
+	waits[2] = 1;                        /* ua's waiter came first */
+	assert_int_equal(ledger_handover(l, 0, "d", "ua", waits, &to, &id), LEDGER_MOVE_TO);
+	assert_int_equal(to, 2);
+}
+
+/* The want notice says since when the oldest other-pool request waits. */
+static void test_want_other_since(void **state)
+{
+	struct ledger *l = *state;
+	struct slot_req a = mkreq("d", "ua", 10, 1, 0, 1);
+	struct slot_req b = mkreq("d", "ub", 10, 1, 0, 1);
+	struct pool_want seen[2];
+	int n = 0;
+
+	assert_int_equal(ledger_request(l, 0, 1, &a), LEDGER_GRANTED);
+	usec_t before = util_monotonic();
+	assert_int_equal(ledger_request(l, 1, 2, &b), LEDGER_QUEUED);
+	ledger_want_changes(l, keep_want, &(struct want_log){ seen, &n });
+	assert_int_equal(n, 1);
+	assert_true(seen[0].other_since >= before && seen[0].other_since <= util_monotonic());
+	assert_true(ledger_release(l, 0, "d", "ua"));
+	expect_grant(l, 1, 2, "d", "ub");
+	n = 0;
+	ledger_want_changes(l, keep_want, &(struct want_log){ seen, &n });
+	assert_int_equal(n, 1);
+	assert_int_equal(seen[0].n, 0);
+	assert_int_equal(seen[0].other_since, 0);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -755,6 +882,10 @@ int main(void)
 		T(test_want_requester_not_told),
 		T(test_want_starving_worker),
 		T(test_invalid_worker),
+		T(test_handover_to_longest_waiter),
+		T(test_handover_keep_and_fallback),
+		T(test_handover_other_pool_first_come),
+		T(test_want_other_since),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

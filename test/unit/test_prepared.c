@@ -3,7 +3,9 @@
  * re-preparing a statement a server lost, Close answered without touching
  * the server's statement, PostgreSQL's errors through the barrier, the
  * rollback at ReadyForQuery, and malformed Parse/Bind rejected; SQL
- * PREPARE/EXECUTE/DEALLOCATE (sql_prepared_statements) mapped the same way. */
+ * PREPARE/EXECUTE/DEALLOCATE (sql_prepared_statements) mapped the same way;
+ * a server's statements exported and imported when it moves to another
+ * worker, and statement numbers from each worker's own range. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -764,6 +766,132 @@ static void test_sql_evict_flush_off(void **state)
 	assert_int_equal(send_avail(f, m, 1000, true, true), PS_NEED_FULL);
 }
 
+/* ---- a server moving to another worker ---- */
+
+/* What ps_server_export wrote, read back into a fresh server table. */
+static struct ps_server *moved(const struct ps_server *from)
+{
+	struct pktbuf pb;
+	struct pkt_reader r;
+	struct ps_server *to = NULL;
+	pktbuf_init(&pb, 256);
+	ps_server_export(from, &pb);
+	assert_false(pktbuf_failed(&pb));
+	pkt_reader_init(&r, pb.buf, pb.len);
+	assert_true(ps_server_import(&to, &r));
+	assert_true(pkt_get_end(&r));
+	pktbuf_free(&pb);
+	return to;
+}
+
+/* Protocol and SQL statements keep their server names: after the move a
+ * Bind or EXECUTE of either prepares nothing again. */
+static void test_export_import(void **state)
+{
+	struct fix *f = *state;
+	char before[64], after[64], buf[512];
+	sql_setup(f);
+	const struct pktbuf *m = parse_msg(f, "s1", "SELECT $1");
+	assert_int_equal(send(f, m), PS_REWRITE);
+	server_name(f, m, 0, before);
+	assert_int_equal(reply_type(f, '1'), PSR_FORWARD);
+	prepare_ok(f, "PREPARE q(int) AS SELECT $1 + 1");
+	assert_true(ps_server_movable(f->ps));
+
+	struct ps_server *to = moved(f->ps);
+	assert_int_equal(ps_server_count(to), 2);
+	ps_server_free(f->ps);
+	f->ps = to;
+	m = bind_msg(f, "", "s1");
+	assert_int_equal(send(f, m), PS_REWRITE);
+	assert_int_equal(f->inject.len, 0);
+	assert_string_equal(server_name(f, m, 1, after), before);
+	assert_int_equal(send(f, query_msg(f, "EXECUTE q(1)")), PS_REWRITE);
+	assert_int_equal(f->inject.len, 0);
+	assert_memory_equal(sent_sql(f, query_msg(f, "EXECUTE q(1)"), buf), "EXECUTE \"PGCREW_", 16);
+	assert_int_equal(f->cnt.server_parse, 2);     /* only the two before the move */
+	assert_int_equal(ps_stmt_count(), 2);
+}
+
+/* Replies owed: the server cannot move. An empty table moves as nothing. */
+static void test_export_owed_and_empty(void **state)
+{
+	struct fix *f = *state;
+	assert_true(ps_server_movable(NULL));
+	struct ps_server *to = moved(NULL);
+	assert_null(to);
+	assert_int_equal(send(f, parse_msg(f, "s1", "SELECT 1")), PS_REWRITE);
+	assert_false(ps_server_movable(f->ps));       /* ParseComplete owed */
+	assert_int_equal(reply_type(f, '1'), PSR_FORWARD);
+	assert_true(ps_server_movable(f->ps));
+}
+
+/* Malformed or cut records are refused, never half-read into a crash. */
+static void test_import_malformed(void **state)
+{
+	struct fix *f = *state;
+	struct pktbuf pb;
+	assert_int_equal(send(f, parse_msg(f, "s1", "SELECT 1")), PS_REWRITE);
+	assert_int_equal(reply_type(f, '1'), PSR_FORWARD);
+	pktbuf_init(&pb, 256);
+	ps_server_export(f->ps, &pb);
+	for (size_t cut = 0; cut < pb.len; cut++) {
+		struct pkt_reader r;
+		struct ps_server *to = NULL;
+		pkt_reader_init(&r, pb.buf, cut);
+		assert_false(ps_server_import(&to, &r) && pkt_get_end(&r));
+		ps_server_free(to);
+	}
+	pktbuf_free(&pb);
+	uint8_t zero_num[] = { 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 'x' };
+	struct pkt_reader r;
+	struct ps_server *to = NULL;
+	pkt_reader_init(&r, zero_num, sizeof(zero_num));
+	assert_false(ps_server_import(&to, &r));
+	ps_server_free(to);
+}
+
+/* Numbers come from the worker's base; one of our range that arrives on a
+ * server is never handed out again, one of another range changes nothing. */
+static void test_num_base(void **state)
+{
+	struct fix *f = *state;
+	char nm[64];
+	uint64_t base = (uint64_t)3 << 40 | (uint64_t)2 << 32;
+	ps_set_num_base(base);
+	const struct pktbuf *m = parse_msg(f, "a", "SELECT 1");
+	assert_int_equal(send(f, m), PS_REWRITE);
+	assert_int_equal(strtoull(server_name(f, m, 0, nm) + 7, NULL, 10), base + 1);
+	assert_int_equal(reply_type(f, '1'), PSR_FORWARD);
+
+	/* a server from elsewhere holding our base + 7 and another range's */
+	struct pktbuf pb;
+	struct pkt_reader r;
+	struct ps_server *to = NULL;
+	const char *texts[2] = { "SELECT 2", "SELECT 3" };
+	uint64_t nums[2] = { base + 7, ((uint64_t)5 << 40) + 99 };
+	pktbuf_init(&pb, 128);
+	pktbuf_put_u32(&pb, 2);
+	for (int i = 0; i < 2; i++) {
+		pktbuf_put_u32(&pb, (uint32_t)(nums[i] >> 32));
+		pktbuf_put_u32(&pb, (uint32_t)nums[i]);
+		pktbuf_put_u8(&pb, 0);
+		pktbuf_put_u32(&pb, (uint32_t)strlen(texts[i]) + 3);
+		pktbuf_put_bytes(&pb, texts[i], strlen(texts[i]) + 1);
+		pktbuf_put_u16(&pb, 0);
+	}
+	pkt_reader_init(&r, pb.buf, pb.len);
+	assert_true(ps_server_import(&to, &r));
+	pktbuf_free(&pb);
+	ps_server_free(f->ps);
+	f->ps = to;
+	m = parse_msg(f, "b", "SELECT 4");
+	assert_int_equal(send(f, m), PS_REWRITE);
+	assert_int_equal(strtoull(server_name(f, m, 0, nm) + 7, NULL, 10), base + 8);
+	assert_int_equal(reply_type(f, '1'), PSR_FORWARD);
+	ps_set_num_base(0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -787,6 +915,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_sql_errors, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sql_rollback, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sql_evict_flush_off, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_export_import, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_export_owed_and_empty, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_import_malformed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_num_base, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
