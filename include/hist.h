@@ -35,6 +35,8 @@ struct hist_pool_cell {             /* one pool, one worker */
 	 * With several workers a server goes to the client that has waited
 	 * longest in the whole instance (pool.c, the supervisor's routing). */
 	_Atomic int64_t wait_since;
+	/* Idle servers of the pool in this worker that could move to another. */
+	_Atomic int32_t idle;
 };
 
 struct hist_total {                 /* a sum over workers, for readers */
@@ -96,6 +98,10 @@ void hist_pool_set_wait(struct hist_pool_cell *cell, usec_t since);
 usec_t hist_pool_wait_elsewhere(const struct hist_pool_cell *cell);
 bool hist_pool_waits(const char *db, const char *user, usec_t *since, int n);
 void hist_clear_waits(int w);
+/* Idle servers that could move (set ours; whether another worker than
+ * `except` has any, by name). */
+void hist_pool_set_idle(struct hist_pool_cell *cell, int n);
+bool hist_pool_idle_elsewhere(const char *db, const char *user, int except);
 
 /* Readers: sums over every worker (dead ones too: counts never go back). */
 void hist_pool_total(int idx, enum hist_pool_kind k, struct hist_total *out);

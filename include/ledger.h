@@ -64,6 +64,13 @@ struct ledger *ledger_new(int n_workers);
 void ledger_free(struct ledger *l);
 
 enum ledger_result ledger_request(struct ledger *l, int worker, uint32_t reqid, const struct slot_req *req);
+/* The same, told whether another worker has an idle server of the pool
+ * that could move: then a waiter's request queues even where it fits, for
+ * the idle server to move to it (no new backend, as in one PgBouncer);
+ * ledger_next_grant grants it after LEDGER_MOVE_WAIT_USEC if none came. */
+enum ledger_result ledger_request_idle(struct ledger *l, int worker, uint32_t reqid,
+				       const struct slot_req *req, bool idle_elsewhere);
+#define LEDGER_MOVE_WAIT_USEC (20 * 1000)
 /* A slot of worker's is free again. False if the worker held none there. */
 bool ledger_release(struct ledger *l, int worker, const char *db, const char *user);
 /* The oldest queued request that fits now, granted (counted) and removed
@@ -92,6 +99,11 @@ void ledger_worker_gone(struct ledger *l, int worker);
  * pool back, n == 0 withdraws the ask. */
 typedef void (*ledger_want_fn)(int worker, const struct pool_want *w, void *arg);
 void ledger_want_changes(struct ledger *l, ledger_want_fn fn, void *arg);
+
+/* The next ledger_want_changes() tells worker its want for (db, user) even
+ * if unchanged: it counted an offered server against its asks, and the
+ * offer may have come back or been taken without a request. */
+void ledger_retell(struct ledger *l, int worker, const char *db, const char *user);
 
 /* Counts, for SHOW and tests. */
 int ledger_pool_count(const struct ledger *l, const char *db, const char *user, int worker);  /* worker -1: all */

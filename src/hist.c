@@ -167,8 +167,25 @@ void hist_clear_waits(int w)
 {
 	if (!head || w < 0 || w >= head->n_workers)
 		return;
-	for (int i = 0; i < HIST_POOLS; i++)
+	for (int i = 0; i < HIST_POOLS; i++) {
 		atomic_store_explicit(&cells[w].pools[i].wait_since, 0, memory_order_relaxed);
+		atomic_store_explicit(&cells[w].pools[i].idle, 0, memory_order_relaxed);
+	}
+}
+
+void hist_pool_set_idle(struct hist_pool_cell *cell, int n)
+{
+	if (cell)
+		atomic_store_explicit(&cell->idle, n, memory_order_relaxed);
+}
+
+bool hist_pool_idle_elsewhere(const char *db, const char *user, int except)
+{
+	int idx = head && strlen(db) < NAME_LEN && strlen(user) < NAME_LEN ? pool_index(db, user, false) : -1;
+	for (int w = 0; idx >= 0 && w < head->n_workers; w++)
+		if (w != except && atomic_load_explicit(&cells[w].pools[idx].idle, memory_order_relaxed) > 0)
+			return true;
+	return false;
 }
 
 void hist_phase_observe(enum hist_phase ph, uint64_t us)

@@ -27,6 +27,7 @@ struct lreq {
 	struct slot_req req;
 	struct lpool *pool;
 	usec_t since;              /* queued at (util_monotonic) */
+	bool await_move;           /* fits, but an idle server elsewhere is to move to it */
 };
 
 struct ledger {
@@ -158,15 +159,24 @@ static bool someone_waits(const struct ledger *l, const struct lpool *p)
 
 enum ledger_result ledger_request(struct ledger *l, int worker, uint32_t reqid, const struct slot_req *req)
 {
+	return ledger_request_idle(l, worker, reqid, req, false);
+}
+
+enum ledger_result ledger_request_idle(struct ledger *l, int worker, uint32_t reqid,
+				       const struct slot_req *req, bool idle_elsewhere)
+{
 	if (worker < 0 || worker >= l->n)
 		return LEDGER_DENIED;
 	struct lpool *p = get_pool(l, req->db, req->user);
 	if (req->wait && req->pool_limit > 0)
 		p->limit = req->pool_limit;
+	bool await_move = req->wait && idle_elsewhere;
 	/* A request that would not wait (min_pool_size, the reserve) is
 	 * answered now; it cannot take a slot a queued one fits in, as
-	 * those are granted the moment they fit. */
-	if ((!req->wait || !someone_waits(l, p)) && fits(p, req)) {
+	 * those are granted the moment they fit. A waiter's request waits
+	 * a moment when another worker has an idle server of the pool: one
+	 * PgBouncer would use that one, not open another. */
+	if (!await_move && (!req->wait || !someone_waits(l, p)) && fits(p, req)) {
 		take(p, worker, 1);
 		return LEDGER_GRANTED;
 	}
@@ -178,6 +188,7 @@ enum ledger_result ledger_request(struct ledger *l, int worker, uint32_t reqid, 
 	q->req = *req;
 	q->pool = p;
 	q->since = util_monotonic();
+	q->await_move = await_move;
 	list_append(&l->queue, &q->node);
 	return LEDGER_QUEUED;
 }
@@ -193,11 +204,14 @@ bool ledger_release(struct ledger *l, int worker, const char *db, const char *us
 
 bool ledger_next_grant(struct ledger *l, int *worker, uint32_t *reqid, struct slot_req *req)
 {
+	usec_t now = util_monotonic();
 	struct list *it;
 	list_for_each(it, &l->queue) {
 		struct lreq *q = container_of(it, struct lreq, node);
 		if (!fits(q->pool, &q->req))
 			continue;
+		if (q->await_move && now - q->since < LEDGER_MOVE_WAIT_USEC)
+			continue;             /* the idle server may still come */
 		take(q->pool, q->worker, 1);
 		*worker = q->worker;
 		*reqid = q->reqid;
@@ -320,11 +334,11 @@ enum ledger_move ledger_handover(struct ledger *l, int giver, const char *db, co
 
 /*
  * The fair share of p: its limit divided among the workers that hold or
- * want its servers, rounded up. Under steady load every worker keeps its
- * share instead of servers moving back and forth (each move costs
- * PostgreSQL a new backend).
+ * want its servers, rounded up (*least: rounded down). Under steady load
+ * every worker keeps its share instead of servers moving back and forth
+ * (for servers that cannot move, each hop costs PostgreSQL a new backend).
  */
-static int fair_share(const struct ledger *l, const struct lpool *p)
+static int fair_share(const struct ledger *l, const struct lpool *p, int *least)
 {
 	bool *seen = xcalloc((size_t)l->n, sizeof(bool));
 	int demand = 0;
@@ -340,17 +354,20 @@ static int fair_share(const struct ledger *l, const struct lpool *p)
 	for (int v = 0; v < l->n; v++)
 		demand += seen[v];
 	free(seen);
+	*least = demand > 0 ? p->limit / demand : p->limit;
 	return demand > 0 ? (p->limit + demand - 1) / demand : p->limit;
 }
 
 /* Queued requests that worker w could help by giving up a server of p (a
  * worker is not asked to give up a server of the very pool it waits for),
- * and how many of them are in a hurry: from a worker below its fair share
- * of p, or for another pool. A request from a worker that already has its
- * share is served only by a server that has really stopped being used: a
+ * and how many of them are in a hurry: from a worker below the rounded-down
+ * fair share of p (5 servers over 4 workers: one holding none, not one
+ * holding 1 while another holds 2, or the servers would rotate for ever),
+ * or for another pool. A request from a worker that already has its share
+ * is served only by a server that has really stopped being used: a
  * momentary lull (a client process descheduled for a few milliseconds)
  * must not move servers between two busy workers. */
-static void wanted_from(const struct ledger *l, const struct lpool *p, int w, int share,
+static void wanted_from(const struct ledger *l, const struct lpool *p, int w, int least,
 			struct pool_want *out)
 {
 	struct list *it;
@@ -360,7 +377,7 @@ static void wanted_from(const struct ledger *l, const struct lpool *p, int w, in
 		if (!helps(q, p) || (q->worker == w && q->pool == p))
 			continue;
 		out->n++;
-		out->soon += q->pool != p || p->count[q->worker] < share;
+		out->soon += q->pool != p || p->count[q->worker] < least;
 		if (q->pool != p && (!out->other_since || q->since < out->other_since))
 			out->other_since = q->since;
 	}
@@ -419,12 +436,12 @@ void ledger_want_changes(struct ledger *l, ledger_want_fn fn, void *arg)
 	struct list *it;
 	list_for_each(it, &l->pools) {
 		struct lpool *p = container_of(it, struct lpool, node);
-		int share = fair_share(l, p);     /* the same for every worker */
+		int least, share = fair_share(l, p, &least);     /* the same for every worker */
 		for (int w = 0; w < l->n; w++) {
 			struct pool_want want;
 			memset(&want, 0, sizeof(want));
 			if (p->count[w] > 0)
-				wanted_from(l, p, w, share, &want);
+				wanted_from(l, p, w, least, &want);
 			if (want.n > 0)
 				want.over = over_share(l, p, w, share);
 			struct pool_want *told = &p->told[w];
@@ -437,6 +454,13 @@ void ledger_want_changes(struct ledger *l, ledger_want_fn fn, void *arg)
 			fn(w, &want, arg);
 		}
 	}
+}
+
+void ledger_retell(struct ledger *l, int worker, const char *db, const char *user)
+{
+	struct lpool *p = find_pool(l, db, user);
+	if (p && worker >= 0 && worker < l->n)
+		p->told[worker].n = -1;      /* never a real count: the next pass tells */
 }
 
 int ledger_pool_count(const struct ledger *l, const char *db, const char *user, int worker)

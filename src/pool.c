@@ -532,6 +532,8 @@ static usec_t line_head(const struct pool *p)
 
 static bool first_in_line_elsewhere(const struct pool *p)
 {
+	if (W->paused || p->db->paused || p->paused)
+		return false;         /* PAUSE holds every worker: nothing to serve */
 	usec_t other = waiting_elsewhere(p), mine = waiting_here(p);
 	return other && (!mine || other + FIFO_SLACK_USEC < mine);
 }
@@ -549,12 +551,12 @@ void pool_give_idle(struct pool *p)
 	while (p->wanted > 0 && (it = p->idle_servers.prev) != &p->idle_servers) {
 		struct server *sv = container_of(it, struct server, node);   /* the longest idle */
 		usec_t need = p->wanted_soon > 0 ? GIVE_IDLE_USEC : GIVE_IDLE_SLOW_USEC;
+		/* An ask with nobody waiting any more is stale: keep it. */
+		if (!waiting_elsewhere(p))
+			break;
 		if (server_may_move(sv)) {
 			/* A move costs PostgreSQL nothing: an idle server goes
-			 * to a client that waits, as in one process. An ask
-			 * with nobody waiting any more is stale: keep it. */
-			if (!waiting_elsewhere(p))
-				break;
+			 * to a client that waits, as in one process. */
 			note_given(p);
 			if (!server_give(sv))
 				server_close(sv, "released to another worker");
@@ -963,7 +965,7 @@ void pool_server_ready(struct server *sv)
 	/* The supervisor asked for servers back (this worker holds more than
 	 * its share, or another worker's clients starve): that comes before
 	 * this worker's own queue, or under steady load it never would. */
-	if (server_may_move(sv) ? first_in_line_elsewhere(p) : p->give_up > 0) {
+	if (server_may_move(sv) ? first_in_line_elsewhere(p) : p->give_up > 0 && waiting_elsewhere(p)) {
 		note_given(p);
 		server_close_soon(sv, "released to another worker");
 		sv->give_away = true;     /* the reaper moves it if it can */

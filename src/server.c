@@ -3,6 +3,7 @@
  * relay of results to the linked client, and internal queries whose results
  * the pooler swallows until ReadyForQuery. */
 #include "server.h"
+#include "server_move.h"
 #include "auth/authquery.h"
 #include "shm.h"
 #include "ledger.h"
@@ -84,6 +85,7 @@ void server_set_state(struct server *sv, enum server_state st)
 {
 	struct pool *p = sv->pool;
 	int *cnt = state_counter(p, sv->state);
+	bool was_idle = sv->state == SERVER_IDLE;
 
 	if (sv->state == SERVER_JUSTFREE)
 		fatal("server %llu: transition out of justfree", (unsigned long long)sv->id);
@@ -101,6 +103,9 @@ void server_set_state(struct server *sv, enum server_state st)
 		list_prepend(&p->idle_servers, &sv->node);
 	else
 		list_append(state_list(p, st), &sv->node);
+	/* Several workers: others see idle servers that could move here. */
+	if ((st == SERVER_IDLE || was_idle) && server_may_move(sv))
+		hist_pool_set_idle(p->hist, p->n_idle);
 }
 
 /* ---- closing ---- */

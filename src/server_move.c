@@ -185,4 +185,7 @@ void server_arrived(uint32_t reqid, const void *payload, size_t len, int fd)
 		server_debug(sv, "taken over from another worker");
 	}
 	pool_server_ready(sv);
+	/* A move answers one of our requests, or none: clients still
+	 * waiting need theirs asked again, or nobody would know of them. */
+	pool_launch_needed(p);
 }

@@ -108,24 +108,29 @@ static void send_want(int worker, const struct pool_want *w, void *arg)
  * ledger traffic: a worker that starves under steady load (fewer servers
  * than workers) is noticed by time, not by an event. One-shot, so an idle
  * supervisor holds no timer. */
+static void ledger_settle(void);
+
+/* Also grants a request that waited for an idle server to move in vain. */
 static void on_ledger_tick(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
 	(void)arg;
-	ledger_want_changes(sup.ledger, send_want, NULL);
+	ledger_settle();
 	if (ledger_queued(sup.ledger) > 0) {
 		struct timeval tv = { 0, 100000 };
 		event_add(sup.ledger_tick, &tv);
 	}
 }
 
-static void arm_ledger_tick(void)
+/* The tick within 100 ms; soon: within LEDGER_MOVE_WAIT_USEC (a request
+ * that waits for an idle server to move is granted then if none came). */
+static void arm_ledger_tick(bool soon)
 {
-	struct timeval tv = { 0, 100000 };
+	struct timeval tv = { 0, soon ? LEDGER_MOVE_WAIT_USEC : 100000 };
 	if (!sup.ledger_tick)
 		sup.ledger_tick = event_new(sup.base, -1, 0, on_ledger_tick, NULL);
-	if (!event_pending(sup.ledger_tick, EV_TIMEOUT, NULL))
+	if (soon || !event_pending(sup.ledger_tick, EV_TIMEOUT, NULL))
 		event_add(sup.ledger_tick, &tv);
 }
 
@@ -163,7 +168,8 @@ static void on_slot_msg(int slot, const struct ipc_hdr *hdr, const void *payload
 		ledger_settle();
 		return;
 	}
-	switch (ledger_request(sup.ledger, slot, hdr->reqid, &r)) {
+	bool idle = r.wait && hist_pool_idle_elsewhere(r.db, r.user, slot);
+	switch (ledger_request_idle(sup.ledger, slot, hdr->reqid, &r, idle)) {
 	case LEDGER_GRANTED:
 		send_to(slot, IPC_SLOT_GRANT, hdr->reqid, &r, sizeof(r));
 		break;
@@ -171,9 +177,10 @@ static void on_slot_msg(int slot, const struct ipc_hdr *hdr, const void *payload
 		send_to(slot, IPC_SLOT_DENY, hdr->reqid, &r, sizeof(r));
 		break;
 	case LEDGER_QUEUED:
-		log_noise("slot request queued: pool=%s/%s worker=%d", r.db, r.user, slot);
+		log_noise("slot request queued: pool=%s/%s worker=%d%s", r.db, r.user, slot,
+			  idle ? " (an idle server elsewhere is to move)" : "");
 		ledger_want_changes(sup.ledger, send_want, NULL);
-		arm_ledger_tick();
+		arm_ledger_tick(idle);
 		break;
 	}
 }
@@ -211,6 +218,7 @@ static void route_server(int from, const struct ipc_hdr *hdr, const void *payloa
 		reqid = IPC_SERVER_BACK_KEEP;
 		break;
 	}
+	ledger_retell(sup.ledger, from, db, user);
 	ledger_want_changes(sup.ledger, send_want, NULL);
 	struct ipc_chan *ch = sup.slots[to].ch;
 	if (!ch || ipc_send(ch, IPC_SERVER_FD, reqid, payload, hdr->len, fd) < 0) {

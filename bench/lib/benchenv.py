@@ -272,11 +272,14 @@ class Env:
 
     # -- the shared ini ----------------------------------------------------
 
-    def write_inis(self, extra=None, db_extra=""):
+    def write_inis(self, extra=None, db_extra="", workers=None, pgcrew_extra=None):
         """pgbouncer.ini is the one configuration; pgcrew-w1.ini and
         pgcrew-auto.ini %include it and add only `workers` (a key PgBouncer
         does not know). extra: more [pgbouncer] keys for every target;
-        db_extra: appended to the database's connection string."""
+        db_extra: appended to the database's connection string; workers:
+        more pgcrew targets, as {name: workers}, e.g. {"pgcrew-w4": 4};
+        pgcrew_extra: keys only pgcrew reads (PgBouncer 1.18 rejects unknown
+        keys), added to every pgcrew-*.ini, e.g. metrics_listen."""
         with open(self.path("userlist.txt"), "w") as f:
             f.write(f'"{USER}" "{self.verifier}"\n')
         settings = {
@@ -306,15 +309,19 @@ class Env:
         lines += [f"{k} = {v}" for k, v in settings.items()]
         with open(self.path("pgbouncer.ini"), "w") as f:
             f.write("\n".join(lines) + "\n")
-        for name, workers in (("pgcrew-w1", "1"), ("pgcrew-auto", "auto")):
+        own = "".join(f"{k} = {v}\n" for k, v in (pgcrew_extra or {}).items())
+        targets = {"pgcrew-w1": "1", "pgcrew-auto": "auto"}
+        targets.update(workers or {})
+        for name, n in targets.items():
             with open(self.path(f"{name}.ini"), "w") as f:
-                f.write(f"%include {self.path('pgbouncer.ini')}\n[pgbouncer]\nworkers = {workers}\n")
+                f.write(f"%include {self.path('pgbouncer.ini')}\n[pgbouncer]\nworkers = {n}\n"
+                        + own)
         chown_service(self.scratch)
 
     def target_command(self, target):
         if target == "pgbouncer":
             return [self.pgbouncer_bin, self.path("pgbouncer.ini")]
-        if target in ("pgcrew-w1", "pgcrew-auto"):
+        if target.startswith("pgcrew-"):       # pgcrew-w1, pgcrew-auto, pgcrew-wN
             return [self.pgcrew_bin, self.path(f"{target}.ini")]
         raise ValueError(target)
 
@@ -378,8 +385,9 @@ class Pooler:
                 raise RuntimeError(f"{self.target} did not accept within {timeout}s")
             time.sleep(0.02)
         # pgcrew: wait until every worker is forked (auto = online CPUs)
+        fixed = re.fullmatch(r"pgcrew-w(\d+)", self.target)
         want = os.cpu_count() if self.target == "pgcrew-auto" else (
-            1 if self.target == "pgcrew-w1" else 0)
+            int(fixed.group(1)) if fixed else 0)
         deadline = time.monotonic() + 5
         while len(children(self.pid)) < want and time.monotonic() < deadline:
             time.sleep(0.02)

@@ -179,6 +179,14 @@ def format_errors(seen):
 
 
 class Matrix:
+    """Runs the cells. Other scenarios (bench/lib/smallpool.py) subclass it:
+    the hooks before_run / before_stop / after_stop add their own
+    measurements to a run's row, and raw_fields / summary_fields their
+    columns."""
+
+    raw_fields = RAW_FIELDS
+    summary_fields = SUMMARY_FIELDS
+
     def __init__(self, env, args, outdir):
         self.env = env
         self.args = args
@@ -188,7 +196,7 @@ class Matrix:
         self.raw_path = os.path.join(outdir, "raw.csv")
         self.summary_path = os.path.join(outdir, "summary.csv")
         with open(self.raw_path, "w", newline="") as f:
-            csv.DictWriter(f, RAW_FIELDS).writeheader()
+            csv.DictWriter(f, self.raw_fields).writeheader()
         self.summaries = []
 
     def pgbench_cmd(self, target, protocol, clients, mode, duration, prefix):
@@ -241,6 +249,7 @@ class Matrix:
         row = {"protocol": protocol, "clients": clients, "mode": mode, "target": target,
                "round": rnd, "duration_s": self.args.duration}
         pooler = None
+        self.before_run(target, row)
         if target != "postgres":
             pooler = self.env.start_pooler(target)
         try:
@@ -277,8 +286,10 @@ class Matrix:
                 row["worker_restarts"] = pooler.restarts()
             with open(prefix + ".out", "w") as f:
                 f.write(" ".join(cmd) + "\n" + out)
+            self.before_stop(target, pooler, row)
         finally:
             problems = self.env.stop_pooler() if pooler else []
+        self.after_stop(target, row)
 
         m = re.search(r"initial connection time = ([\d.]+) ms", out)
         row["conn_s"] = round(float(m.group(1)) / 1000, 2) if m else ""
@@ -336,6 +347,22 @@ class Matrix:
                     os.unlink(path)
         return row
 
+    # Hooks for subclasses: before the pooler starts (or the direct run);
+    # after pgbench ended, while the pooler still runs (pooler is None for
+    # the direct target); after the pooler has stopped.
+    def before_run(self, target, row):
+        pass
+
+    def before_stop(self, target, pooler, row):
+        pass
+
+    def after_stop(self, target, row):
+        pass
+
+    def log_extra(self, row):
+        """More of a run's row for its progress line."""
+        return ""
+
     @staticmethod
     def _fill_latency(row, samples_us, txn_us):
         p50 = percentile(samples_us, 0.5)
@@ -350,7 +377,7 @@ class Matrix:
 
     def write_raw(self, row):
         with open(self.raw_path, "a", newline="") as f:
-            csv.DictWriter(f, RAW_FIELDS, extrasaction="ignore").writerow(row)
+            csv.DictWriter(f, self.raw_fields, extrasaction="ignore").writerow(row)
 
     def combine(self, cell, target, rows):
         protocol, clients, mode = cell
@@ -419,7 +446,7 @@ class Matrix:
                     log(f"[{done}/{total}] {cell[0]:8} c={cell[1]:<4} {cell[2]:13} "
                         f"{target:11} r{rnd}: {row['status']:7} tps={row['tps']:9.1f} "
                         f"p50={row['lat_p50_ms']} p99={row['lat_p99_ms']} "
-                        f"cpu/tx={row.get('cpu_us_per_tx', '')}us "
+                        f"cpu/tx={row.get('cpu_us_per_tx', '')}us{self.log_extra(row)} "
                         f"(eta {eta / 60:.1f} min)"
                         + (f"  !! {row['errors'][:150]}" if row["errors"] else ""))
             for target in targets:
@@ -432,7 +459,7 @@ class Matrix:
 
     def write_summary(self):
         with open(self.summary_path, "w", newline="") as f:
-            w = csv.DictWriter(f, SUMMARY_FIELDS, extrasaction="ignore")
+            w = csv.DictWriter(f, self.summary_fields, extrasaction="ignore")
             w.writeheader()
             for s in self.summaries:
                 w.writerow(s)

@@ -835,6 +835,35 @@ static void test_handover_other_pool_first_come(void **state)
 	assert_int_equal(to, 2);
 }
 
+/* Another worker has an idle server that can move: a waiter's request that
+ * fits queues for it (no new backend) and is granted only if no move came
+ * within LEDGER_MOVE_WAIT_USEC; a request that does not wait ignores it. */
+static void test_request_waits_for_idle_server(void **state)
+{
+	struct ledger *l = *state;
+	struct slot_req p = mkreq("d", "u", 5, 0, 0, 1);
+	struct slot_req now = mkreq("d", "u", 5, 0, 0, 0);
+	usec_t waits[N_WORKERS] = { 0, 100, 0 };
+	int to = -1;
+	uint32_t id = 0;
+
+	assert_int_equal(ledger_request(l, 0, 1, &p), LEDGER_GRANTED);
+	assert_int_equal(ledger_request_idle(l, 1, 2, &p, true), LEDGER_QUEUED);
+	expect_no_grant(l);
+	assert_int_equal(ledger_handover(l, 0, "d", "u", waits, &to, &id), LEDGER_MOVE_TO);
+	assert_int_equal(to, 1);
+	assert_int_equal(id, 2);
+	assert_int_equal(ledger_queued(l), 0);
+	assert_int_equal(ledger_pool_count(l, "d", "u", -1), 1);
+
+	assert_int_equal(ledger_request_idle(l, 2, 3, &p, true), LEDGER_QUEUED);
+	expect_no_grant(l);
+	usleep((useconds_t)(LEDGER_MOVE_WAIT_USEC + 5000));
+	expect_grant(l, 2, 3, "d", "u");
+	assert_int_equal(ledger_pool_count(l, "d", "u", -1), 2);
+	assert_int_equal(ledger_request_idle(l, 0, 4, &now, true), LEDGER_GRANTED);
+}
+
 /* The want notice says since when the oldest other-pool request waits. */
 static void test_want_other_since(void **state)
 {
@@ -886,6 +915,7 @@ int main(void)
 		T(test_handover_keep_and_fallback),
 		T(test_handover_other_pool_first_come),
 		T(test_want_other_since),
+		T(test_request_waits_for_idle_server),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
