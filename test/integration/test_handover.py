@@ -443,3 +443,26 @@ def test_tls_servers_churn_stays_bounded(tls_pg, make_pooler):
     assert not errors, errors
     assert sum(done) > 1000, done
     assert new <= pool_size + 2, f"{new} new TLS backends in {seconds:.0f} s for a pool of {pool_size}"
+
+
+@pgcrew_only
+def test_idle_server_elsewhere_is_used_not_a_new_one(pg15, make_pooler):
+    """default_pool_size=5, far from full: a client of another worker gets
+    the server idle on worker 0 (moved), as one PgBouncer would use its idle
+    server, instead of a second backend being opened."""
+    before = db_sessions(pg15)
+    p = make_pooler(pg15, settings=settings(workers=4, pool_mode="transaction",
+                                            default_pool_size=5, query_wait_timeout=10))
+    a = connect_on_worker(p, 0)
+    pid_a = a.execute("SELECT pg_backend_pid()").fetchone()[0]
+    pids = set()
+    for _ in range(3):
+        b = connect_on_worker(p, None, other_than=worker_of(a))
+        pids.add(b.execute("SELECT pg_backend_pid()").fetchone()[0])
+        b.close()
+    pids.add(a.execute("SELECT pg_backend_pid()").fetchone()[0])
+    a.close()
+    new = stop_and_count_sessions(p, pg15, before)
+    print(f"pool 5, one client at a time on different workers: backends {pids}, {new} started")
+    assert pids == {pid_a}, pids
+    assert new == 1, new
