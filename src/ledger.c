@@ -202,7 +202,12 @@ bool ledger_release(struct ledger *l, int worker, const char *db, const char *us
 	return true;
 }
 
-bool ledger_next_grant(struct ledger *l, int *worker, uint32_t *reqid, struct slot_req *req)
+static int fair_share(const struct ledger *l, const struct lpool *p, int *least);
+
+/* The oldest queued request that may be granted now (of pool p only, and
+ * from a worker below its rounded-down share of p, when p is given), or
+ * NULL. */
+static struct lreq *grantable(struct ledger *l, const struct lpool *p, int least)
 {
 	usec_t now = util_monotonic();
 	struct list *it;
@@ -212,6 +217,27 @@ bool ledger_next_grant(struct ledger *l, int *worker, uint32_t *reqid, struct sl
 			continue;
 		if (q->await_move && now - q->since < LEDGER_MOVE_WAIT_USEC)
 			continue;             /* the idle server may still come */
+		if (p && (q->pool != p || p->count[q->worker] >= least))
+			continue;
+		return q;
+	}
+	return NULL;
+}
+
+/* First come, first served over pools; within the pool whose turn it is,
+ * a worker below its share goes first: a server given up for it (one that
+ * cannot move) must not open again for a worker that has its share, or
+ * servers would hop from worker to worker, each hop a new backend. */
+bool ledger_next_grant(struct ledger *l, int *worker, uint32_t *reqid, struct slot_req *req)
+{
+	struct lreq *q = grantable(l, NULL, 0), *first;
+	int least;
+	if (q) {
+		(void)fair_share(l, q->pool, &least);
+		if ((first = grantable(l, q->pool, least)) != NULL)
+			q = first;
+	}
+	if (q) {
 		take(q->pool, q->worker, 1);
 		*worker = q->worker;
 		*reqid = q->reqid;

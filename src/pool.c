@@ -435,14 +435,13 @@ void pool_slot_answer(const struct slot_req *r, uint32_t why, bool granted)
 }
 
 /* Other workers' clients wait for this pool while it is full. A server
- * beyond our fair share goes as soon as it is idle; any other only once it
- * has sat idle for GIVE_IDLE_USEC when a worker below its share waits, or
- * GIVE_IDLE_SLOW_USEC when the waiting workers already have their share:
- * momentary idleness under load (a client process descheduled for a few
- * milliseconds) must not make servers, each a PostgreSQL backend, hop
- * between two busy workers. */
+ * that can move goes to them as below (first come, first served). One that
+ * cannot (TLS) costs a new backend on the other side: it goes as soon as
+ * it is idle when we hold more than our fair share, or once it has sat
+ * idle for GIVE_IDLE_USEC when a worker below its rounded-down share
+ * waits; a worker that has its share waits for its own servers, or every
+ * change of load would cost backends. */
 #define GIVE_IDLE_USEC (20 * USEC_PER_MSEC)
-#define GIVE_IDLE_SLOW_USEC (200 * USEC_PER_MSEC)
 
 static struct event *give_timer;
 static usec_t give_timer_at;          /* when the pending give_timer fires */
@@ -477,9 +476,13 @@ static void note_given(struct pool *p)
  * shared memory, hist.h) or another pool's held back by a full
  * max_db_connections / max_user_connections (the ledger's oldest such
  * request). Our own first waiter keeps it unless the other has waited
- * FIFO_SLACK_USEC longer: two workers whose queues are about as old do not
- * trade servers back and forth. */
+ * twice as long, and at least FIFO_SLACK_USEC longer: two workers whose
+ * queues are about as old do not trade servers back and forth (each move
+ * idles the server for a few hundred microseconds and costs three
+ * processes a message), while a worker that gets no server at all is
+ * served within about twice the wait of the others' clients. */
 #define FIFO_SLACK_USEC (5 * USEC_PER_MSEC)
+#define MOVE_MIN_USEC (1 * USEC_PER_MSEC)
 
 /* Since when the oldest client elsewhere that this pool's server could
  * serve has waited; 0 for none. Cheap when nobody asked (p->wanted). */
@@ -535,7 +538,12 @@ static bool first_in_line_elsewhere(const struct pool *p)
 	if (W->paused || p->db->paused || p->paused)
 		return false;         /* PAUSE holds every worker: nothing to serve */
 	usec_t other = waiting_elsewhere(p), mine = waiting_here(p);
-	return other && (!mine || other + FIFO_SLACK_USEC < mine);
+	if (!other)
+		return false;
+	usec_t now = util_monotonic(), waited = now - mine;
+	if (!mine)            /* none of ours waits: a real wait elsewhere takes it */
+		return now - other >= MOVE_MIN_USEC;
+	return now - other > waited + (waited > FIFO_SLACK_USEC ? waited : FIFO_SLACK_USEC);
 }
 
 void pool_wait_line(struct pool *p)
@@ -544,36 +552,62 @@ void pool_wait_line(struct pool *p)
 		hist_pool_set_wait(p->hist, line_head(p));
 }
 
-void pool_give_idle(struct pool *p)
+/* Look at the idle servers again in `left` (one timer for all pools:
+ * keep the earliest time). */
+static void arm_give_timer(usec_t left)
 {
 	usec_t now = util_monotonic();
+	struct timeval tv = { (time_t)(left / USEC_PER_SEC), (suseconds_t)(left % USEC_PER_SEC) };
+	if (!give_timer)
+		give_timer = event_new(W->base, -1, 0, on_give_timer, NULL);
+	if (!event_pending(give_timer, EV_TIMEOUT, NULL) || now + left < give_timer_at) {
+		event_add(give_timer, &tv);
+		give_timer_at = now + left;
+	}
+}
+
+/* How much longer an idle server stays before it moves to a client of
+ * another worker (0: now). A move idles the server a few hundred
+ * microseconds, and the client of ours that has just released it usually
+ * asks again sooner than that: a server idle for less than MOVE_MIN_USEC
+ * stays for it, unless the client elsewhere has already waited that long.
+ * A server idle for longer goes at once (a lone client elsewhere gets it
+ * within a move, as from one PgBouncer's idle list). */
+static usec_t move_delay(const struct pool *p, const struct server *sv, usec_t now)
+{
+	usec_t idle = now - sv->last_used, waited = now - waiting_elsewhere(p);
+	if (idle >= MOVE_MIN_USEC || waited >= MOVE_MIN_USEC)
+		return 0;
+	return MOVE_MIN_USEC - (idle > waited ? idle : waited);
+}
+
+void pool_give_idle(struct pool *p)
+{
+	usec_t now = util_monotonic(), left;
 	struct list *it;
 	while (p->wanted > 0 && (it = p->idle_servers.prev) != &p->idle_servers) {
 		struct server *sv = container_of(it, struct server, node);   /* the longest idle */
-		usec_t need = p->wanted_soon > 0 ? GIVE_IDLE_USEC : GIVE_IDLE_SLOW_USEC;
 		/* An ask with nobody waiting any more is stale: keep it. */
 		if (!waiting_elsewhere(p))
 			break;
-		if (server_may_move(sv)) {
-			/* A move costs PostgreSQL nothing: an idle server goes
-			 * to a client that waits, as in one process. */
-			note_given(p);
-			if (!server_give(sv))
-				server_close(sv, "released to another worker");
-			continue;
-		}
-		if (p->give_up <= 0 && now - sv->last_used < need) {
-			/* Look again when it will have sat idle long enough
-			 * (one timer for all pools: keep the earliest time). */
-			usec_t left = need - (now - sv->last_used);
-			struct timeval tv = { (time_t)(left / USEC_PER_SEC), (suseconds_t)(left % USEC_PER_SEC) };
-			if (!give_timer)
-				give_timer = event_new(W->base, -1, 0, on_give_timer, NULL);
-			if (!event_pending(give_timer, EV_TIMEOUT, NULL) || now + left < give_timer_at) {
-				event_add(give_timer, &tv);
-				give_timer_at = now + left;
-			}
+		if (server_may_move(sv) && (W->paused || p->db->paused || p->paused))
+			break;        /* PAUSE holds every worker: nothing to serve */
+		if (server_may_move(sv) && (left = move_delay(p, sv, now)) > 0) {
+			arm_give_timer(left);
 			break;
+		}
+		/* A server that cannot move costs a new backend on the other
+		 * side: only one beyond our share, or one that has sat idle a
+		 * while when a worker below its rounded-down share waits (a
+		 * worker that has its share waits for its own servers, or every
+		 * change of load would cost backends). */
+		if (!server_may_move(sv) && p->give_up <= 0) {
+			if (p->wanted_soon <= 0)
+				break;
+			if (now - sv->last_used < GIVE_IDLE_USEC) {
+				arm_give_timer(GIVE_IDLE_USEC - (now - sv->last_used));
+				break;
+			}
 		}
 		note_given(p);
 		if (!server_give(sv))
@@ -985,6 +1019,10 @@ void pool_server_ready(struct server *sv)
 	if (control_close_if_paused(sv))
 		return;
 	server_set_state(sv, SERVER_IDLE);
+	/* Someone elsewhere waits: unless our own client takes it back at
+	 * once, the server goes in a moment. */
+	if (server_may_move(sv) && waiting_elsewhere(p))
+		arm_give_timer(move_delay(p, sv, util_monotonic()));
 	worker_check_shutdown();
 }
 

@@ -402,11 +402,12 @@ def test_shared_limit_takes_turns_across_workers(pg15, make_pooler, limit):
 @pgcrew_only
 def test_tls_servers_churn_stays_bounded(tls_pg, make_pooler):
     """TLS server connections cannot move (OpenSSL's state stays in the
-    process): they are closed on one worker and opened on another when
-    needed, but under steady load with think time, 4 workers and a pool of 5
-    start at most pool_size + 2 backends in 20 s (the issue asks for at most
-    that many per minute)."""
-    pool_size, clients, seconds = 5, 20, 20.0
+    process): they are closed on one worker and opened on another only when
+    a worker below its share waits. 4 workers, a pool of 5, 20 clients with
+    50 ms think time: after a 5 s start, a 20 s window of steady load opens
+    at most 2 backends (the issue's bound is pool_size + 2 per minute; 2 in
+    20 s is 6 a minute), counted from the pooler's own server logins."""
+    pool_size, clients, warmup, window = 5, 20, 5.0, 20.0
     before = db_sessions(tls_pg)
     p = make_pooler(tls_pg, settings=settings(workers=4, pool_mode="transaction",
                                               default_pool_size=pool_size, max_client_conn=200,
@@ -428,21 +429,29 @@ def test_tls_servers_churn_stays_bounded(tls_pg, make_pooler):
         except Exception as exc:  # collected and asserted below
             errors.append(f"client {i} (worker {worker_of(conns[i])}): {exc!r}")
 
+    def logins():
+        return p.log_text().count("new connection to server")
+
     threads = [threading.Thread(target=run, args=(i,)) for i in range(clients)]
     for t in threads:
         t.start()
-    time.sleep(seconds)
+    time.sleep(warmup)
+    at_start = logins()
+    time.sleep(window)
+    in_window = logins() - at_start
     stop.set()
     for t in threads:
         t.join(timeout=20)
     for c in conns:
         c.close()
     new = stop_and_count_sessions(p, tls_pg, before)
-    print(f"TLS servers, 4 workers: {sum(done)} transactions in {seconds:.0f} s, "
-          f"{new} new backends")
+    print(f"TLS servers, 4 workers: {sum(done)} transactions in {warmup + window:.0f} s, "
+          f"{new} backends in all, {at_start} in the first {warmup:.0f} s, "
+          f"{in_window} in the {window:.0f} s after")
     assert not errors, errors
     assert sum(done) > 1000, done
-    assert new <= pool_size + 2, f"{new} new TLS backends in {seconds:.0f} s for a pool of {pool_size}"
+    assert in_window <= 2, f"{in_window} new TLS backends in {window:.0f} s of steady load"
+    assert new <= 2 * (pool_size + 2), f"{new} TLS backends in {warmup + window:.0f} s"
 
 
 @pgcrew_only

@@ -543,24 +543,24 @@ static void test_want_notices(void **state)
 	collect(l, &ns);
 	assert_int_equal(ns.n, 0);
 
-	/* Worker 0 gives one back: worker 2's second request. */
+	/* Worker 0 gives one back: its own request goes before worker 2's
+	 * older second one, since worker 0 now holds none (below its share
+	 * of 1) and worker 2 has its share: the slot does not hop. */
 	assert_true(ledger_release(l, 0, "d", "u"));
-	expect_grant(l, 2, 11, "d", "u");
+	expect_grant(l, 0, 12, "d", "u");
 	collect(l, &ns);
-	assert_int_equal(ns.n, 2);
-	assert_int_equal(got(&ns, 0, "d", "u").n, 0);          /* holds none now */
-	/* Still 1 wanted, but worker 2 now holds both servers of the pool of
-	 * 2 while worker 0 waits: one is beyond its fair share. */
-	assert_int_equal(got(&ns, 2, "d", "u").n, 1);
-	assert_int_equal(got(&ns, 2, "d", "u").over, 1);
+	assert_int_equal(ns.n, 1);
+	assert_int_equal(got(&ns, 0, "d", "u").n, -1);         /* still worker 2's second */
+	assert_int_equal(got(&ns, 2, "d", "u").n, 0);          /* only its own waits */
+	assert_int_equal(got(&ns, 2, "d", "u").over, 0);
 
 	/* Worker 2 gives one back: the queue empties, every ask is withdrawn. */
 	assert_true(ledger_release(l, 2, "d", "u"));
-	expect_grant(l, 0, 12, "d", "u");
+	expect_grant(l, 2, 11, "d", "u");
 	assert_int_equal(ledger_queued(l), 0);
 	collect(l, &ns);
 	assert_int_equal(ns.n, 1);
-	assert_int_equal(got(&ns, 2, "d", "u").n, 0);
+	assert_int_equal(got(&ns, 0, "d", "u").n, 0);
 	collect(l, &ns);
 	assert_int_equal(ns.n, 0);
 }
@@ -627,11 +627,12 @@ static void test_want_soon(void **state)
 	assert_int_equal(got(&ns, 1, "d", "u").n, 1);           /* not its own request */
 	assert_int_equal(got(&ns, 1, "d", "u").soon, 1);
 
-	/* Worker 2 is served; only worker 1's patient request is left. */
+	/* Worker 2, below its share, is served first although worker 1 asked
+	 * earlier; then worker 1's patient request. */
 	assert_true(ledger_release(l, 0, "d", "u"));
-	expect_grant(l, 1, 10, "d", "u");
-	assert_true(ledger_release(l, 1, "d", "u"));
 	expect_grant(l, 2, 20, "d", "u");
+	assert_true(ledger_release(l, 1, "d", "u"));
+	expect_grant(l, 1, 10, "d", "u");
 	assert_int_equal(ledger_queued(l), 0);
 	assert_int_equal(ledger_request(l, 1, 11, &p), LEDGER_QUEUED);
 	collect(l, &ns);
