@@ -22,7 +22,7 @@ import pytest
 import pg_cluster
 import util
 from test_limits import run_concurrently, sample_max
-from test_server_tls import tls_pg  # noqa: F401 (a fixture)
+from test_server_tls import tls_cluster
 from test_workers import connect_on_worker, worker_of
 
 pgcrew_only = pytest.mark.pgcrew_only
@@ -30,6 +30,13 @@ pgcrew_only = pytest.mark.pgcrew_only
 # psycopg sends this as "select $1::int + 1", the text pg_prepared_statements shows.
 PREPARED_QUERY = "select %s::int + 1"
 PREPARED_TEXT = "select $1::int + 1"
+
+
+@pytest.fixture(scope="module")
+def tls_pg(session_dir):
+    """PostgreSQL 15 with TLS, this module's own (test_server_tls has one
+    of the same kind in its own directory)."""
+    yield from tls_cluster(session_dir, "pgtls-handover", pg_cluster.PG15_BINDIR)
 
 
 def settings(**kw):
