@@ -97,6 +97,7 @@ void hist_phase_observe(enum hist_phase ph, uint64_t us);
 void hist_pool_set_wait(struct hist_pool_cell *cell, usec_t since);
 usec_t hist_pool_wait_elsewhere(const struct hist_pool_cell *cell);
 bool hist_pool_waits(const char *db, const char *user, usec_t *since, int n);
+usec_t hist_pool_wait_of(const char *db, const char *user, int w);
 void hist_clear_waits(int w);
 /* Idle servers that could move (set ours; whether another worker than
  * `except` has any, by name). */

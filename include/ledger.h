@@ -82,11 +82,15 @@ bool ledger_next_grant(struct ledger *l, int *worker, uint32_t *reqid, struct sl
  * any, the pool's queued requests stand in. MOVE_TO: a client of worker *to
  * (its slot is now *to's; *reqid is the id of its oldest queued request of
  * the pool, now answered, or 0 when it had none queued); CLOSE: a queued
- * request of another pool of the database or user whose limit is full:
- * closing the server makes room; KEEP: nobody else needs it. */
+ * request of another pool of the database or user whose limit is full,
+ * whose client still waits (by `waiting`): closing the server makes room;
+ * KEEP: nobody else needs it. */
 enum ledger_move { LEDGER_MOVE_TO, LEDGER_MOVE_CLOSE, LEDGER_MOVE_KEEP };
+/* Does worker still have a client waiting for pool (db, user)? (its wait
+ * line); NULL: every queued request counts. */
+typedef bool (*ledger_wait_fn)(const char *db, const char *user, int worker);
 enum ledger_move ledger_handover(struct ledger *l, int giver, const char *db, const char *user,
-				 const usec_t *waits, int *to, uint32_t *reqid);
+				 const usec_t *waits, ledger_wait_fn waiting, int *to, uint32_t *reqid);
 /* A worker died: forget its slots and queued requests. */
 void ledger_worker_gone(struct ledger *l, int worker);
 

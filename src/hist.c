@@ -163,6 +163,14 @@ bool hist_pool_waits(const char *db, const char *user, usec_t *since, int n)
 	return idx >= 0;
 }
 
+usec_t hist_pool_wait_of(const char *db, const char *user, int w)
+{
+	int idx = head && strlen(db) < NAME_LEN && strlen(user) < NAME_LEN ? pool_index(db, user, false) : -1;
+	if (idx < 0 || w < 0 || w >= head->n_workers)
+		return 0;
+	return atomic_load_explicit(&cells[w].pools[idx].wait_since, memory_order_relaxed);
+}
+
 void hist_clear_waits(int w)
 {
 	if (!head || w < 0 || w >= head->n_workers)

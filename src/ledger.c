@@ -306,13 +306,18 @@ static int oldest_waiter(const struct ledger *l, const struct lpool *p, int give
 	return -1;
 }
 
-/* The oldest queued request of another pool that closing p's server helps. */
-static const struct lreq *oldest_other_pool(const struct ledger *l, const struct lpool *p)
+/* The oldest queued request of another pool that closing p's server helps
+ * and whose worker still has a client waiting for that pool (a request
+ * can outlive its client: closing a server for it would leave PostgreSQL
+ * with fewer backends than one PgBouncer keeps). */
+static const struct lreq *oldest_other_pool(const struct ledger *l, const struct lpool *p,
+					    ledger_wait_fn waiting)
 {
 	const struct list *it;
 	list_for_each(it, &l->queue) {
 		const struct lreq *q = container_of(it, struct lreq, node);
-		if (q->pool != p && helps(q, p))
+		if (q->pool != p && helps(q, p) &&
+		    (!waiting || waiting(q->pool->db, q->pool->user, q->worker)))
 			return q;
 	}
 	return NULL;
@@ -335,7 +340,7 @@ static uint32_t take_request(struct ledger *l, struct lpool *p, int w)
 }
 
 enum ledger_move ledger_handover(struct ledger *l, int giver, const char *db, const char *user,
-				 const usec_t *waits, int *to, uint32_t *reqid)
+				 const usec_t *waits, ledger_wait_fn waiting, int *to, uint32_t *reqid)
 {
 	struct lpool *p = find_pool(l, db, user);
 	usec_t since = 0;
@@ -344,7 +349,7 @@ enum ledger_move ledger_handover(struct ledger *l, int giver, const char *db, co
 	if (giver < 0 || giver >= l->n || !p || p->count[giver] <= 0)
 		return LEDGER_MOVE_CLOSE;
 	int w = oldest_waiter(l, p, giver, waits, &since);
-	const struct lreq *other = oldest_other_pool(l, p);
+	const struct lreq *other = oldest_other_pool(l, p, waiting);
 	/* First come, first served, whichever pool waits longest. */
 	if (other && (w < 0 || other->since < since))
 		return LEDGER_MOVE_CLOSE;

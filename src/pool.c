@@ -400,12 +400,20 @@ static bool launch_blocked(const struct pool *p)
 	       p->db->paused || p->paused;
 }
 
+/* Under a full max_db_connections / max_user_connections a waiter's slot
+ * is usually one another pool's server was closed for (PgBouncer's
+ * eviction): PgBouncer evicts and opens in one step, so the backend is
+ * opened even if the waiter was served meanwhile, or PostgreSQL would end
+ * with fewer backends than one PgBouncer keeps. */
 static bool slot_still_needed(const struct pool *p, enum slot_why why)
 {
 	if (launch_blocked(p))
 		return false;
 	if (why == SLOT_FOR_MIN)
 		return pool_total_servers(p) < p->db->min_pool_size;
+	if (why == SLOT_FOR_WAITER && (p->db->max_db_connections > 0 || p->user->max_user_connections > 0) &&
+	    pool_total_servers(p) < pool_size_of(p))
+		return true;
 	return pool_waiters(p) > p->n_login;
 }
 

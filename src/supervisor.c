@@ -185,6 +185,11 @@ static void on_slot_msg(int slot, const struct ipc_hdr *hdr, const void *payload
 	}
 }
 
+static bool pool_has_waiter(const char *db, const char *user, int worker)
+{
+	return hist_pool_wait_of(db, user, worker) != 0;
+}
+
 /* An idle server offered by a worker: to the oldest request of its pool on
  * another worker, or back to its sender. The asks are refreshed before it
  * goes back, so the sender does not offer it again on a stale ask. */
@@ -203,7 +208,8 @@ static void route_server(int from, const struct ipc_hdr *hdr, const void *payloa
 	}
 	usec_t *waits = xcalloc((size_t)sup.n_slots, sizeof(*waits));
 	bool known = hist_pool_waits(db, user, waits, sup.n_slots);
-	enum ledger_move m = ledger_handover(sup.ledger, from, db, user, known ? waits : NULL, &to, &reqid);
+	enum ledger_move m = ledger_handover(sup.ledger, from, db, user, known ? waits : NULL,
+					     pool_has_waiter, &to, &reqid);
 	free(waits);
 	switch (m) {
 	case LEDGER_MOVE_TO:

@@ -765,7 +765,7 @@ static void test_handover_to_longest_waiter(void **state)
 	assert_int_equal(ledger_request(l, 1, 2, &p), LEDGER_QUEUED);
 	assert_int_equal(ledger_request(l, 2, 3, &p), LEDGER_QUEUED);
 	assert_int_equal(ledger_request(l, 2, 4, &p), LEDGER_QUEUED);
-	assert_int_equal(ledger_handover(l, 0, "d", "u", waits, &to, &id), LEDGER_MOVE_TO);
+	assert_int_equal(ledger_handover(l, 0, "d", "u", waits, NULL, &to, &id), LEDGER_MOVE_TO);
 	assert_int_equal(to, 2);
 	assert_int_equal(id, 3);
 	assert_int_equal(ledger_pool_count(l, "d", "u", 0), 0);
@@ -776,11 +776,11 @@ static void test_handover_to_longest_waiter(void **state)
 	/* worker 1 waits longest now but has no request left: moved all the
 	 * same (id 0), its queue untouched */
 	waits[1] = 100;
-	assert_int_equal(ledger_handover(l, 2, "d", "u", waits, &to, &id), LEDGER_MOVE_TO);
+	assert_int_equal(ledger_handover(l, 2, "d", "u", waits, NULL, &to, &id), LEDGER_MOVE_TO);
 	assert_int_equal(to, 1);
 	assert_int_equal(id, 2);
 	waits[0] = 50;
-	assert_int_equal(ledger_handover(l, 1, "d", "u", waits, &to, &id), LEDGER_MOVE_TO);
+	assert_int_equal(ledger_handover(l, 1, "d", "u", waits, NULL, &to, &id), LEDGER_MOVE_TO);
 	assert_int_equal(to, 0);
 	assert_int_equal(id, 0);
 	assert_int_equal(ledger_queued(l), 1);
@@ -799,17 +799,25 @@ static void test_handover_keep_and_fallback(void **state)
 	uint32_t id = 99;
 
 	assert_int_equal(ledger_request(l, 0, 1, &p), LEDGER_GRANTED);
-	assert_int_equal(ledger_handover(l, 0, "d", "u", none, &to, &id), LEDGER_MOVE_KEEP);
+	assert_int_equal(ledger_handover(l, 0, "d", "u", none, NULL, &to, &id), LEDGER_MOVE_KEEP);
 	assert_int_equal(ledger_request(l, 1, 2, &p), LEDGER_QUEUED);
 	/* a stale request with nobody in the wait lines: keep */
-	assert_int_equal(ledger_handover(l, 0, "d", "u", none, &to, &id), LEDGER_MOVE_KEEP);
-	assert_int_equal(ledger_handover(l, 0, "d", "u", NULL, &to, &id), LEDGER_MOVE_TO);
+	assert_int_equal(ledger_handover(l, 0, "d", "u", none, NULL, &to, &id), LEDGER_MOVE_KEEP);
+	assert_int_equal(ledger_handover(l, 0, "d", "u", NULL, NULL, &to, &id), LEDGER_MOVE_TO);
 	assert_int_equal(to, 1);
 	assert_int_equal(id, 2);
-	assert_int_equal(ledger_handover(l, 0, "d", "u", NULL, &to, &id), LEDGER_MOVE_CLOSE);
-	assert_int_equal(ledger_handover(l, 0, "nope", "u", NULL, &to, &id), LEDGER_MOVE_CLOSE);
-	assert_int_equal(ledger_handover(l, -1, "d", "u", NULL, &to, &id), LEDGER_MOVE_CLOSE);
+	assert_int_equal(ledger_handover(l, 0, "d", "u", NULL, NULL, &to, &id), LEDGER_MOVE_CLOSE);
+	assert_int_equal(ledger_handover(l, 0, "nope", "u", NULL, NULL, &to, &id), LEDGER_MOVE_CLOSE);
+	assert_int_equal(ledger_handover(l, -1, "d", "u", NULL, NULL, &to, &id), LEDGER_MOVE_CLOSE);
 	assert_int_equal(ledger_pool_count(l, "d", "u", 1), 1);
+}
+
+static bool nobody_waits(const char *db, const char *user, int worker)
+{
+	(void)db;
+	(void)user;
+	(void)worker;
+	return false;
 }
 
 /* A full max_db_connections: another pool's request older than every
@@ -829,11 +837,16 @@ static void test_handover_other_pool_first_come(void **state)
 	collect(l, &ns);
 	assert_int_equal(got(&ns, 0, "d", "ua").n, 1);
 	waits[2] = util_monotonic();         /* ua's client on worker 2 came later */
-	assert_int_equal(ledger_handover(l, 0, "d", "ua", waits, &to, &id), LEDGER_MOVE_CLOSE);
+	assert_int_equal(ledger_handover(l, 0, "d", "ua", waits, NULL, &to, &id), LEDGER_MOVE_CLOSE);
 	assert_int_equal(ledger_pool_count(l, "d", "ua", 0), 1);      /* freed on close */
-	waits[2] = 1;                        /* ua's waiter came first */
-	assert_int_equal(ledger_handover(l, 0, "d", "ua", waits, &to, &id), LEDGER_MOVE_TO);
+	/* ub's request has outlived its client: nothing is closed for it */
+	assert_int_equal(ledger_handover(l, 0, "d", "ua", waits, nobody_waits, &to, &id), LEDGER_MOVE_TO);
 	assert_int_equal(to, 2);
+	assert_int_equal(ledger_pool_count(l, "d", "ua", 2), 1);
+	waits[2] = 0;
+	waits[0] = 1;                        /* ua's waiter on worker 0 came first */
+	assert_int_equal(ledger_handover(l, 2, "d", "ua", waits, NULL, &to, &id), LEDGER_MOVE_TO);
+	assert_int_equal(to, 0);
 }
 
 /* Another worker has an idle server that can move: a waiter's request that
@@ -851,7 +864,7 @@ static void test_request_waits_for_idle_server(void **state)
 	assert_int_equal(ledger_request(l, 0, 1, &p), LEDGER_GRANTED);
 	assert_int_equal(ledger_request_idle(l, 1, 2, &p, true), LEDGER_QUEUED);
 	expect_no_grant(l);
-	assert_int_equal(ledger_handover(l, 0, "d", "u", waits, &to, &id), LEDGER_MOVE_TO);
+	assert_int_equal(ledger_handover(l, 0, "d", "u", waits, NULL, &to, &id), LEDGER_MOVE_TO);
 	assert_int_equal(to, 1);
 	assert_int_equal(id, 2);
 	assert_int_equal(ledger_queued(l), 0);
