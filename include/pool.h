@@ -55,6 +55,9 @@ void pool_slot_wanted(const struct pool_want *w);
 /* Janitor: give up servers idle for a while that others want. */
 void pool_give_idle(struct pool *p);
 void pool_slot_release(struct pool *p);
+/* The same by names: the pool may not exist here (a server of a pool this
+ * worker does not know, a connection lingering after its pool's reload). */
+void pool_slot_release_names(const char *db, const char *user);
 
 /* Server parameters for the welcome of a pool's clients: one not tracked
  * in the varcache; the supervisor's copy for the other workers; its reply. */

@@ -372,13 +372,19 @@ static bool ask_slot(struct pool *p, enum slot_why why)
 	return true;
 }
 
-void pool_slot_release(struct pool *p)
+void pool_slot_release_names(const char *db, const char *user)
 {
 	struct slot_req r;
-	fill_req(p, &r);
+	memset(&r, 0, sizeof(r));
+	strlcpy_(r.db, db, sizeof(r.db));
+	strlcpy_(r.user, user, sizeof(r.user));
 	if (ipc_send(W->sup, IPC_SLOT_RELEASE, 0, &r, sizeof(r), -1) < 0)
-		log_warning("could not return a server slot of %s/%s to the supervisor",
-			    p->db->name, p->user->name);
+		log_warning("could not return a server slot of %s/%s to the supervisor", db, user);
+}
+
+void pool_slot_release(struct pool *p)
+{
+	pool_slot_release_names(p->db->name, p->user->name);
 }
 
 struct pool *pool_find_names(const char *db, const char *user)

@@ -142,8 +142,7 @@ static void linger_done(evutil_socket_t fd, short what, void *arg)
 		if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR)))
 			return;    /* TLS close_notify or a notice: wait on */
 	}
-	if (ipc_send(W->sup, IPC_SLOT_RELEASE, 0, &l->names, sizeof(l->names), -1) < 0)
-		log_warning("could not return a server slot of %s/%s", l->names.db, l->names.user);
+	pool_slot_release_names(l->names.db, l->names.user);
 	linger_free(l);
 }
 

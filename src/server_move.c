@@ -128,16 +128,6 @@ static void welcome_param(void *pool, const char *k, const char *v)
 	pool_welcome_param(pool, k, v);
 }
 
-static void give_slot_back(const char *db, const char *user)
-{
-	struct slot_req r;
-	memset(&r, 0, sizeof(r));
-	strlcpy_(r.db, db, sizeof(r.db));
-	strlcpy_(r.user, user, sizeof(r.user));
-	if (ipc_send(W->sup, IPC_SLOT_RELEASE, 0, &r, sizeof(r), -1) < 0)
-		log_warning("could not return a server slot of %s/%s", db, user);
-}
-
 void server_arrived(uint32_t reqid, const void *payload, size_t len, int fd)
 {
 	struct handover_rec h;
@@ -154,7 +144,7 @@ void server_arrived(uint32_t reqid, const void *payload, size_t len, int fd)
 		/* The backend ends on EOF; the slot we were given goes back. */
 		log_warning("server connection of unknown pool %s/%s from another worker: closing it", db, user);
 		close(fd);
-		give_slot_back(db, user);
+		pool_slot_release_names(db, user);
 		return;
 	}
 	struct server *sv = server_new(p, true, fd);
