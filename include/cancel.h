@@ -8,6 +8,8 @@
 
 /* Give the client a unique key and register it. */
 void cancel_register(struct client *c);
+/* A key told to the client elsewhere (online restart): kept as it is. */
+void cancel_register_key(struct client *c, uint32_t pid, uint32_t key);
 void cancel_unregister(struct client *c);
 struct client *cancel_find(uint32_t pid, uint32_t key);
 /* A CancelRequest arrived on connection c (state CLIENT_CANCEL): forward it

@@ -28,6 +28,14 @@ void client_cached_login_error(struct client *c, const char *msg);
 void client_send_notice(struct client *c, const char *msg);
 /* Add the client's traffic since the last call to its pool's counters. */
 void client_account_bytes(struct client *c);
+/* Online restart. Taken: a logged-in client arriving from the old process
+ * with its cancel key, in CLIENT_ACTIVE of pool p, not reading yet (the
+ * caller moves its parameters and statements in and starts it). Forget:
+ * it has been sent to the new process; gone here without a word. */
+struct handover_client;
+struct client *client_taken(int fd, const struct handover_client *h, struct pool *p,
+			    struct puser *login_user);
+void client_forget(struct client *c);
 void client_free(struct client *c);              /* reaper only */
 
 void log_client(const struct client *c, enum log_level lvl, const char *fmt, ...) PRINTF(3, 4);

@@ -23,6 +23,9 @@ struct handover_rec {
 	usec_t sent_at;               /* offered: the move's latency at arrival */
 	uint32_t vars_set;            /* tracked parameters a client SET there */
 	uint8_t used;                 /* has served a client (server_check_query) */
+	/* Online restart, session pooling: the cancel key of the client it
+	 * stays linked to (that client moved just before it); 0, 0: none. */
+	uint32_t owner_pid, owner_key;
 };
 
 /* Record, then the server's tracked parameters (vars), its pool's other
@@ -39,5 +42,33 @@ bool handover_decode(const void *payload, size_t len, struct handover_rec *h, st
 		     handover_param_fn on_other, void *arg, struct ps_server **ps) MUSTCHECK;
 /* Only the pool's names (the supervisor routes by them). */
 bool handover_names(const void *payload, size_t len, char *db, char *user) MUSTCHECK;
+
+/* A logged-in client as it moves to a new process at an online restart
+ * (IPC_TAKEN_CLIENT), with its socket: who it is, what it was told (its
+ * cancel key), what it expects (tracked parameters, statement names). */
+struct handover_client {
+	char db[LEDGER_NAME], user[LEDGER_NAME];   /* its pool (server-side user) */
+	char login_user[LEDGER_NAME];              /* as authenticated */
+	char db_name[LEDGER_NAME], user_name[LEDGER_NAME];   /* as it sent them */
+	uint32_t cancel_pid, cancel_key;
+	usec_t connect_time, last_activity, sent_at;
+	uint8_t is_unix;
+	uint8_t linked;               /* its server came just before it */
+	uint8_t passthrough_ok;
+	uint8_t admin, stats_only, local_admin;   /* a console client */
+	/* The login user's secret when the new process may not know it (a
+	 * user found by auth_query, or ClientKey learned from a proof). */
+	uint8_t has_secret, has_keys;
+	char secret[2048];
+};
+
+struct scram_secret;
+struct ps_client;
+bool handover_client_encode(struct pktbuf *pb, const struct handover_client *h,
+			    const struct scram_secret *keys, const struct varcache *vars,
+			    const struct ps_client *ps) MUSTCHECK;
+bool handover_client_decode(const void *payload, size_t len, struct handover_client *h,
+			    struct scram_secret *keys, struct varcache *vars,
+			    struct ps_client **ps) MUSTCHECK;
 
 #endif

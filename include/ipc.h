@@ -40,6 +40,10 @@ enum ipc_type {
 	IPC_SERVER_FD,         /* worker -> sup -> worker: an idle server connection (fd) and its
 	                          state (handover.h); reqid: the slot request it answers, or
 	                          IPC_SERVER_BACK_* when it returns to its sender */
+	IPC_TAKEN_CLIENT,      /* old worker -> old sup -> new sup -> new worker (online restart):
+	                          an idle client (fd) and its state (handover.h); reqid: IPC_TAKEN_* */
+	IPC_TAKEN_SERVER,      /* the same for an idle server (handover.h record); after its
+	                          client when they are linked (session pooling) */
 	IPC_TYPE_COUNT
 };
 
@@ -47,7 +51,15 @@ enum shutdown_mode {
 	SHUTDOWN_IMMEDIATE,        /* SIGQUIT: close everything now */
 	SHUTDOWN_WAIT_SERVERS,     /* SIGINT: wait until servers are released */
 	SHUTDOWN_WAIT_CLIENTS,     /* SIGTERM: wait until clients leave */
+	SHUTDOWN_HANDOVER,         /* online restart: hand idle clients and servers to the
+	                              new process; the rest as WAIT_CLIENTS */
 };
+
+/* IPC_TAKEN_*'s reqid: the old worker's id (the new process gives the
+ * connection to worker id % its workers, where the client's cancel key
+ * now points), and for a server whether a client came for it first. */
+#define IPC_TAKEN_WORKER(reqid) ((int)((reqid) & 0xffffu))
+#define IPC_TAKEN_PAIRED 0x10000u
 
 /* IPC_SERVER_FD's reqid beside a slot request's id (those start at 1):
  * UNASKED, for a worker whose client waits longest but has no request
@@ -77,6 +89,11 @@ typedef void (*ipc_eof_fn)(struct ipc_chan *ch, void *arg);
 struct ipc_chan *ipc_chan_new(struct event_base *base, int fd, int self_id,
 			      ipc_handler_fn on_msg, ipc_eof_fn on_eof, void *arg);
 void ipc_chan_free(struct ipc_chan *ch);
+/* Before exit: send what is queued, blocking up to timeout_ms. True when
+ * nothing is left (messages carrying sockets must not be lost). */
+bool ipc_chan_drain(struct ipc_chan *ch, int timeout_ms);
+/* The peer has exited: handle what it sent before it went. */
+void ipc_chan_read_rest(struct ipc_chan *ch);
 int ipc_chan_fd(const struct ipc_chan *ch);
 /* Queue a message (fd = -1 for none); sends at once when the socket allows. */
 int ipc_send(struct ipc_chan *ch, enum ipc_type type, uint32_t reqid,

@@ -73,6 +73,9 @@ enum ledger_result ledger_request_idle(struct ledger *l, int worker, uint32_t re
 #define LEDGER_MOVE_WAIT_USEC (20 * 1000)
 /* A slot of worker's is free again. False if the worker held none there. */
 bool ledger_release(struct ledger *l, int worker, const char *db, const char *user);
+/* A server connection arrives from an old process (online restart): it
+ * counts for worker, beyond the limits if need be, as it already exists. */
+void ledger_adopt(struct ledger *l, int worker, const char *db, const char *user);
 /* The oldest queued request that fits now, granted (counted) and removed
  * from the queue; false when none fits. Call after each release. */
 bool ledger_next_grant(struct ledger *l, int *worker, uint32_t *reqid, struct slot_req *req);

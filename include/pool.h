@@ -47,6 +47,12 @@ void pool_slot_answer(const struct slot_req *r, uint32_t why, bool granted);
 /* The request `why` was answered (granted, denied, or by a server moved in). */
 void pool_slot_taken(struct pool *p, uint32_t why);
 struct pool *pool_find_names(const char *db, const char *user);
+/* The same, made as a client's login would (NULL: no such database). */
+struct pool *pool_get_names(const char *db, const char *user);
+/* Online restart: a client and its session server linked as they were
+ * in the old process, and unlinked there as they leave. */
+void pool_link_taken(struct client *c, struct server *sv);
+void pool_unlink_leaving(struct client *c, struct server *sv);
 /* The head of the pool's waiting clients changed: publish its wait line. */
 void pool_wait_line(struct pool *p);
 /* Other workers' clients wait for n servers of this pool, `over` of ours

@@ -100,6 +100,11 @@ void ps_server_export(const struct ps_server *ps, struct pktbuf *pb);
 struct pkt_reader;
 bool ps_server_import(struct ps_server **psp, struct pkt_reader *r);
 
+/* A client moves to a new process (online restart) with its names: only
+ * when no reply is owed for any of them. Same record rules as servers. */
+bool ps_client_movable(const struct ps_client *pc);
+void ps_client_export(const struct ps_client *pc, struct pktbuf *pb);
+bool ps_client_import(struct ps_client **pcp, struct pkt_reader *r);
 size_t ps_client_count(const struct ps_client *pc);
 size_t ps_server_count(const struct ps_server *ps);
 void ps_client_free(struct ps_client *pc);

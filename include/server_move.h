@@ -5,6 +5,7 @@
 #ifndef PGCREW_SERVER_MOVE_H
 #define PGCREW_SERVER_MOVE_H
 
+#include "ipc.h"
 #include "objects.h"
 
 /* Could sv move at all (several workers, a plain socket, a pooled server
@@ -14,6 +15,19 @@ bool server_may_move(const struct server *sv);
  * it has left this worker (sv is freed by the reaper); false: it cannot
  * move (TLS, busy, replies owed...) and stays, for the caller to close. */
 bool server_give(struct server *sv);
+/* Nothing in flight either way, nothing owed, nothing pending here: the
+ * socket can change hands (plain, pooled). */
+bool server_at_rest(const struct server *sv);
+/* Encode sv, send it with its socket as `type` and forget it here (no
+ * Terminate, no slot release); owner: the client it stays linked to, which
+ * went just before it (online restart). False: nothing changed. */
+bool server_send(struct server *sv, enum ipc_type type, uint32_t reqid, const struct client *owner);
+/* A server arriving with its record: a fresh server object of this
+ * worker, idle and reading, in its pool (created when new_pool, as for a
+ * new process). NULL when it cannot be taken (closed; slot given back). */
+struct handover_rec;
+struct server *server_received(const void *payload, size_t len, int fd, bool new_pool,
+			       struct handover_rec *h);
 /* Servers this worker took over from others, and gave to others. */
 void server_moves(uint64_t *in, uint64_t *out);
 /* IPC_SERVER_FD: a server arrives (from another worker, or back from the

@@ -14,6 +14,7 @@
 #include "proto/build.h"
 #include "proto/packet.h"
 #include "server.h"
+#include "shm.h"
 #include "worker.h"
 
 #include <errno.h>
@@ -56,7 +57,14 @@ void cancel_register(struct client *c)
 			c->cancel_key = (v[1] & ((1u << PEER_KEY_SHIFT) - 1)) |
 					((uint32_t)W->cfg->peer_id << PEER_KEY_SHIFT);
 	} while (cancel_find(c->cancel_pid, c->cancel_key));
-	unsigned b = bucket_of(c->cancel_pid, c->cancel_key);
+	cancel_register_key(c, c->cancel_pid, c->cancel_key);
+}
+
+void cancel_register_key(struct client *c, uint32_t pid, uint32_t key)
+{
+	c->cancel_pid = pid;
+	c->cancel_key = key;
+	unsigned b = bucket_of(pid, key);
 	c->cancel_next = buckets[b];
 	buckets[b] = c;
 }
@@ -112,7 +120,10 @@ void cancel_handle_request(struct client *c, uint32_t pid, uint32_t key)
 		return;
 	}
 
-	if (owner != W->id) {
+	/* After an online restart to fewer workers, old worker o's clients
+	 * live in worker o % n. */
+	int n = shm_n_workers();
+	if ((n > 0 ? owner % n : owner) != W->id) {
 		/* The kernel picked this worker; the client lives in another. */
 		uint32_t v[2] = { pid, key };
 		if (ipc_send(W->sup, IPC_CANCEL_FWD, 0, v, sizeof(v), -1) < 0)

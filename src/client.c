@@ -16,6 +16,7 @@
 #include "auth/scram.h"
 #include "cancel.h"
 #include "config.h"
+#include "handover.h"
 #include "hist.h"
 #include "config/userlist.h"
 #include "pool.h"
@@ -275,7 +276,8 @@ static void start_direct_tls(struct client *c)
 	stream_start_tls(&c->s, t);
 }
 
-void client_accept(int fd, bool is_unix)
+/* A client object for a connected socket, in CLIENT_LOGIN, not reading. */
+static struct client *client_new(int fd, bool is_unix)
 {
 	struct client *c = xcalloc(1, sizeof(*c));
 	struct sockaddr_storage ss;
@@ -292,7 +294,6 @@ void client_accept(int fd, bool is_unix)
 	list_append(&W->login_clients, &c->node);
 	W->n_clients++;
 	stream_init(&c->s, fd, c, client_on_pkt, client_on_event);
-	c->s.startup = true;
 	if (W->cfg->max_packet_size > 0)
 		c->s.max_pkt = (uint32_t)W->cfg->max_packet_size;
 	if (getpeername(fd, (struct sockaddr *)&ss, &len) == 0)
@@ -300,6 +301,14 @@ void client_accept(int fd, bool is_unix)
 	len = sizeof(ss);
 	if (getsockname(fd, (struct sockaddr *)&ss, &len) == 0)
 		util_format_addr((struct sockaddr *)&ss, c->laddr, sizeof(c->laddr), &c->lport);
+	return c;
+}
+
+void client_accept(int fd, bool is_unix)
+{
+	struct client *c = client_new(fd, is_unix);
+
+	c->s.startup = true;
 	if (!is_unix)
 		util_tune_tcp(fd, W->cfg);
 	/* Refused clients still get through SSL negotiation so that the
@@ -316,6 +325,51 @@ void client_accept(int fd, bool is_unix)
 	 * login (if not, a recv that finds nothing). */
 	if (!is_unix && W->cfg->tcp_defer_accept)
 		stream_read_now(&c->s);
+}
+
+/* ---- online restart ---- */
+
+static bool take_client_slot(int shm_idx, int *local, int limit);
+
+struct client *client_taken(int fd, const struct handover_client *h, struct pool *p,
+			    struct puser *login_user)
+{
+	struct client *c = client_new(fd, h->is_unix != 0);
+
+	client_set_names(c, h->user_name, h->db_name);
+	c->connect_time = h->connect_time;
+	c->last_activity = h->last_activity;
+	c->db = p->db;
+	c->pool = p;
+	c->login_user = login_user;
+	c->passthrough_ok = h->passthrough_ok != 0;
+	/* Already connected: counted even beyond a limit, as it was. */
+	c->counted_conn = shm_client_take(0);
+	if (!h->admin) {      /* console logins are not counted (client_login_found) */
+		c->counted_db = take_client_slot(p->db->shm_idx, &p->db->n_clients, 0);
+		c->counted_user = login_user &&
+				  take_client_slot(login_user->shm_idx, &login_user->n_clients, 0);
+	}
+	cancel_register_key(c, h->cancel_pid, h->cancel_key);
+	client_set_state(c, CLIENT_ACTIVE);
+	return c;
+}
+
+void client_forget(struct client *c)
+{
+	if (c->link)
+		fatal("C-%llu: forgotten while linked", (unsigned long long)c->id);
+	client_account_bytes(c);
+	int fd = stream_take_fd(&c->s);
+	if (fd >= 0)
+		close(fd);
+	cancel_unregister(c);
+	release_counts(c);
+	W->n_clients--;
+	client_set_state(c, CLIENT_JUSTFREE);
+	stream_close(&c->s);
+	worker_schedule_reap();
+	worker_check_shutdown();
 }
 
 /* ---- welcome ---- */

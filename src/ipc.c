@@ -5,6 +5,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <event2/event.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -43,6 +44,7 @@ static const char *const type_names[] = {
 	[IPC_TAKEOVER] = "TAKEOVER", [IPC_LISTEN_FD] = "LISTEN_FD",
 	[IPC_LISTEN_END] = "LISTEN_END", [IPC_TAKEOVER_DONE] = "TAKEOVER_DONE",
 	[IPC_SERVER_FD] = "SERVER_FD",
+	[IPC_TAKEN_CLIENT] = "TAKEN_CLIENT", [IPC_TAKEN_SERVER] = "TAKEN_SERVER",
 };
 _Static_assert(ARRAY_SIZE(type_names) == IPC_TYPE_COUNT, "ipc type names");
 
@@ -124,22 +126,24 @@ static int take_fd(struct msghdr *mh)
 	return -1;
 }
 
-static void on_read(evutil_socket_t fd, short what, void *arg)
+/* Up to 64 messages; false when none is left (or the peer is gone). */
+static bool read_some(struct ipc_chan *ch)
 {
-	struct ipc_chan *ch = arg;
 	static uint8_t buf[sizeof(struct ipc_hdr) + IPC_MAX_PAYLOAD];
 	union { char b[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } u;
 
-	for (int i = 0; i < 64 && !ch->dead; i++) {
+	for (int i = 0; i < 64; i++) {
+		if (ch->dead)
+			return false;
 		struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) };
 		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
 				     .msg_control = u.b, .msg_controllen = sizeof(u.b) };
 		ssize_t n = recvmsg(ch->fd, &mh, MSG_CMSG_CLOEXEC);
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-			return;
+			return false;
 		if (n <= 0) {
 			chan_dead(ch);
-			return;
+			return false;
 		}
 		struct ipc_hdr hdr;
 		if ((size_t)n < sizeof(hdr))
@@ -152,6 +156,18 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
 		log_noise("ipc: got %s from %d len=%u", ipc_type_name(hdr.type), hdr.worker, hdr.len);
 		ch->on_msg(ch, &hdr, buf + sizeof(hdr), rfd, ch->arg);
 	}
+	return true;
+}
+
+static void on_read(evutil_socket_t fd, short what, void *arg)
+{
+	(void)read_some(arg);
+}
+
+void ipc_chan_read_rest(struct ipc_chan *ch)
+{
+	while (ch && read_some(ch))
+		;
 }
 
 struct ipc_chan *ipc_chan_new(struct event_base *base, int fd, int self_id,
@@ -175,6 +191,22 @@ struct ipc_chan *ipc_chan_new(struct event_base *base, int fd, int self_id,
 int ipc_chan_fd(const struct ipc_chan *ch)
 {
 	return ch->fd;
+}
+
+bool ipc_chan_drain(struct ipc_chan *ch, int timeout_ms)
+{
+	usec_t end = util_monotonic() + (usec_t)timeout_ms * 1000;
+	while (ch && !ch->dead && list_first(&ch->outq)) {
+		usec_t now = util_monotonic();
+		if (now >= end)
+			return false;
+		struct pollfd pfd = { .fd = ch->fd, .events = POLLOUT };
+		int left_ms = (int)((end - now) / 1000) + 1;
+		if (poll(&pfd, 1, left_ms) < 0 && errno != EINTR)
+			return false;
+		flush_queue(ch);
+	}
+	return !ch || !list_first(&ch->outq);
 }
 
 void ipc_chan_free(struct ipc_chan *ch)

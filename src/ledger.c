@@ -193,6 +193,12 @@ enum ledger_result ledger_request_idle(struct ledger *l, int worker, uint32_t re
 	return LEDGER_QUEUED;
 }
 
+void ledger_adopt(struct ledger *l, int worker, const char *db, const char *user)
+{
+	if (worker >= 0 && worker < l->n)
+		take(get_pool(l, db, user), worker, 1);
+}
+
 bool ledger_release(struct ledger *l, int worker, const char *db, const char *user)
 {
 	struct lpool *p = find_pool(l, db, user);

@@ -5,7 +5,7 @@ libpgcrew_a_SOURCES += \
 	src/varcache.c src/strpool.c src/cancel.c src/janitor.c src/stats.c src/admin.c \
 	src/shm.c src/ledger.c src/rowmerge.c src/takeover.c src/peer.c src/control.c \
 	src/admin_ext.c src/admin_sockets.c src/sdnotify.c src/hist.c src/metrics.c \
-	src/prepared.c src/psrelay.c src/handover.c src/server_move.c
+	src/prepared.c src/psrelay.c src/handover.c src/server_move.c src/conn_takeover.c
 noinst_HEADERS += \
 	include/admin.h \
 	include/admin_ext.h \
@@ -13,6 +13,7 @@ noinst_HEADERS += \
 	include/admin_sockets.h \
 	include/cancel.h \
 	include/client.h \
+	include/conn_takeover.h \
 	include/control.h \
 	include/ipc.h \
 	include/janitor.h \

@@ -398,11 +398,21 @@ struct pool *pool_find_names(const char *db, const char *user)
 	return NULL;
 }
 
+struct pool *pool_get_names(const char *db, const char *user)
+{
+	struct database *d = pool_get_db(db);
+	struct puser *u = d && !d->admin ? pool_get_user(user) : NULL;
+	return u ? pool_get(d, u) : NULL;
+}
+
 /* DISABLE only refuses new clients: existing ones still get servers.
  * While paused nothing is opened (PAUSE waits for servers to go). */
 static bool launch_blocked(const struct pool *p)
 {
-	return p->db->dead || p->db->admin || W->shutting_down || W->paused || W->suspended ||
+	/* Handing over to a new process, the clients that stay (TLS, busy)
+	 * still need servers. */
+	bool stopping = W->shutting_down && W->shutdown_mode != SHUTDOWN_HANDOVER;
+	return p->db->dead || p->db->admin || stopping || W->paused || W->suspended ||
 	       p->db->paused || p->paused;
 }
 
@@ -904,6 +914,33 @@ static bool check_needed(const struct server *sv)
 	if (!sv->used || !cfg->server_check_query[0] || cfg->server_check_delay < 0)
 		return false;
 	return util_monotonic() - sv->last_used >= cfg->server_check_delay;
+}
+
+/* A client and its server that arrived together (online restart, session
+ * pooling): linked as they were, no wait counted, no SET (their
+ * parameters came along). */
+void pool_link_taken(struct client *c, struct server *sv)
+{
+	if (c->link || sv->link || c->pool != sv->pool)
+		fatal("C-%llu: taken with S-%llu in another state", (unsigned long long)c->id,
+		      (unsigned long long)sv->id);
+	c->link = sv;
+	sv->link = c;
+	c->s.peer = &sv->s;
+	sv->s.peer = &c->s;
+	server_set_state(sv, SERVER_ACTIVE);
+}
+
+/* The reverse, before both leave for the new process. */
+void pool_unlink_leaving(struct client *c, struct server *sv)
+{
+	if (c->link != sv || sv->link != c)
+		fatal("C-%llu: unlinking S-%llu it is not linked to", (unsigned long long)c->id,
+		      (unsigned long long)sv->id);
+	stream_forget_peer(&c->s, &sv->s);
+	stream_forget_peer(&sv->s, &c->s);
+	c->link = NULL;
+	sv->link = NULL;
 }
 
 /* Link c and sv; true when the client may proceed at once (no SET needed). */

@@ -276,6 +276,77 @@ size_t ps_client_count(const struct ps_client *pc)
 	return pc ? pc->names.n : 0;
 }
 
+/* Movable: every name is only in the map (no reply owed for any). */
+bool ps_client_movable(const struct ps_client *pc)
+{
+	for (uint32_t i = 0; pc && pc->names.b && i <= pc->names.mask; i++)
+		for (struct ps_link *l = pc->names.b[i]; l; l = l->next)
+			if (((const struct ps_centry *)l)->refs != 1)
+				return false;
+	return true;
+}
+
+static void put_stmt(struct pktbuf *pb, const struct ps_stmt *st)
+{
+	pktbuf_put_u8(pb, st->sql);
+	pktbuf_put_u32(pb, st->len);
+	pktbuf_put_bytes(pb, st->body, st->len);
+}
+
+void ps_client_export(const struct ps_client *pc, struct pktbuf *pb)
+{
+	pktbuf_put_u32(pb, (uint32_t)ps_client_count(pc));
+	for (uint32_t i = 0; pc && pc->names.b && i <= pc->names.mask; i++)
+		for (struct ps_link *l = pc->names.b[i]; l; l = l->next) {
+			const struct ps_centry *ce = (const struct ps_centry *)l;
+			pktbuf_put_string(pb, ce->name);
+			put_stmt(pb, ce->stmt);
+		}
+	pktbuf_put_u8(pb, pc && pc->unnamed);
+	if (pc && pc->unnamed)
+		put_stmt(pb, pc->unnamed);
+}
+
+/* A statement as put_stmt wrote it, with one reference; NULL if malformed. */
+static struct ps_stmt *get_stmt(struct pkt_reader *r)
+{
+	uint8_t sql = pkt_get_u8(r);
+	uint32_t len = pkt_get_u32(r);
+	const uint8_t *body = pkt_get_bytes(r, len);
+	if (r->failed || !body || len == 0)
+		return NULL;
+	struct ps_stmt *st = stmt_get(body, len, hash_bytes(body, len));
+	st->sql = sql != 0;
+	return st;
+}
+
+bool ps_client_import(struct ps_client **pcp, struct pkt_reader *r)
+{
+	uint32_t n = pkt_get_u32(r);
+	for (uint32_t i = 0; i < n && !r->failed; i++) {
+		const char *name = pkt_get_string(r);
+		struct ps_stmt *st = name ? get_stmt(r) : NULL;
+		if (!st)
+			return false;
+		if (!*pcp)
+			*pcp = xcalloc(1, sizeof(**pcp));
+		if (client_find(*pcp, name, strlen(name)))
+			stmt_put(st);          /* a name twice: keep the first */
+		else
+			(void)client_add(*pcp, name, strlen(name), st);
+	}
+	if (pkt_get_u8(r) && !r->failed) {
+		struct ps_stmt *st = get_stmt(r);
+		if (!st)
+			return false;
+		if (!*pcp)
+			*pcp = xcalloc(1, sizeof(**pcp));
+		stmt_put((*pcp)->unnamed);
+		(*pcp)->unnamed = st;
+	}
+	return !r->failed;
+}
+
 void ps_client_free(struct ps_client *pc)
 {
 	if (!pc)

@@ -31,16 +31,20 @@ bool server_may_move(const struct server *sv)
 	       !W->shutting_down;
 }
 
-/* Only a server at rest can move: nothing in flight either way, nothing
- * owed, nothing pending on this worker's side, not due to close. */
-static bool movable(const struct server *sv)
+bool server_at_rest(const struct server *sv)
 {
-	return server_may_move(sv) && (!sv->close_needed || sv->give_away) &&
-	       sv->state == SERVER_IDLE && !sv->link &&
-	       sv->s.fd >= 0 && !sv->s.closed && !sv->dns && !sv->ssl_ev &&
+	return sv->repl == REPL_NONE && !sv->s.tls && sv->s.fd >= 0 && !sv->s.closed && !sv->dns && !sv->ssl_ev &&
 	       sv->internal == SI_NONE && sv->cancels_pending == 0 && sv->ready_status == 'I' &&
 	       stream_flushed(&sv->s) && stream_unprocessed(&sv->s) == 0 &&
 	       ps_server_movable(sv->ps);
+}
+
+/* Between workers: idle, in the pool, not due to close (unless it is
+ * closed for another worker's sake). */
+static bool movable(const struct server *sv)
+{
+	return server_may_move(sv) && (!sv->close_needed || sv->give_away) &&
+	       sv->state == SERVER_IDLE && !sv->link && server_at_rest(sv);
 }
 
 static void fill_rec(const struct server *sv, struct handover_rec *h)
@@ -81,24 +85,36 @@ static void forget(struct server *sv)
 	worker_check_shutdown();
 }
 
-bool server_give(struct server *sv)
+bool server_send(struct server *sv, enum ipc_type type, uint32_t reqid, const struct client *owner)
 {
 	struct handover_rec h;
 	struct pktbuf pb;
 	bool sent;
 
-	if (!movable(sv))
-		return false;
+	if (sv->link)
+		fatal("S-%llu: sent away while linked", (unsigned long long)sv->id);
 	fill_rec(sv, &h);
+	if (owner) {
+		h.owner_pid = owner->cancel_pid;
+		h.owner_key = owner->cancel_key;
+	}
 	pktbuf_init(&pb, 512);
 	sent = handover_encode(&pb, &h, &sv->vars, sv->pool->welcome_other, sv->pool->n_welcome_other,
 			       sv->ps) &&
-	       ipc_send(W->sup, IPC_SERVER_FD, 0, pb.buf, (uint32_t)pb.len, sv->s.fd) == 0;
+	       ipc_send(W->sup, type, reqid, pb.buf, (uint32_t)pb.len, sv->s.fd) == 0;
 	pktbuf_free(&pb);
-	if (!sent)
+	if (sent)
+		forget(sv);
+	return sent;
+}
+
+bool server_give(struct server *sv)
+{
+	if (!movable(sv))
 		return false;
 	server_debug(sv, "offered to another worker");
-	forget(sv);
+	if (!server_send(sv, IPC_SERVER_FD, 0, NULL))
+		return false;
 	moved_out++;
 	return true;
 }
@@ -128,37 +144,48 @@ static void welcome_param(void *pool, const char *k, const char *v)
 	pool_welcome_param(pool, k, v);
 }
 
-void server_arrived(uint32_t reqid, const void *payload, size_t len, int fd)
+struct server *server_received(const void *payload, size_t len, int fd, bool new_pool,
+			       struct handover_rec *h)
 {
-	struct handover_rec h;
 	char db[LEDGER_NAME], user[LEDGER_NAME];
 
 	if (fd < 0 || !handover_names(payload, len, db, user)) {
-		log_error("ipc: bad SERVER_FD message");
+		log_error("ipc: bad server connection message");
 		if (fd >= 0)
 			close(fd);
-		return;
+		return NULL;
 	}
-	struct pool *p = pool_find_names(db, user);
+	struct pool *p = new_pool ? pool_get_names(db, user) : pool_find_names(db, user);
 	if (!p) {
 		/* The backend ends on EOF; the slot we were given goes back. */
-		log_warning("server connection of unknown pool %s/%s from another worker: closing it", db, user);
+		log_warning("server connection of unknown pool %s/%s from another process or worker: closing it",
+			    db, user);
 		close(fd);
 		pool_slot_release_names(db, user);
-		return;
+		return NULL;
 	}
 	struct server *sv = server_new(p, true, fd);
-	if (!handover_decode(payload, len, &h, &sv->vars, p->welcome_ready ? NULL : welcome_param, p,
+	if (!handover_decode(payload, len, h, &sv->vars, p->welcome_ready ? NULL : welcome_param, p,
 			     &sv->ps)) {
-		log_error("ipc: bad server state from another worker: closing it");
+		log_error("ipc: bad server state from another process or worker: closing it");
 		server_close(sv, "bad hand-over");
-		return;
+		return NULL;
 	}
-	apply_rec(sv, &h);
+	apply_rec(sv, h);
 	if (!p->welcome_ready)
 		pool_welcome_set(p, &sv->vars);
 	server_set_state(sv, SERVER_IDLE);
 	stream_start_reading(&sv->s);
+	return sv;
+}
+
+void server_arrived(uint32_t reqid, const void *payload, size_t len, int fd)
+{
+	struct handover_rec h;
+	struct server *sv = server_received(payload, len, fd, false, &h);
+	if (!sv)
+		return;
+	struct pool *p = sv->pool;
 	if (reqid > 0 && reqid < IPC_SERVER_UNASKED)
 		pool_slot_taken(p, reqid);
 	if (reqid == IPC_SERVER_BACK_CLOSE) {

@@ -236,14 +236,15 @@ static void route_server(int from, const struct ipc_hdr *hdr, const void *payloa
 	close(fd);
 }
 
-/* The cancel key's top byte names the worker that owns the client. */
+/* The cancel key's top byte names the worker that owns the client; after
+ * an online restart to fewer workers, old worker o's clients are in o % n. */
 static void forward_cancel(int from, const struct ipc_hdr *hdr, const void *payload)
 {
 	uint32_t v[2];
 	if (hdr->len != sizeof(v))
 		return;
 	memcpy(v, payload, sizeof(v));
-	int owner = (int)((v[0] >> 24) & 0x7f);
+	int owner = (int)((v[0] >> 24) & 0x7f) % sup.n_slots;
 	if (owner >= sup.n_slots || !sup.slots[owner].ch) {
 		log_debug("cancel request for worker %d (from worker %d): no such worker, dropped", owner, from);
 		return;
@@ -582,10 +583,58 @@ static void shutdown_all(enum shutdown_mode mode);
 static void on_taken_over(pid_t new_pid)
 {
 	log_info("online restart: pid %d took over the listening sockets; "
-		 "waiting for clients to leave (SHUTDOWN WAIT_FOR_CLIENTS)", (int)new_pid);
+		 "handing idle clients and servers over, the others finish here", (int)new_pid);
 	sup.ls.keep_path = true;
 	metrics_close_listener();
-	shutdown_all(SHUTDOWN_WAIT_CLIENTS);
+	shutdown_all(SHUTDOWN_HANDOVER);
+}
+
+/* Old process: a worker hands a connection to the new process. A server's
+ * slot leaves our ledger with it. */
+static void pass_taken(int slot, const struct ipc_hdr *hdr, const void *payload, int fd)
+{
+	char db[LEDGER_NAME], user[LEDGER_NAME];
+	if (fd < 0)
+		return;
+	if (hdr->type == IPC_TAKEN_SERVER && handover_names(payload, hdr->len, db, user)) {
+		(void)ledger_release(sup.ledger, slot, db, user);
+		ledger_settle();
+	}
+	uint32_t reqid = (hdr->reqid & IPC_TAKEN_PAIRED) | (uint32_t)slot;
+	if (takeover_pass((enum ipc_type)hdr->type, reqid, payload, hdr->len, fd) < 0)
+		log_warning("online restart: could not pass a connection of worker %d to the new process: closing it",
+			    slot);
+	close(fd);
+}
+
+/* New process: a connection from the old one goes to the worker its
+ * client's cancel key now names (old worker % our workers), or the next
+ * one running. A server brings its slot. */
+static void on_taken_conn(struct ipc_chan *ch, const struct ipc_hdr *hdr, const void *payload,
+			  int fd, void *arg)
+{
+	char db[LEDGER_NAME], user[LEDGER_NAME];
+	int want = IPC_TAKEN_WORKER(hdr->reqid) % sup.n_slots, to = -1;
+
+	for (int i = 0; i < sup.n_slots && to < 0; i++)
+		if (sup.slots[(want + i) % sup.n_slots].ch)
+			to = (want + i) % sup.n_slots;
+	bool server = hdr->type == IPC_TAKEN_SERVER;
+	if (fd < 0 || (hdr->type != IPC_TAKEN_CLIENT && !server) ||
+	    (server && !handover_names(payload, hdr->len, db, user)) || to < 0) {
+		log_warning("online restart: unexpected %s from the old process", ipc_type_name(hdr->type));
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	if (server)
+		ledger_adopt(sup.ledger, to, db, user);
+	if (ipc_send(sup.slots[to].ch, (enum ipc_type)hdr->type, hdr->reqid, payload, hdr->len, fd) < 0 &&
+	    server) {
+		(void)ledger_release(sup.ledger, to, db, user);
+		ledger_settle();
+	}
+	close(fd);
 }
 
 /* Serve our sockets to a future `pgcrew -R`. */
@@ -611,7 +660,7 @@ static void takeover_ready(void)
 {
 	struct timeval tv = { 0, 50000 };
 	sup.takeover = false;
-	takeover_release_old();
+	takeover_release_old(sup.base, on_taken_conn);
 	sup.ctl_retry = event_new(sup.base, -1, 0, on_ctl_retry, NULL);
 	event_add(sup.ctl_retry, &tv);
 }
@@ -629,6 +678,10 @@ static void on_worker_msg(struct ipc_chan *ch, const struct ipc_hdr *hdr, const 
 	}
 	if (hdr->type == IPC_SERVER_FD && hdr->worker == slot) {
 		route_server(slot, hdr, payload, fd);
+		return;
+	}
+	if ((hdr->type == IPC_TAKEN_CLIENT || hdr->type == IPC_TAKEN_SERVER) && hdr->worker == slot) {
+		pass_taken(slot, hdr, payload, fd);
 		return;
 	}
 	if (fd >= 0)
@@ -749,6 +802,10 @@ static void worker_died(int slot, int status)
 	char why[128];
 
 	describe_status(status, why, sizeof(why));
+	/* Connections it handed over just before it exited are still in the
+	 * channel: pass them on before the channel goes. */
+	if (sup.shutting_down && sup.mode == SHUTDOWN_HANDOVER)
+		ipc_chan_read_rest(s->ch);
 	shm_worker_reset(slot);
 	hist_clear_waits(slot);
 	ledger_worker_gone(sup.ledger, slot);

@@ -34,6 +34,7 @@ static struct {
 } srv = { .fd = -1 };
 
 static int ctl_fd = -1;       /* new side: the connection to the old process */
+static struct ipc_chan *old_chan;  /* the same, once our workers run: connections come */
 
 static socklen_t ctl_addr(int port, struct sockaddr_un *sa)
 {
@@ -141,11 +142,22 @@ int takeover_serve(struct event_base *base, int port, struct listen_set *ls, tak
 	return 0;
 }
 
+int takeover_pass(enum ipc_type type, uint32_t reqid, const void *payload, uint32_t len, int fd)
+{
+	return srv.peer ? ipc_send(srv.peer, type, reqid, payload, len, fd) : -1;
+}
+
 void takeover_free(void)
 {
 	takeover_serve_stop();
+	/* Connections handed over may still be queued for the new process:
+	 * lost here, they would be closed. */
+	if (srv.peer && !ipc_chan_drain(srv.peer, 5000))
+		log_warning("online restart: connections not passed to the new process in time");
 	ipc_chan_free(srv.peer);
 	srv.peer = NULL;
+	ipc_chan_free(old_chan);
+	old_chan = NULL;
 }
 
 void takeover_close_in_child(void)
@@ -154,6 +166,8 @@ void takeover_close_in_child(void)
 		close(srv.fd);
 	if (srv.peer)
 		close(ipc_chan_fd(srv.peer));
+	if (old_chan)
+		close(ipc_chan_fd(old_chan));
 }
 
 void takeover_serve_stop(void)
@@ -290,13 +304,23 @@ out:
 	return rc;
 }
 
-void takeover_release_old(void)
+static void on_old_eof(struct ipc_chan *ch, void *arg)
+{
+	log_info("online restart: the old process has finished");
+}
+
+void takeover_release_old(struct event_base *base, ipc_handler_fn on_conn)
 {
 	int32_t pid = (int32_t)getpid();
 	if (ctl_fd < 0)
 		return;
-	if (send_hdr(ctl_fd, IPC_TAKEOVER_DONE, &pid, sizeof(pid)) < 0)
+	if (send_hdr(ctl_fd, IPC_TAKEOVER_DONE, &pid, sizeof(pid)) < 0) {
 		log_warning("online restart: could not tell the old process to stop");
-	close(ctl_fd);
+		close(ctl_fd);
+		ctl_fd = -1;
+		return;
+	}
+	/* Its idle clients and servers come this way now. */
+	old_chan = ipc_chan_new(base, ctl_fd, -1, on_conn, on_old_eof, NULL);
 	ctl_fd = -1;
 }

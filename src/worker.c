@@ -14,6 +14,7 @@
 #include "cancel.h"
 #include "client.h"
 #include "config.h"
+#include "conn_takeover.h"
 #include "control.h"
 #include "dns.h"
 #include "hist.h"
@@ -217,6 +218,10 @@ void worker_check_shutdown(void)
 		if (W->n_clients == 0)
 			finish();
 		break;
+	case SHUTDOWN_HANDOVER:
+		if (W->n_clients == 0 && conn_takeover_last_servers())
+			finish();
+		break;
 	}
 }
 
@@ -227,6 +232,8 @@ static void start_shutdown(enum shutdown_mode mode)
 	W->shutting_down = true;
 	W->shutdown_mode = mode;
 	listener_pause(W->listener, true);
+	if (mode == SHUTDOWN_HANDOVER)
+		conn_takeover_start();
 	worker_check_shutdown();
 }
 
@@ -338,6 +345,14 @@ static void on_ipc(struct ipc_chan *ch, const struct ipc_hdr *hdr, const void *p
 	}
 	if (hdr->type == IPC_SERVER_FD) {
 		server_arrived(hdr->reqid, payload, hdr->len, fd);
+		return;
+	}
+	if (hdr->type == IPC_TAKEN_CLIENT) {
+		conn_takeover_client(hdr->reqid, payload, hdr->len, fd);
+		return;
+	}
+	if (hdr->type == IPC_TAKEN_SERVER) {
+		conn_takeover_server(hdr->reqid, payload, hdr->len, fd);
 		return;
 	}
 	if (fd >= 0)
@@ -560,6 +575,8 @@ void worker_main(int id, struct config *cfg, int ipc_fd, const struct listen_set
 	log_debug("worker %d started, pid %d", id, (int)getpid());
 	event_base_dispatch(W->base);
 	log_debug("worker %d exiting", id);
+	if (!ipc_chan_drain(W->sup, 5000))
+		log_warning("worker %d: messages to the supervisor lost at exit", id);
 	if (!authpool_stop()) {
 		log_info("worker %d: authentication threads still busy, exiting without cleanup", id);
 		_exit(0);

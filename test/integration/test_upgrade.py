@@ -1,10 +1,13 @@
 """Online restart (`pgcrew -R`): a second pgcrew takes the listening sockets
-of the running one while pgbench runs; the old one stops accepting and exits
-once its clients have left. No transaction fails, no connection is refused."""
+of the running one while pgbench runs; the old one stops accepting, hands its
+idle clients and servers to the new one and exits once none is left. No
+transaction fails, no connection is refused, no session is lost."""
 
 import os
+import re
 import signal
 import subprocess
+import threading
 import time
 
 import psycopg
@@ -56,10 +59,9 @@ def test_online_restart_under_pgbench(pgbench_pg15, make_pooler, connect):
         time.sleep(2)
         new = start_takeover(p)
         p.wait_for_log(r"online restart: pid %d took over" % new.pid, timeout=10)
-        # The old process keeps its persistent clients until they leave; a
-        # reconnecting workload leaves it at once.
-        if connect:
-            p.proc.wait(timeout=15)
+        # The old process hands its persistent clients over between
+        # transactions; a reconnecting workload leaves it at once.
+        p.proc.wait(timeout=15)
         output, _ = bench.communicate(timeout=SECONDS + 30)
         p.proc.wait(timeout=15)
         assert p.proc.returncode == 0, p.proc.returncode
@@ -89,6 +91,93 @@ def test_online_restart_under_pgbench(pgbench_pg15, make_pooler, connect):
             bench.communicate()
         if new is not None and new.poll() is None:
             stop(new)
+    assert not p.sanitizer_problems(), p.sanitizer_problems()
+
+
+def cancel_soon(conn, delay=0.5):
+    t = threading.Timer(delay, conn.cancel)
+    t.start()
+    return t
+
+
+@pytest.mark.parametrize("old_workers,new_workers", [(1, 2), (4, 2)], ids=["1to2", "4to2"])
+def test_online_restart_takes_over_idle_connections(pg15, make_pooler, old_workers, new_workers):
+    """Idle clients move to the new process with their sessions (session
+    pooling: the same backend, its temp table), their parameters and
+    prepared statements (transaction pooling), and their cancel keys, and
+    so does a console session; a client in a transaction finishes it on the
+    old process first; the old process then exits although every client
+    stays connected, and PostgreSQL sees no new backend."""
+    dbs = {"testdb": pg15.dsn("testdb", pool_mode="session"),
+           "otherdb": pg15.dsn("otherdb", pool_mode="transaction")}
+    p = make_pooler(pg15, databases=dbs,
+                    settings={"workers": old_workers, "max_prepared_statements": 10,
+                              "default_pool_size": 12})
+    conns = []
+    try:
+        sess = [p.connect("testdb") for _ in range(8)]
+        conns += sess
+        pids = []
+        for i, c in enumerate(sess):
+            c.execute("CREATE TEMP TABLE t (x int)")
+            c.execute("INSERT INTO t VALUES (%s)", (i,))
+            pids.append(c.execute("SELECT pg_backend_pid()").fetchone()[0])
+        tx = [p.connect("otherdb") for _ in range(6)]
+        conns += tx
+        for i, c in enumerate(tx):
+            c.execute(f"SET application_name = 'moved{i}'")
+            assert c.execute("SELECT %s::int + 1", (i,), prepare=True).fetchone() == (i + 1,)
+        console = p.admin()
+        conns.append(console)
+        assert console.execute("SHOW VERSION").fetchone()
+        busy = p.connect("testdb", autocommit=False)
+        conns.append(busy)
+        busy.execute("CREATE TEMP TABLE b (x int)")
+        busy_pid = busy.execute("SELECT pg_backend_pid()").fetchone()[0]
+        backends = pg15.server_connections()
+
+        p.settings["workers"] = new_workers
+        p.write_config()
+        new = start_takeover(p)
+        try:
+            p.wait_for_log(r"online restart: pid %d took over" % new.pid, timeout=10)
+            time.sleep(1)
+            assert p.proc.poll() is None, "the old process left a transaction behind"
+            busy.execute("INSERT INTO b VALUES (1)")
+            busy.commit()
+            p.proc.wait(timeout=10)
+            assert p.proc.returncode == 0, p.proc.returncode
+
+            for i, c in enumerate(sess):
+                assert c.execute("SELECT x FROM t").fetchone() == (i,)
+                assert c.execute("SELECT pg_backend_pid()").fetchone()[0] == pids[i]
+            assert busy.execute("SELECT count(*) FROM b").fetchone() == (1,)
+            assert busy.execute("SELECT pg_backend_pid()").fetchone()[0] == busy_pid
+            busy.commit()
+            for i, c in enumerate(tx):
+                assert c.execute("SHOW application_name").fetchone() == (f"moved{i}",)
+                assert c.execute("SELECT %s::int + 1", (i,), prepare=True).fetchone() == (i + 1,)
+            assert pg15.server_connections() <= backends
+            # The console session moved too, and sees the new process.
+            rows = console.execute("SHOW CLIENTS").fetchall()
+            assert sum(1 for r in rows if r[2] in ("testdb", "otherdb")) == len(sess) + len(tx) + 1
+            # The keys the clients were given by the old process still
+            # cancel, whichever new worker the kernel picks for the request.
+            for c in (tx[-1], sess[-1]):
+                t = cancel_soon(c)
+                started = time.monotonic()
+                with pytest.raises(psycopg.errors.QueryCanceled):
+                    c.execute("SELECT pg_sleep(10)")
+                t.join()
+                assert time.monotonic() - started < 5
+            assert re.search(r"online restart: handed \d+ clients and \d+ servers", p.log_text())
+        finally:
+            for c in conns:
+                c.close()
+            stop(new)
+    finally:
+        for c in conns:
+            c.close()
     assert not p.sanitizer_problems(), p.sanitizer_problems()
 
 

@@ -2,7 +2,9 @@
  * it moves to another worker: every field, the tracked parameters, the
  * pool's other welcome parameters and the prepared statements come back as
  * they went; cut, padded or oversized records and names too long for their
- * fields are refused; the supervisor reads the pool's names alone. */
+ * fields are refused; the supervisor reads the pool's names alone. The
+ * client record of an online restart likewise: identity, cancel key, login
+ * secrets, parameters and statement names. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "auth/scram.h"
 #include "handover.h"
 #include "ipc.h"
 #include "prepared.h"
@@ -40,6 +43,8 @@ static struct handover_rec sample(void)
 	h.sent_at = 3000003;
 	h.vars_set = 0x11;
 	h.used = 1;
+	h.owner_pid = 0x03000001;
+	h.owner_key = 0xfeedf00d;
 	return h;
 }
 
@@ -59,9 +64,9 @@ static void on_other(void *arg, const char *k, const char *v)
 
 static char *other_params[] = { "server_version", "15.8", "integer_datetimes", "on" };
 
-/* A server table holding one protocol-level statement (prepared and
- * answered), as a server at rest has. */
-static struct ps_server *one_statement(void)
+/* A client's and a server's tables holding one protocol-level statement
+ * (prepared and answered), as a client and a server at rest have. */
+static void one_statement_both(struct ps_client **pcp, struct ps_server **psp)
 {
 	struct ps_client *pc = NULL;
 	struct ps_server *ps = NULL;
@@ -84,10 +89,19 @@ static struct ps_server *one_statement(void)
 	assert_int_equal(ps_client_msg(&pc, &ps, &cfg, 0, msg.buf, msg.len, (uint32_t)msg.len, true, true,
 				       &inject, &rw, &cnt), PS_REWRITE);
 	assert_int_equal(ps_server_msg(ps, pc, parse_complete, 5, 5, &out), PSR_FORWARD);
-	ps_client_free(pc);
 	pktbuf_free(&msg);
 	pktbuf_free(&inject);
 	pktbuf_free(&out);
+	*pcp = pc;
+	*psp = ps;
+}
+
+static struct ps_server *one_statement(void)
+{
+	struct ps_client *pc;
+	struct ps_server *ps;
+	one_statement_both(&pc, &ps);
+	ps_client_free(pc);
 	return ps;
 }
 
@@ -215,6 +229,148 @@ static void test_too_big(void **state)
 	free(huge);
 }
 
+
+/* ---- clients (online restart) ---- */
+
+static struct handover_client client_sample(void)
+{
+	struct handover_client h;
+	memset(&h, 0, sizeof(h));
+	strcpy(h.db, "app");
+	strcpy(h.user, "owner");
+	strcpy(h.login_user, "alice");
+	strcpy(h.db_name, "app");
+	strcpy(h.user_name, "alice");
+	h.cancel_pid = 0x02abcdef;
+	h.cancel_key = 0x12345678;
+	h.connect_time = 111;
+	h.last_activity = (usec_t)1 << 41;
+	h.sent_at = 333;
+	h.is_unix = 1;
+	h.linked = 1;
+	h.passthrough_ok = 1;
+	h.admin = 1;
+	h.stats_only = 1;
+	h.has_secret = 1;
+	strcpy(h.secret, "SCRAM-SHA-256$4096:c2FsdA==$a2V5:a2V5");
+	h.has_keys = 1;
+	return h;
+}
+
+static struct scram_secret keys_sample(void)
+{
+	struct scram_secret k;
+	memset(&k, 0, sizeof(k));
+	k.iterations = 4096;
+	k.salt_len = 16;
+	memset(k.salt, 0x5a, k.salt_len);
+	memset(k.stored_key, 1, sizeof(k.stored_key));
+	memset(k.server_key, 2, sizeof(k.server_key));
+	k.has_client_key = true;
+	memset(k.client_key, 3, sizeof(k.client_key));
+	return k;
+}
+
+static void client_encode(struct pktbuf *pb, const struct handover_client *h,
+			  const struct scram_secret *k, const struct varcache *vars,
+			  const struct ps_client *pc)
+{
+	pktbuf_init(pb, 256);
+	assert_true(handover_client_encode(pb, h, k, vars, pc));
+}
+
+static void test_client_round_trip(void **state)
+{
+	(void)state;
+	struct handover_client h = client_sample(), back;
+	struct scram_secret k = keys_sample(), kback;
+	struct varcache vars, got;
+	struct ps_client *pc, *pc2 = NULL;
+	struct ps_server *ps;
+	struct pktbuf pb;
+
+	one_statement_both(&pc, &ps);
+	assert_true(ps_client_movable(pc));
+	varcache_init(&vars);
+	varcache_init(&got);
+	assert_true(varcache_set(&vars, "application_name", "moved"));
+	client_encode(&pb, &h, &k, &vars, pc);
+	assert_true(handover_client_decode(pb.buf, pb.len, &back, &kback, &got, &pc2));
+	assert_memory_equal(&back, &h, sizeof(h));
+	assert_memory_equal(&kback, &k, sizeof(k));
+	assert_string_equal(varcache_get(&got, varcache_lookup("application_name")), "moved");
+	assert_int_equal(ps_client_count(pc2), 1);
+	ps_client_free(pc2);
+	pktbuf_free(&pb);
+
+	/* no secret, no keys, no statements: none is read back */
+	h.has_secret = h.has_keys = 0;
+	memset(h.secret, 0, sizeof(h.secret));
+	pc2 = NULL;
+	client_encode(&pb, &h, NULL, &vars, NULL);
+	assert_true(handover_client_decode(pb.buf, pb.len, &back, &kback, &got, &pc2));
+	assert_memory_equal(&back, &h, sizeof(h));
+	assert_null(pc2);
+	pktbuf_free(&pb);
+
+	ps_client_free(pc);
+	ps_server_free(ps);
+	varcache_clear(&vars);
+	varcache_clear(&got);
+	assert_int_equal(ps_stmt_count(), 0);
+}
+
+/* Every cut of a client record, one byte too many, and a name longer than
+ * its field are refused. */
+static void test_client_cut_and_long(void **state)
+{
+	(void)state;
+	struct handover_client h = client_sample(), back;
+	struct scram_secret k = keys_sample(), kback;
+	struct varcache vars, got;
+	struct ps_client *pc, *pc2;
+	struct ps_server *ps;
+	struct pktbuf pb;
+
+	one_statement_both(&pc, &ps);
+	varcache_init(&vars);
+	assert_true(varcache_set(&vars, "TimeZone", "UTC"));
+	client_encode(&pb, &h, &k, &vars, pc);
+	for (size_t cut = 0; cut <= pb.len; cut++) {
+		size_t len = cut;
+		if (cut == pb.len) {
+			pktbuf_put_u8(&pb, 0);      /* one byte too many */
+			len = pb.len;
+		}
+		pc2 = NULL;
+		varcache_init(&got);
+		assert_false(handover_client_decode(pb.buf, len, &back, &kback, &got, &pc2));
+		ps_client_free(pc2);
+		varcache_clear(&got);
+		if (len != cut)
+			break;
+	}
+	pktbuf_free(&pb);
+
+	char big[LEDGER_NAME + 1];
+	memset(big, 'u', LEDGER_NAME);
+	big[LEDGER_NAME] = 0;
+	pktbuf_init(&pb, 256);
+	pktbuf_put_string(&pb, "app");
+	pktbuf_put_string(&pb, big);
+	varcache_init(&got);
+	pc2 = NULL;
+	assert_false(handover_client_decode(pb.buf, pb.len, &back, &kback, &got, &pc2));
+	assert_null(pc2);
+	varcache_clear(&got);
+	pktbuf_free(&pb);
+
+	ps_client_free(pc);
+	ps_server_free(ps);
+	varcache_clear(&vars);
+	assert_int_equal(ps_stmt_count(), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -222,6 +378,8 @@ int main(void)
 		cmocka_unit_test(test_cut_and_padded),
 		cmocka_unit_test(test_long_names),
 		cmocka_unit_test(test_too_big),
+		cmocka_unit_test(test_client_round_trip),
+		cmocka_unit_test(test_client_cut_and_long),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

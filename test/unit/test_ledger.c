@@ -3,7 +3,7 @@
  * releases, releases of slots not held, a worker going away, the want
  * notices sent to workers holding slots of a pool, bad worker indexes, and
  * where an idle server offered by a worker goes (first come, first served
- * across workers and pools). */
+ * across workers and pools), servers adopted from an old process. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -902,6 +902,31 @@ static void test_want_other_since(void **state)
 	assert_int_equal(seen[0].other_since, 0);
 }
 
+/* Servers arriving from an old process at an online restart count at
+ * once, beyond the limits when need be; new requests wait until the count
+ * is back under them. */
+static void test_adopt_beyond_limits(void **state)
+{
+	struct ledger *l = *state;
+	struct slot_req wait = mkreq("db1", "u1", 2, 3, 0, 1);
+
+	ledger_adopt(l, 1, "db1", "u1");
+	ledger_adopt(l, 1, "db1", "u1");
+	ledger_adopt(l, 2, "db1", "u1");
+	ledger_adopt(l, N_WORKERS, "db1", "u1");        /* no such worker: ignored */
+	ledger_adopt(l, -1, "db1", "u1");
+	assert_int_equal(ledger_pool_count(l, "db1", "u1", -1), 3);
+	assert_int_equal(ledger_pool_count(l, "db1", "u1", 1), 2);
+	assert_int_equal(ledger_db_count(l, "db1"), 3);
+	assert_int_equal(ledger_user_count(l, "u1"), 3);
+	assert_int_equal(ledger_request(l, 0, 1, &wait), LEDGER_QUEUED);
+	assert_true(ledger_release(l, 1, "db1", "u1"));
+	expect_no_grant(l);                               /* 2 of 2: still full */
+	assert_true(ledger_release(l, 2, "db1", "u1"));
+	expect_grant(l, 0, 1, "db1", "u1");
+	assert_int_equal(ledger_pool_count(l, "db1", "u1", -1), 2);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -930,6 +955,7 @@ int main(void)
 		T(test_handover_other_pool_first_come),
 		T(test_want_other_since),
 		T(test_request_waits_for_idle_server),
+		T(test_adopt_beyond_limits),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
