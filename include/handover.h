@@ -12,6 +12,10 @@ struct pktbuf;
 struct varcache;
 struct ps_server;
 
+/* The records' layout: an online restart hands connections over only to
+ * a new process that reads the same (another version drains instead). */
+#define HANDOVER_FORMAT 1
+
 struct handover_rec {
 	char db[LEDGER_NAME], user[LEDGER_NAME];   /* the pool */
 	uint64_t id;                  /* S-<id>: instance-wide, kept */

@@ -16,9 +16,11 @@ struct event_base;
 struct listen_set;
 
 /* Running side: answer takeover requests for ls. on_done runs when the new
- * process has its workers up and the old one must drain. -1 when another
+ * process has its workers up and the old one must go: handing its
+ * connections over when the new one reads our records (takes_conns),
+ * draining them otherwise. -1 when another
  * process holds the control socket. */
-typedef void (*takeover_done_fn)(pid_t new_pid);
+typedef void (*takeover_done_fn)(pid_t new_pid, bool takes_conns);
 int takeover_serve(struct event_base *base, int port, struct listen_set *ls, takeover_done_fn on_done) MUSTCHECK;
 void takeover_serve_stop(void);
 /* Running side, once taken over: pass a connection (IPC_TAKEN_*) to the

@@ -580,13 +580,17 @@ static void reload_answered(int slot, bool ok)
 
 static void shutdown_all(enum shutdown_mode mode);
 
-static void on_taken_over(pid_t new_pid)
+static void on_taken_over(pid_t new_pid, bool takes_conns)
 {
-	log_info("online restart: pid %d took over the listening sockets; "
-		 "handing idle clients and servers over, the others finish here", (int)new_pid);
+	if (takes_conns)
+		log_info("online restart: pid %d took over the listening sockets; "
+			 "handing idle clients and servers over, the others finish here", (int)new_pid);
+	else
+		log_info("online restart: pid %d took over the listening sockets; it cannot take "
+			 "connections, waiting for clients to leave (SHUTDOWN WAIT_FOR_CLIENTS)", (int)new_pid);
 	sup.ls.keep_path = true;
 	metrics_close_listener();
-	shutdown_all(SHUTDOWN_HANDOVER);
+	shutdown_all(takes_conns ? SHUTDOWN_HANDOVER : SHUTDOWN_WAIT_CLIENTS);
 }
 
 /* Old process: a worker hands a connection to the new process. A server's

@@ -3,6 +3,7 @@
  * as the worker channels; the new supervisor fetches them before its first
  * fork (blocking, bounded by a timeout: nothing else runs yet). */
 #include "takeover.h"
+#include "handover.h"
 #include "ipc.h"
 #include "listen.h"
 #include "log.h"
@@ -18,6 +19,13 @@
 
 #define FETCH_TIMEOUT_SEC 5
 #define MAX_FETCHED (LISTEN_MAX_FDS * 128 + 1)
+
+/* IPC_TAKEOVER_DONE: the new process, and the record format of the
+ * connections it can take (handover.h), 0 for none. */
+struct done_msg {
+	int32_t pid;
+	int32_t format;
+};
 
 struct listen_fd_msg {
 	int32_t slot;              /* -1: the Unix socket */
@@ -82,19 +90,21 @@ static void hand_sockets(struct ipc_chan *ch)
 
 static void on_ctl_msg(struct ipc_chan *ch, const struct ipc_hdr *hdr, const void *payload, int fd, void *arg)
 {
-	int32_t pid = 0;
 	if (fd >= 0)
 		close(fd);
 	switch (hdr->type) {
 	case IPC_TAKEOVER:
 		hand_sockets(ch);
 		break;
-	case IPC_TAKEOVER_DONE:
-		if (hdr->len == sizeof(pid))
-			memcpy(&pid, payload, sizeof(pid));
+	case IPC_TAKEOVER_DONE: {
+		/* An older pgcrew sends its pid alone: it cannot take
+		 * connections, so ours drain here as they did. */
+		struct done_msg d = { 0, 0 };
+		memcpy(&d, payload, hdr->len < sizeof(d) ? hdr->len : sizeof(d));
 		takeover_serve_stop();
-		srv.on_done((pid_t)pid);
+		srv.on_done((pid_t)d.pid, d.format == HANDOVER_FORMAT);
 		break;
+	}
 	default:
 		log_warning("online restart: unexpected %s on the control socket", ipc_type_name(hdr->type));
 	}
@@ -311,10 +321,10 @@ static void on_old_eof(struct ipc_chan *ch, void *arg)
 
 void takeover_release_old(struct event_base *base, ipc_handler_fn on_conn)
 {
-	int32_t pid = (int32_t)getpid();
+	struct done_msg d = { (int32_t)getpid(), HANDOVER_FORMAT };
 	if (ctl_fd < 0)
 		return;
-	if (send_hdr(ctl_fd, IPC_TAKEOVER_DONE, &pid, sizeof(pid)) < 0) {
+	if (send_hdr(ctl_fd, IPC_TAKEOVER_DONE, &d, sizeof(d)) < 0) {
 		log_warning("online restart: could not tell the old process to stop");
 		close(ctl_fd);
 		ctl_fd = -1;

@@ -181,6 +181,42 @@ def test_online_restart_takes_over_idle_connections(pg15, make_pooler, old_worke
     assert not p.sanitizer_problems(), p.sanitizer_problems()
 
 
+def test_online_restart_keeps_tls_clients_on_the_old_process(pg15, make_pooler, tls_files):
+    """A TLS client cannot move (OpenSSL's state stays in its process): it
+    keeps being served by the old process, which opens a server for it
+    when it needs one (its idle servers went to the new process), and the
+    old process exits when it leaves; plain clients moved meanwhile."""
+    p = make_pooler(pg15, settings={
+        "workers": 2, "pool_mode": "transaction",
+        "client_tls_sslmode": "allow",
+        "client_tls_cert_file": tls_files["server.crt"],
+        "client_tls_key_file": tls_files["server.key"]})
+    tls = p.connect("testdb", sslmode="require")
+    plain = p.connect("testdb", sslmode="disable")
+    assert tls.pgconn.ssl_in_use and not plain.pgconn.ssl_in_use
+    assert tls.execute("SELECT 1").fetchone() == (1,)
+    assert plain.execute("SELECT 1").fetchone() == (1,)
+    new = start_takeover(p)
+    try:
+        p.wait_for_log(r"online restart: pid %d took over" % new.pid, timeout=10)
+        p.wait_for_log(r"online restart: handing idle clients", timeout=5)
+        time.sleep(1)
+        assert p.proc.poll() is None, "the old process left its TLS client"
+        for i in range(3):
+            assert tls.execute("SELECT %s::int", (i,)).fetchone() == (i,)
+        assert plain.execute("SELECT 2").fetchone() == (2,)
+        tls.close()
+        p.proc.wait(timeout=10)
+        assert p.proc.returncode == 0, p.proc.returncode
+        assert plain.execute("SELECT 3").fetchone() == (3,)
+        with p.connect("testdb", sslmode="require") as again:
+            assert again.execute("SELECT 4").fetchone() == (4,)
+        plain.close()
+    finally:
+        stop(new)
+    assert not p.sanitizer_problems(), p.sanitizer_problems()
+
+
 def test_second_instance_without_r_is_refused(pg15, make_pooler):
     p = make_pooler(pg15, settings={"unix_socket_dir": ""})
     kw = util.service_popen_kwargs()
