@@ -2,7 +2,7 @@
  * process sends each client that is at rest (logged in, no query or
  * transaction open, nothing buffered) through its supervisor to the new
  * one, followed by its server when they are linked; idle servers follow
- * when no client of theirs waits here. Busy ones finish first. */
+ * when their pool has no client left here. Busy ones finish first. */
 #include "conn_takeover.h"
 #include "auth/scram.h"
 #include "cancel.h"
@@ -107,10 +107,12 @@ static bool give_client(struct client *c)
 	return true;
 }
 
+/* An idle server goes once its pool has no client here: the clients that
+ * stay (TLS, busy) keep using the pool's servers. */
 static bool server_idle_here(const struct server *sv)
 {
 	return sv->state == SERVER_IDLE && !sv->link && !sv->close_needed && server_at_rest(sv) &&
-	       sv->pool->n_waiting_clients == 0;
+	       sv->pool->n_waiting_clients == 0 && sv->pool->n_active_clients == 0;
 }
 
 static void give_idle_servers(void)

@@ -183,9 +183,9 @@ def test_online_restart_takes_over_idle_connections(pg15, make_pooler, old_worke
 
 def test_online_restart_keeps_tls_clients_on_the_old_process(pg15, make_pooler, tls_files):
     """A TLS client cannot move (OpenSSL's state stays in its process): it
-    keeps being served by the old process, which opens a server for it
-    when it needs one (its idle servers went to the new process), and the
-    old process exits when it leaves; plain clients moved meanwhile."""
+    keeps being served by the old process, whose pool keeps its servers
+    while it has a client, and the old process exits when it leaves; plain
+    clients moved meanwhile."""
     p = make_pooler(pg15, settings={
         "workers": 2, "pool_mode": "transaction",
         "client_tls_sslmode": "allow",
