@@ -451,9 +451,24 @@ static void auth_failed(struct client *c)
 	client_close_sqlstate(c, "28P01", "password authentication failed");
 }
 
+/* trust for a user auth_file does not list: PgBouncer's words. */
+static void trust_failed(struct client *c)
+{
+	client_close(c, true, "\"trust\" authentication failed");
+}
+
 static const char *user_secret(const struct client *c)
 {
 	return c->login_user ? c->login_user->secret : NULL;
+}
+
+/* trust admits only users auth_file lists (or auth_query found): a user
+ * object may also exist because a database entry forces that name. */
+static bool trust_known(const struct client *c)
+{
+	const struct puser *u = c->login_user;
+	return u && (u->authq_secret ||
+		     (W->cfg->userlist && userlist_find(W->cfg->userlist, u->name)));
 }
 
 static void request_password(struct client *c, int step)
@@ -573,8 +588,8 @@ void client_start_auth(struct client *c)
 		finish_login(c);
 		return;
 	case AUTH_TRUST:
-		if (!secret)
-			auth_failed(c);
+		if (!trust_known(c))
+			trust_failed(c);
 		else
 			finish_login(c);
 		return;
@@ -949,8 +964,9 @@ static void handle_startup(struct client *c, const struct startup_msg *m)
 		return;
 	}
 	c->login_user = pool_find_user(c->user_name);
-	if (!c->login_user && (W->cfg->auth_type == AUTH_ANY || W->cfg->auth_type == AUTH_TRUST) &&
-	    c->db->forced_user)
+	/* Only "any" ignores who the client says it is; "trust" still needs
+	 * the user in auth_file, forced user or not (as in PgBouncer). */
+	if (!c->login_user && W->cfg->auth_type == AUTH_ANY && c->db->forced_user)
 		c->login_user = pool_get_user(c->user_name);
 	struct puser *srv_user = c->db->forced_user ? pool_get_user(c->db->forced_user) : c->login_user;
 	if (!check_client_limits(c))
@@ -966,7 +982,10 @@ static void handle_startup(struct client *c, const struct startup_msg *m)
 		return;
 	}
 	if (!c->pool) {
-		auth_failed(c);
+		if (W->cfg->auth_type == AUTH_TRUST)
+			trust_failed(c);
+		else
+			auth_failed(c);
 		return;
 	}
 	client_start_auth(c);

@@ -55,7 +55,32 @@ def test_trust_requires_user_in_auth_file(pg15, make_pooler):
         assert conn.execute("SELECT current_user").fetchone() == ("trust_user",)
     with pytest.raises(psycopg.OperationalError) as err:
         p.connect(user="scram_user")
-    assert "scram_user" in str(err.value) or "authentication failed" in str(err.value)
+    assert '"trust" authentication failed' in str(err.value)
+
+
+def test_trust_with_forced_user_still_requires_auth_file(pg15, make_pooler):
+    """Security: a database entry with a forced user= does not let a user
+    that auth_file does not list in under auth_type = trust (only "any"
+    ignores the client's name); a listed one logs in as the forced user."""
+    dbs = {"testdb": pg15.dsn("testdb", user="trust_user")}
+    p = make_pooler(pg15, settings={"auth_type": "trust"}, databases=dbs,
+                    userlist={"md5_user": password("md5_user")})
+    with p.connect(user="md5_user") as conn:
+        assert conn.execute("SELECT current_user").fetchone() == ("trust_user",)
+    for user in ("nobody_here", "trust_user"):
+        with pytest.raises(psycopg.OperationalError) as err:
+            p.connect(user=user)
+        assert '"trust" authentication failed' in str(err.value)
+
+
+def test_any_with_forced_user_admits_any_name(pg15, make_pooler):
+    """auth_type = any: the name the client gives is ignored; the forced
+    user logs in."""
+    dbs = {"testdb": pg15.dsn("testdb", user="trust_user")}
+    p = make_pooler(pg15, settings={"auth_type": "any"}, databases=dbs,
+                    userlist={"md5_user": password("md5_user")})
+    with p.connect(user="nobody_here") as conn:
+        assert conn.execute("SELECT current_user").fetchone() == ("trust_user",)
 
 
 def test_unknown_database(pg15, make_pooler):
