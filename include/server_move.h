@@ -1,7 +1,8 @@
 /* pgcrew — moving an idle server connection to another worker: the socket
  * (SCM_RIGHTS through the supervisor) and its state, so the backend stays
  * the same: no new PostgreSQL process, no login, its prepared statements
- * kept. Only plain sockets move: OpenSSL's state cannot cross processes. */
+ * kept. Only plain sockets move, and TLS ones whose keys are in the kernel
+ * (kTLS): OpenSSL's own state cannot cross processes. */
 #ifndef PGCREW_SERVER_MOVE_H
 #define PGCREW_SERVER_MOVE_H
 

@@ -114,5 +114,15 @@ bool tls_conn_server_end_point(struct tls_conn *c, uint8_t *out, size_t *outlen)
 void tls_conn_shutdown(struct tls_conn *c);
 /* Frees the TLS state; does not close fd; sends nothing by itself. */
 void tls_conn_free(struct tls_conn *c);
+/* Kernel TLS for server connections: available when the kernel has the
+ * "tls" upper layer loaded (/proc/sys/net/ipv4/tcp_available_ulp, a list
+ * the second function reads); then server-facing contexts ask OpenSSL for
+ * it (SSL_OP_ENABLE_KTLS). In kernel: the handshake is over, OpenSSL put
+ * both directions' keys in the kernel and holds no decrypted byte, so the
+ * socket can move to another process and be read and written as a plain
+ * one (the kernel encrypts). Untested where the kernel has no kTLS. */
+bool tls_ktls_available(void);
+bool tls_ulp_list_has_tls(const char *list);
+bool tls_conn_in_kernel(struct tls_conn *c);
 
 #endif

@@ -32,6 +32,7 @@ struct tls_ctx {
 
 struct tls_conn {
 	SSL *ssl;
+	int8_t ktls;                         /* both directions in the kernel: -1 not yet known */
 	/* No pointer to the tls_ctx: a RELOAD frees the worker's old one while
 	 * connections made with it live on (the SSL keeps its SSL_CTX). */
 	bool verify_full;                    /* copied from the ctx at creation */
@@ -631,8 +632,18 @@ struct tls_ctx *tls_ctx_new_client(const struct tls_settings *s, char *err, size
 		ssl_reason(err, errlen);
 		goto fail;
 	}
-	log_debug("server TLS context ready: sslmode=%d protocols=%s", s->sslmode,
-		  is_set(s->protocols) ? s->protocols : "secure");
+	bool ktls = tls_ktls_available();
+#ifdef SSL_OP_ENABLE_KTLS
+	/* Keys in the kernel let a server connection move to another worker
+	 * (server_move.c); OpenSSL falls back to itself per connection when
+	 * the cipher or kernel does not allow it. */
+	if (ktls)
+		SSL_CTX_set_options(ctx->ssl, SSL_OP_ENABLE_KTLS);
+#else
+	ktls = false;
+#endif
+	log_debug("server TLS context ready: sslmode=%d protocols=%s ktls=%s", s->sslmode,
+		  is_set(s->protocols) ? s->protocols : "secure", ktls ? "on" : "off");
 	return ctx;
 fail:
 	tls_ctx_free(ctx);
@@ -650,6 +661,7 @@ static struct tls_conn *conn_new(struct tls_ctx *ctx, int fd)
 	if (c == NULL)
 		return NULL;
 	c->verify_full = ctx->verify_full;
+	c->ktls = -1;
 	c->ssl = SSL_new(ctx->ssl);
 	if (c->ssl == NULL || !SSL_set_fd(c->ssl, fd)) {
 		ERR_clear_error();
@@ -897,6 +909,51 @@ void tls_conn_shutdown(struct tls_conn *c)
 	ERR_clear_error();
 	(void)SSL_shutdown(c->ssl);
 	ERR_clear_error();
+}
+
+/*
+ * Kernel TLS
+ */
+
+bool tls_ulp_list_has_tls(const char *list)
+{
+	const char *p = list;
+	while (p && *p) {
+		size_t n = strcspn(p, " \t\n");
+		if (n == 3 && strncmp(p, "tls", 3) == 0)
+			return true;
+		p += n;
+		p += strspn(p, " \t\n");
+	}
+	return false;
+}
+
+bool tls_ktls_available(void)
+{
+	static int known = -1;
+	if (known < 0) {
+		/* Loaded ULPs only: an unprivileged process cannot load the
+		 * module itself (the kernel autoloads for CAP_NET_ADMIN). */
+		char buf[256] = "";
+		FILE *f = fopen("/proc/sys/net/ipv4/tcp_available_ulp", "r");
+		if (f) {
+			size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+			buf[n] = 0;
+			fclose(f);
+		}
+		known = tls_ulp_list_has_tls(buf);
+	}
+	return known > 0;
+}
+
+bool tls_conn_in_kernel(struct tls_conn *c)
+{
+	if (c->failed || c->shut || !SSL_is_init_finished(c->ssl))
+		return false;
+	if (c->ktls < 0)
+		c->ktls = BIO_get_ktls_send(SSL_get_wbio(c->ssl)) &&
+			  BIO_get_ktls_recv(SSL_get_rbio(c->ssl));
+	return c->ktls > 0 && !SSL_has_pending(c->ssl);
 }
 
 void tls_conn_free(struct tls_conn *c)

@@ -374,6 +374,32 @@ static void test_handshake_and_data(void **state UNUSED)
 	tls_ctx_free(cctx);
 }
 
+/* The kernel's list of loaded TCP upper layers, word by word; and a
+ * connection whose keys OpenSSL keeps (a socketpair never has kTLS) is not
+ * "in kernel", so it never moves between processes. */
+static void test_ktls_checks(void **state UNUSED)
+{
+	struct tls_settings ss = srv_settings(TLS_SSLMODE_REQUIRE), cs = cli_settings(TLS_SSLMODE_REQUIRE, "");
+	struct tls_ctx *sctx = server_ctx(&ss), *cctx = client_ctx(&cs);
+	struct pair p;
+
+	assert_true(tls_ulp_list_has_tls("tls"));
+	assert_true(tls_ulp_list_has_tls("mptcp tls\n"));
+	assert_true(tls_ulp_list_has_tls("tls espintcp"));
+	assert_false(tls_ulp_list_has_tls("mptcp\n"));
+	assert_false(tls_ulp_list_has_tls("tlsx mptls tl"));
+	assert_false(tls_ulp_list_has_tls(""));
+	assert_false(tls_ulp_list_has_tls(NULL));
+
+	handshake(&p, sctx, cctx, "localhost");
+	assert_int_equal(p.cli.st, TLS_OK);
+	assert_false(tls_conn_in_kernel(p.cli.tc));
+	assert_false(tls_conn_in_kernel(p.srv.tc));
+	pair_close(&p);
+	tls_ctx_free(sctx);
+	tls_ctx_free(cctx);
+}
+
 /* More than the socket buffer holds: partial writes and WANT_WRITE must
  * be reported, and every byte must arrive in order. */
 static void test_bulk_transfer(void **state UNUSED)
@@ -1066,6 +1092,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_handshake_and_data),
+		cmocka_unit_test(test_ktls_checks),
 		cmocka_unit_test(test_bulk_transfer),
 		cmocka_unit_test(test_pending_and_close_notify),
 		cmocka_unit_test(test_eof_without_close_notify),
