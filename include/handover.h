@@ -63,7 +63,7 @@ struct handover_client {
 	/* The login user's secret when the new process may not know it (a
 	 * user found by auth_query, or ClientKey learned from a proof). */
 	uint8_t has_secret, has_keys;
-	char secret[2048];
+	char secret[SECRET_MAX_LEN];
 };
 
 struct scram_secret;

@@ -17,7 +17,6 @@
 
 #define NAME_MAX_LEN 64         /* NAMEDATALEN */
 #define CLIENT_ADDR_LEN 48      /* a numeric IPv6 address (INET6_ADDRSTRLEN) */
-#define SECRET_MAX_LEN 256
 
 enum client_state {
 	CLIENT_LOGIN,           /* startup packet and authentication */

@@ -16,5 +16,9 @@ typedef int64_t usec_t;            /* microseconds; times and durations */
 #define PRINTF(a, b) __attribute__((format(printf, a, b)))
 #define NORETURN __attribute__((noreturn))
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+/* A password or stored secret (auth_file, password=, auth_query, plain
+ * auth): up to 2048 bytes, as in PgBouncer, plus the NUL. A longer one is
+ * an error where it is read, never cut short. */
+#define SECRET_MAX_LEN 2049
 
 #endif

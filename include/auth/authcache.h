@@ -8,7 +8,7 @@
 #include "types.h"
 
 #define AUTHCACHE_KEY_MAX 256
-#define AUTHCACHE_SECRET_MAX 256
+#define AUTHCACHE_SECRET_MAX SECRET_MAX_LEN
 
 enum authcache_result {
 	AUTHCACHE_MISS,          /* never asked, expired or evicted */

@@ -29,7 +29,7 @@ struct authpool_job {
 	const char *method;               /* "LDAP", "PAM": for logs */
 	void *arg;                        /* method's input, freed with the job */
 	char user[64];
-	char password[1024];
+	char password[SECRET_MAX_LEN];
 	char rhost[64];                   /* the client's address */
 	bool ok;                          /* result */
 	char why[512];                    /* failure reason, logged by the loop */

@@ -116,8 +116,10 @@ int authquery_parse_row(const uint8_t *body, size_t len, char *secret, size_t sl
 	/* NULL: the user exists but has no password, so only trust lets it in. */
 	*null_secret = plen == -1;
 	size_t n = pw ? (size_t)plen : 0;
-	if (n >= slen)
-		n = slen - 1;
+	if (n >= slen) {
+		snprintf(errbuf, errlen, "auth_query returned a password longer than %zu bytes", slen - 1);
+		return -1;
+	}
 	if (n)
 		memcpy(secret, pw, n);
 	secret[n] = 0;

@@ -14,6 +14,7 @@
 
 enum cs_type {
 	CS_STR,                     /* char *, strdup'ed */
+	CS_SECRET,                  /* the same, at most SECRET_MAX_LEN - 1 bytes */
 	CS_PORT,                    /* int 1..65535 */
 	CS_COUNT,                   /* int >= 0 */
 	CS_TIME,                    /* usec_t; "-1" means not set */
@@ -37,7 +38,7 @@ static const struct cs_key db_keys[] = {
 	DB("port", CS_PORT, port),
 	DB("dbname", CS_STR, dbname),
 	DB("user", CS_STR, user),
-	DB("password", CS_STR, password),
+	DB("password", CS_SECRET, password),
 	DB("auth_user", CS_STR, auth_user),
 	DB("auth_query", CS_STR, auth_query),
 	DB("auth_dbname", CS_STR, auth_dbname),
@@ -235,6 +236,10 @@ static int apply_key(void *base, const struct cs_key *k, const char *value)
 	void *dst = (char *)base + k->off;
 
 	switch (k->type) {
+	case CS_SECRET:
+		if (strlen(value) >= SECRET_MAX_LEN)
+			return -1;
+		/* fall through */
 	case CS_STR:
 		free(*(char **)dst);
 		*(char **)dst = xstrndup(value, strlen(value));
@@ -273,9 +278,13 @@ static int apply_text(const char *text, const struct cs_key *keys, size_t nkeys,
 
 		for (size_t j = 0; j < nkeys && !k; j++)
 			k = strcmp(keys[j].name, cs.pairs[i].key) == 0 ? &keys[j] : NULL;
+		int bad = k ? apply_key(base, k, cs.pairs[i].value) : 0;
 		if (!k)
 			snprintf(detail, sizeof(detail), "unknown parameter '%.100s'", cs.pairs[i].key);
-		else if (apply_key(base, k, cs.pairs[i].value) < 0)
+		else if (bad < 0 && k->type == CS_SECRET)
+			snprintf(detail, sizeof(detail), "'%s' is longer than %d bytes", k->name,
+				 SECRET_MAX_LEN - 1);      /* never the secret itself in a log */
+		else if (bad < 0)
 			snprintf(detail, sizeof(detail), "bad value '%.100s' for '%s'", cs.pairs[i].value, k->name);
 		else
 			continue;

@@ -188,6 +188,13 @@ static int parse_line(struct userlist *ul, const char *line, const char *path, i
 		free(secret);
 		return -1;
 	}
+	if (strlen(secret) >= SECRET_MAX_LEN) {
+		config_error_set(err, "%s:%d: secret for user '%s' is longer than %d bytes", path, lineno,
+				 user, SECRET_MAX_LEN - 1);
+		free(user);
+		free(secret);
+		return -1;
+	}
 	insert(ul, user, secret);
 	return 0;
 }

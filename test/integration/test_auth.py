@@ -127,3 +127,43 @@ def test_users_have_expected_server_methods(pg):
                                  " WHERE rolname = ANY(%s)", (SERVER_USERS,)).fetchall())
     assert rows["md5_user"].startswith("md5")
     assert rows["scram_user"].startswith("SCRAM-")
+
+
+@pytest.mark.pgcrew_only   # PgBouncer 1.18 has a shorter limit (2048 came later)
+def test_long_passwords_kept_whole(pg15, make_pooler):
+    """Passwords up to 2048 bytes, as PgBouncer takes them: in auth_file (a
+    plain client login, then the server login with the same password) and
+    in a database entry's password= (the server login of a forced user).
+    Nothing is cut at 255 bytes: the first 255 bytes alone do not log in."""
+    pw = "p" * 255 + "q" * 1245                     # 1500 bytes
+    with pg15.connect() as conn:
+        conn.execute("SET password_encryption = 'scram-sha-256'")
+        conn.execute(f"ALTER ROLE scram_user PASSWORD '{pw}'")
+    try:
+        dbs = {"testdb": pg15.dsn("testdb"),
+               "forced": pg15.dsn("testdb", user="scram_user", password=pw)}
+        p = make_pooler(pg15, settings={"auth_type": "plain"}, databases=dbs,
+                        userlist={"scram_user": pw, "trust_user": "trust-secret"})
+        with p.connect(user="scram_user", password=pw) as conn:
+            assert conn.execute("SELECT current_user").fetchone() == ("scram_user",)
+        with pytest.raises(psycopg.OperationalError) as err:
+            p.connect(user="scram_user", password=pw[:255])
+        assert "password authentication failed" in str(err.value)
+        with p.connect("forced", user="trust_user", password="trust-secret") as conn:
+            assert conn.execute("SELECT current_user").fetchone() == ("scram_user",)
+    finally:
+        with pg15.connect() as conn:
+            conn.execute("SET password_encryption = 'scram-sha-256'")
+            conn.execute("ALTER ROLE scram_user PASSWORD 'scram-secret'")
+
+
+@pytest.mark.pgcrew_only
+def test_overlong_password_is_a_config_error(pg15, make_pooler):
+    """A secret over 2048 bytes in auth_file is refused with file and line,
+    never silently cut (PgBouncer cuts it)."""
+    p = make_pooler(pg15, userlist={"scram_user": "x" * 2049}, start=False)
+    with pytest.raises(AssertionError) as err:
+        p.start()
+    p.proc = None       # its failure to start was the point
+    assert "userlist.txt:1: secret for user 'scram_user' is longer than 2048 bytes" in \
+        str(err.value)

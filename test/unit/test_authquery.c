@@ -115,9 +115,12 @@ static void test_row_secret(void **state)
 	/* NULL user name: no such user. */
 	n = row(body, 2, -1, NULL, 6, "md5abc");
 	assert_int_equal(authquery_parse_row(body, n, secret, sizeof(secret), &null_pw, err, sizeof(err)), 1);
-	/* An overlong secret is cut to the buffer, never overflowing it. */
+	/* An overlong secret is an error, never cut short (nor overflowing). */
 	static const char longpw[40] = "0123456789012345678901234567890123456789";
 	n = row(body, 2, 1, "b", 40, longpw);
+	assert_int_equal(authquery_parse_row(body, n, secret, 8, &null_pw, err, sizeof(err)), -1);
+	assert_string_equal(err, "auth_query returned a password longer than 7 bytes");
+	n = row(body, 2, 1, "b", 7, longpw);          /* exactly what fits */
 	assert_int_equal(authquery_parse_row(body, n, secret, 8, &null_pw, err, sizeof(err)), 0);
 	assert_string_equal(secret, "0123456");
 }

@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "config/connstr.h"
@@ -189,6 +190,31 @@ static void test_db_errors(void **state)
 	}
 }
 
+/* password= up to 2048 bytes is kept whole; longer is an error that does
+ * not print it. */
+static void test_db_long_password(void **state)
+{
+	char *text = malloc(SECRET_MAX_LEN + 32), *pw = malloc(SECRET_MAX_LEN + 1);
+	struct db_def db;
+	struct config_error err = { "" };
+
+	(void)state;
+	memset(pw, 's', SECRET_MAX_LEN - 1);
+	pw[SECRET_MAX_LEN - 1] = 0;
+	snprintf(text, SECRET_MAX_LEN + 32, "host=a password=%s", pw);
+	assert_int_equal(connstr_parse_db("d", text, "f.ini", 4, &db, &err), 0);
+	assert_int_equal(strlen(db.password), SECRET_MAX_LEN - 1);
+	connstr_db_free(&db);
+	memset(pw, 's', SECRET_MAX_LEN);
+	pw[SECRET_MAX_LEN] = 0;
+	snprintf(text, SECRET_MAX_LEN + 32, "host=a password=%s", pw);
+	assert_int_equal(connstr_parse_db("d", text, "f.ini", 4, &db, &err), -1);
+	assert_string_equal(err.msg, "f.ini:4: database 'd': 'password' is longer than 2048 bytes");
+	assert_null(strstr(err.msg, "sss"));
+	free(text);
+	free(pw);
+}
+
 static void test_user_every_key(void **state)
 {
 	struct user_def u;
@@ -279,6 +305,7 @@ int main(void)
 		cmocka_unit_test(test_db_every_key),
 		cmocka_unit_test(test_db_aliases_and_repeats),
 		cmocka_unit_test(test_db_errors),
+		cmocka_unit_test(test_db_long_password),
 		cmocka_unit_test(test_user_every_key),
 		cmocka_unit_test(test_user_errors),
 		cmocka_unit_test(test_peer),
