@@ -128,7 +128,7 @@ static const struct setting table[] = {
 	S_STR(auth_ident_file, "", 0, "ident map file used with auth_hba_file"),
 	S_STR(auth_ldap_options, "", 0, "LDAP options used when auth_type is ldap"),
 	S_STR(auth_query, DEFAULT_AUTH_QUERY, 0, "query that fetches a user's secret through auth_user"),
-	S_TIME(auth_query_cache_ttl, "60", 0, EXT, "how long a secret fetched by auth_query is reused"),
+	S_TIME(auth_query_cache_ttl, "0", 0, EXT, "how long a secret fetched by auth_query is reused"),
 	S_ENUM(auth_type, "md5", auth_type_i, AUTH_TYPE_COUNT, 0, "how clients are authenticated"),
 	S_STR(auth_user, "", 0, "user that runs auth_query for users missing from auth_file"),
 	S_TIME(autodb_idle_timeout, "3600", 0, 0, "free pools of databases made from \"*\" after this long unused"),

@@ -135,9 +135,31 @@ def test_login_with_md5_and_scram_secrets(aq_pg, make_pooler):
     assert calls(aq_pg) == before
 
 
+def test_default_runs_the_query_at_every_login(aq_pg, make_pooler):
+    """As PgBouncer: without auth_query_cache_ttl every login asks the
+    server, so a password change counts at once."""
+    p = start(make_pooler, aq_pg)
+    before = calls(aq_pg)
+    for _ in range(3):
+        assert login(p, "aq_scram", "aq-scram-pw") == "aq_scram"
+    assert calls(aq_pg) == before + 3
+
+    def set_password(pw):
+        with aq_pg.connect() as conn:
+            conn.execute("SET password_encryption = 'scram-sha-256'")
+            conn.execute(f"ALTER ROLE aq_scram PASSWORD '{pw}'")
+    set_password("aq-scram-new")
+    try:
+        refused(p, "aq_scram", "aq-scram-pw", BAD_PASSWORD)
+        assert login(p, "aq_scram", "aq-scram-new") == "aq_scram"
+    finally:
+        set_password("aq-scram-pw")
+    assert login(p, "aq_scram", "aq-scram-pw") == "aq_scram"
+
+
 @pytest.mark.pgcrew_only   # pgcrew's cache, texts or behaviour beyond PgBouncer
 def test_cache_hit_and_reload_drop(aq_pg, make_pooler):
-    p = start(make_pooler, aq_pg)
+    p = start(make_pooler, aq_pg, {"auth_query_cache_ttl": 60})
     before = calls(aq_pg)
     assert login(p, "aq_scram", "aq-scram-pw") == "aq_scram"
     assert calls(aq_pg) == before + 1
@@ -183,7 +205,7 @@ def test_burst_of_logins_shares_one_query(aq_pg, make_pooler):
 
 @pytest.mark.pgcrew_only   # pgcrew's cache, texts or behaviour beyond PgBouncer
 def test_unknown_user_and_null_password(aq_pg, make_pooler):
-    p = start(make_pooler, aq_pg)
+    p = start(make_pooler, aq_pg, {"auth_query_cache_ttl": 60})
     before = calls(aq_pg)
     # aq_lookup answers a row with a NULL user name for a missing role.
     refused(p, "aq_nobody", "x", "no such user")
@@ -251,7 +273,8 @@ def test_startup_search_path_never_reaches_auth_query(aq_pg, make_pooler):
 def test_several_workers_each_query_once(aq_pg, make_pooler):
     # Each worker keeps its own cache; the auth pool's server slots come from
     # the supervisor's ledger like any pool's.
-    p = start(make_pooler, aq_pg, {"workers": 2, "default_pool_size": 1})
+    p = start(make_pooler, aq_pg, {"workers": 2, "default_pool_size": 1,
+                                   "auth_query_cache_ttl": 60})
     before = calls(aq_pg)
     with concurrent.futures.ThreadPoolExecutor(4) as ex:
         users = list(ex.map(lambda i: login(p, "aq_scram", "aq-scram-pw"), range(12)))

@@ -104,7 +104,7 @@ static const struct {
 	{ "auth_ldap_options", "", "" },
 	{ "auth_query", "SELECT rolname, CASE WHEN rolvaliduntil < now() THEN NULL ELSE rolpassword END "
 	  "FROM pg_authid WHERE rolname=$1 AND rolcanlogin", NULL },
-	{ "auth_query_cache_ttl", "60", "60" },
+	{ "auth_query_cache_ttl", "0", "0" },
 	{ "auth_type", "md5", "md5" },
 	{ "auth_user", "", "" },
 	{ "autodb_idle_timeout", "3600", "3600" },
@@ -245,7 +245,7 @@ static void test_default_fields(void **state)
 	assert_int_equal(cfg->server_lifetime, 3600 * USEC_PER_SEC);
 	assert_int_equal(cfg->query_wait_timeout, 120 * USEC_PER_SEC);
 	assert_int_equal(cfg->reserve_pool_timeout, 5 * USEC_PER_SEC);
-	assert_int_equal(cfg->auth_query_cache_ttl, 60 * USEC_PER_SEC);
+	assert_int_equal(cfg->auth_query_cache_ttl, 0);
 	assert_int_equal(cfg->pkt_buf, 4096);
 	assert_int_equal(cfg->max_packet_size, 2147483647);
 	assert_true(cfg->tcp_keepalive);
