@@ -804,11 +804,14 @@ static bool param_ignored(const char *key)
 	return false;
 }
 
+/* A -c name=value of `options`: tracked, ignored (the name, or `options`
+ * itself, in ignore_startup_parameters), or refused as PgBouncer does. */
 static int option_cb(void *arg, const char *key, const char *val)
 {
 	struct client *c = arg;
-	if (varcache_set(&c->vars, key, val) || param_ignored(key))
+	if (varcache_set(&c->vars, key, val) || param_ignored(key) || param_ignored("options"))
 		return 0;
+	log_client(c, LG_WARNING, "unsupported startup parameter in options: %s=%s", key, val);
 	return -1;
 }
 
@@ -825,8 +828,7 @@ static bool apply_params(struct client *c, const struct startup_msg *m)
 			continue;
 		if (!strcmp(k, "options")) {
 			if (startup_parse_options(v, option_cb, c, err, sizeof(err)) < 0) {
-				snprintf(msg, sizeof(msg), "unsupported options startup parameter: %s", err[0] ? err : v);
-				client_close(c, true, msg);
+				client_close(c, true, err);
 				return false;
 			}
 			continue;

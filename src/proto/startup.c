@@ -187,14 +187,17 @@ static int next_token(const char **pos, char *buf, size_t cap)
 	return 1;
 }
 
+/* PgBouncer's words, which clients and operators grep. */
+#define OPTIONS_FORMAT_ERR \
+	"unsupported options startup parameter: only '-c config=val' and '--config=val' are allowed"
+
 /* "name=value" -> name, value in place; dashes in the name become
  * underscores, as PostgreSQL does for both -c and --. */
 static int split_pair(char *pair, char **val, char *err, size_t errlen)
 {
 	char *eq = strchr(pair, '=');
 	if (!eq || eq == pair) {
-		set_err(err, errlen, "invalid option \"%s\" in options startup parameter: expected name=value",
-			pair);
+		set_err(err, errlen, "%s", OPTIONS_FORMAT_ERR);
 		return -1;
 	}
 	*eq = '\0';
@@ -213,14 +216,13 @@ static int next_pair(const char **pos, char *buf, size_t cap, char **pair, char 
 	if (rc > 0 && strcmp(buf, "-c") == 0) {
 		rc = next_token(pos, buf, cap);
 		if (rc == 0) {
-			set_err(err, errlen, "%s", "option -c in options startup parameter requires a value");
+			set_err(err, errlen, "%s", OPTIONS_FORMAT_ERR);
 			return -1;
 		}
 		*pair = buf;
 	} else if (rc > 0) {
 		if (strncmp(buf, "--", 2) != 0 && strncmp(buf, "-c", 2) != 0) {
-			set_err(err, errlen, "unsupported options startup parameter \"%s\": only -c and -- are supported",
-				buf);
+			set_err(err, errlen, "%s", OPTIONS_FORMAT_ERR);
 			return -1;
 		}
 		*pair = buf + 2;
@@ -243,7 +245,7 @@ int startup_parse_options(const char *options, int (*cb)(void *arg, const char *
 		if (split_pair(pair, &val, err, errlen) < 0)
 			return -1;
 		if (cb(arg, pair, val) != 0) {
-			set_err(err, errlen, "option \"%s\" in options startup parameter rejected", pair);
+			set_err(err, errlen, "unsupported startup parameter in options: %s", pair);
 			return -1;
 		}
 	}

@@ -3,6 +3,7 @@ keep their own application_name, TimeZone and DateStyle across server
 switches, whether set at startup or with SET."""
 
 import psycopg
+import pytest
 
 
 def settings_of(conn):
@@ -105,3 +106,25 @@ def test_search_path_follows_the_client_on_pg18(pg18, make_pooler):
     a.execute("RESET search_path")
     for _ in range(5):
         assert a.execute("SHOW search_path").fetchone() == ('"$user", public',)
+
+
+# PgBouncer 1.18 refuses `options` altogether; the texts are 1.25's.
+@pytest.mark.pgcrew_only
+def test_options_texts_as_pgbouncer(pg15, make_pooler):
+    """libpq's `options`: tracked -c settings apply, others are refused with
+    PgBouncer's texts (operators grep them), and `options` in
+    ignore_startup_parameters lets the unknown ones pass unapplied."""
+    p = make_pooler(pg15, settings={"workers": 1})
+    with p.connect(options="-c timezone=Asia/Tokyo --datestyle=German") as conn:
+        assert conn.execute("SHOW timezone").fetchone() == ("Asia/Tokyo",)
+    for bad in ("-d 5", "-c timezone", "-c =x"):
+        with pytest.raises(psycopg.OperationalError,
+                           match="unsupported options startup parameter: only '-c config=val' "
+                                 "and '--config=val' are allowed"):
+            p.connect(options=bad)
+    with pytest.raises(psycopg.OperationalError,
+                       match="unsupported startup parameter in options: enable_seqscan"):
+        p.connect(options="-c enable_seqscan=off")
+    q = make_pooler(pg15, settings={"workers": 1, "ignore_startup_parameters": "options"})
+    with q.connect(options="-c enable_seqscan=off") as conn:
+        assert conn.execute("SHOW enable_seqscan").fetchone() == ("on",)
