@@ -324,17 +324,17 @@ static enum ctl_result do_kill_client(const char *arg, char *err, size_t len)
 	struct list *it;
 
 	if (!*arg || *end) {
-		snprintf(err, len, "invalid client id: %s", arg);
+		snprintf(err, len, "invalid client pointer supplied");      /* PgBouncer's words */
 		return CTL_ERROR;
 	}
 	list_for_each(it, &W->all_clients) {
 		struct client *c = container_of(it, struct client, all_node);
 		if (c->id != id || c->state == CLIENT_JUSTFREE)
 			continue;
-		client_close_sqlstate(c, "08P01", "client killed by admin");
+		client_close_sqlstate(c, "08P01", "admin forced disconnect");
 		return CTL_DONE;
 	}
-	snprintf(err, len, "?client not found: %s", arg);
+	snprintf(err, len, "?client not found");
 	return CTL_NOT_HERE;
 }
 
@@ -369,7 +369,7 @@ static enum ctl_result do_reconnect(const char *arg, uint32_t fanid, char *err, 
 	list_for_each(it, &W->databases) {
 		struct database *d = container_of(it, struct database, node);
 		if (in_scope(d, db ? db->name : "") && !d->dead)
-			pool_reconnect_db(d, "close_needed");
+			pool_reconnect_db(d, "database configuration changed");
 	}
 	return CTL_DONE;
 }

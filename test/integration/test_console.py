@@ -152,8 +152,10 @@ def test_kill_kill_client_disable_enable(pg15, make_pooler):
         assert len(ids) == 6
         target = ids[0][-1]
         a.execute(f"KILL_CLIENT {target}")
-        with pytest.raises(psycopg.Error, match="client not found"):
+        with pytest.raises(psycopg.Error, match="^client not found$"):
             a.execute("KILL_CLIENT 987654321")
+        with pytest.raises(psycopg.Error, match="^invalid client pointer supplied$"):
+            a.execute("KILL_CLIENT not_a_client_id")
         left = [r for r in a.execute("SHOW CLIENTS").fetchall() if r[2] == "testdb"]
         assert len(left) == 5 and target not in [r[-1] for r in left]
 

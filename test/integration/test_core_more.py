@@ -693,3 +693,20 @@ def test_db_change_retires_servers(pg15, make_pooler, fast):
     conn.close()
     with p.connect() as again:
         assert again.execute("SELECT pg_backend_pid()").fetchone()[0] != first
+
+
+# PgBouncer 1.18 keeps the session until it ends; 1.25 closes it with this text.
+@pytest.mark.pgcrew_only
+def test_reconnect_with_fast_close_tells_the_client(pg15, make_pooler):
+    """RECONNECT under server_fast_close in session pooling: the idle
+    session's server goes at once and the client is told PgBouncer's
+    "database configuration changed"."""
+    p = make_pooler(pg15, settings={"pool_mode": "session", "server_fast_close": 1,
+                                    "workers": 1})
+    conn = p.connect()
+    conn.execute("SELECT 1")
+    with p.admin() as a:
+        a.execute("RECONNECT testdb")
+    with pytest.raises(psycopg.OperationalError, match="database configuration changed"):
+        conn.execute("SELECT 1")
+    conn.close()
