@@ -13,6 +13,7 @@ struct pktbuf;
 /*
  * Column rules, one character per column:
  *   k  key: rows with equal keys merge
+ *   n  a numeric key: the same, and rows are written in its ascending order
  *   +  sum (integers)
  *   M  maximum (integers)
  *   f  the first worker's value

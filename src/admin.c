@@ -585,7 +585,7 @@ static const struct view views[] = {
 	{ "state", view_state, NULL, false },
 	{ "dns_hosts", view_dns_hosts, "kMf", true },
 	{ "dns_zones", view_dns_zones, NULL, true },
-	{ "workers", view_workers, NULL, true },
+	{ "workers", view_workers, "nfffffffff", true },
 	{ "peers", view_peers, NULL, false },
 	{ "peer_pools", view_peer_pools, "k++++", true },
 	{ "fds", admin_view_fds, NULL, true },

@@ -47,7 +47,7 @@ static char rule_of(const struct rowset *rs, int col)
 static bool same_key(const struct rowset *rs, char **a, char **b)
 {
 	for (int j = 0; j < rs->ncols; j++) {
-		if (rule_of(rs, j) != 'k')
+		if (rule_of(rs, j) != 'k' && rule_of(rs, j) != 'n')
 			continue;
 		if (!a[j] != !b[j] || (a[j] && strcmp(a[j], b[j]) != 0))
 			return false;
@@ -65,7 +65,7 @@ static bool is_copied_list(const char *name)
 
 static void combine(char **into, char *from, char op, const char *row_key)
 {
-	if (op == 'k' || op == 'f' || op == 'W' || op == 'w' || !from)
+	if (op == 'k' || op == 'n' || op == 'f' || op == 'W' || op == 'w' || !from)
 		return;
 	if (!*into) {
 		*into = xstrdup(from);
@@ -174,13 +174,38 @@ bool rowset_add(struct rowset *rs, const uint8_t *buf, size_t len)
 	return true;
 }
 
+static long long key_num(char **row, int col)
+{
+	return row[col] ? strtoll(row[col], NULL, 10) : 0;
+}
+
+/* The rows in the order to write: as they came, or ascending by the
+ * first 'n' column (workers answer in any order). Insertion sort: a few
+ * rows per worker at most. */
+static char ***ordered(const struct rowset *rs)
+{
+	char ***out = xcalloc((size_t)rs->nrows + 1, sizeof(*out));
+	int col = rs->rule && strchr(rs->rule, 'n') ? (int)(strchr(rs->rule, 'n') - rs->rule) : -1;
+	for (int i = 0; i < rs->nrows; i++) {
+		int j = i;
+		while (col >= 0 && col < rs->ncols && j > 0 &&
+		       key_num(out[j - 1], col) > key_num(rs->rows[i], col)) {
+			out[j] = out[j - 1];
+			j--;
+		}
+		out[j] = rs->rows[i];
+	}
+	return out;
+}
+
 void rowset_write(const struct rowset *rs, struct pktbuf *pb)
 {
+	char ***rows = ordered(rs);
 	for (int i = 0; i < rs->nrows; i++) {
 		pktbuf_begin(pb, 'D');
 		pktbuf_put_u16(pb, (uint16_t)rs->ncols);
 		for (int j = 0; j < rs->ncols; j++) {
-			const char *v = rs->rows[i][j];
+			const char *v = rows[i][j];
 			if (!v) {
 				pktbuf_put_u32(pb, 0xffffffff);
 				continue;
@@ -190,4 +215,5 @@ void rowset_write(const struct rowset *rs, struct pktbuf *pb)
 		}
 		pktbuf_finish(pb);
 	}
+	free(rows);
 }

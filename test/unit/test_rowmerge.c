@@ -583,6 +583,37 @@ static void test_write_merged(void **state)
 	pktbuf_free(&out);
 }
 
+/* A numeric key orders the rows ascending whatever order the workers
+ * answered in (10 after 9: numbers, not text). */
+static void test_numeric_key_sorted(void **state)
+{
+	struct rowset rs;
+	struct pktbuf w, out;
+	struct cell cells[2];
+	static const char *const order[] = { "0", "1", "2", "9", "10" };
+	(void)state;
+
+	rowset_init(&rs, "nf");
+	pktbuf_init(&w, 64);
+	pktbuf_init(&out, 64);
+	ROW(&w, "10", "a");
+	ROW(&w, "2", "b");
+	ROW(&w, "0", "c");
+	ROW(&w, "9", "d");
+	ROW(&w, "1", "e");
+	assert_true(add_pb(&rs, &w));
+	rowset_write(&rs, &out);
+	size_t off = 0;
+	for (size_t i = 0; i < ARRAY_SIZE(order); i++) {
+		assert_int_equal(decode_row(&out, &off, cells, 2), 2);
+		expect_decoded(&cells[0], order[i]);
+	}
+	assert_int_equal(off, out.len);
+	rowset_free(&rs);
+	pktbuf_free(&w);
+	pktbuf_free(&out);
+}
+
 /* ---- size ---- */
 
 static double now_sec(void)
@@ -650,6 +681,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_concat_null_rule),
+		cmocka_unit_test(test_numeric_key_sorted),
 		cmocka_unit_test(test_other_messages_skipped),
 		cmocka_unit_test(test_keyed_sum_and_max),
 		cmocka_unit_test(test_keyed_wide_values),
