@@ -71,6 +71,8 @@ void util_set_cloexec(int fd);
 struct config;
 void util_tune_tcp(int fd, const struct config *cfg);
 /* "1.2.3.4:5678" / "[::1]:5678" / "unix:1234" */
+/* "addr:port" for logs, "[addr]:port" for an IPv6 address, as PgBouncer. */
+const char *util_addr_port(char *buf, size_t len, const char *addr, int port);
 void util_format_addr(const struct sockaddr *sa, char *buf, size_t len, int *port);
 
 /* "1.5s"-style durations for log lines such as "(age=12s)". */

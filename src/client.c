@@ -62,14 +62,14 @@ const char *client_state_name(enum client_state st)
 
 void log_client(const struct client *c, enum log_level lvl, const char *fmt, ...)
 {
-	char msg[1024];
+	char msg[1024], where[CLIENT_ADDR_LEN + 16];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	log_msg(lvl, "C-%llu: %s/%s@%s:%d %s", (unsigned long long)c->id,
+	log_msg(lvl, "C-%llu: %s/%s@%s %s", (unsigned long long)c->id,
 		c->db_name[0] ? c->db_name : "(nodb)", c->user_name[0] ? c->user_name : "(nouser)",
-		c->addr, c->port, msg);
+		util_addr_port(where, sizeof(where), c->addr, c->port), msg);
 }
 
 /* ---- states ---- */

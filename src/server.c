@@ -45,13 +45,14 @@ const char *server_state_name(enum server_state st)
 
 void log_server(const struct server *sv, enum log_level lvl, const char *fmt, ...)
 {
-	char msg[1024];
+	char msg[1024], where[sizeof(sv->addr) + 16];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	log_msg(lvl, "S-%llu: %s/%s@%s:%d %s", (unsigned long long)sv->id,
-		sv->pool->db->name, sv->pool->user->name, sv->addr, sv->port, msg);
+	log_msg(lvl, "S-%llu: %s/%s@%s %s", (unsigned long long)sv->id,
+		sv->pool->db->name, sv->pool->user->name,
+		util_addr_port(where, sizeof(where), sv->addr, sv->port), msg);
 }
 
 /* ---- state bookkeeping ---- */
@@ -482,8 +483,11 @@ static void on_connected(struct server *sv)
 		util_format_addr((struct sockaddr *)&ss, sv->laddr, sizeof(sv->laddr), &sv->lport);
 	if (ss.ss_family != AF_UNIX)
 		util_tune_tcp(sv->s.fd, W->cfg);
-	if (W->cfg->log_connections)
-		log_server(sv, LG_LOG, "new connection to server (from %s:%d)", sv->laddr, sv->lport);
+	if (W->cfg->log_connections) {
+		char from[sizeof(sv->laddr) + 16];
+		log_server(sv, LG_LOG, "new connection to server (from %s)",
+			   util_addr_port(from, sizeof(from), sv->laddr, sv->lport));
+	}
 	/* As PgBouncer: no TLS over Unix sockets; none without a context. */
 	if (ss.ss_family != AF_UNIX && W->server_tls && W->cfg->server_tls_sslmode != SSLMODE_DISABLE) {
 		ask_for_tls(sv);

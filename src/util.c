@@ -110,6 +110,12 @@ void util_tune_tcp(int fd, const struct config *cfg)
 	}
 }
 
+const char *util_addr_port(char *buf, size_t len, const char *addr, int port)
+{
+	snprintf(buf, len, strchr(addr, ':') ? "[%s]:%d" : "%s:%d", addr, port);
+	return buf;
+}
+
 void util_format_addr(const struct sockaddr *sa, char *buf, size_t len, int *port)
 {
 	char host[INET6_ADDRSTRLEN] = "?";

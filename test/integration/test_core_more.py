@@ -710,3 +710,13 @@ def test_reconnect_with_fast_close_tells_the_client(pg15, make_pooler):
     with pytest.raises(psycopg.OperationalError, match="database configuration changed"):
         conn.execute("SELECT 1")
     conn.close()
+
+
+def test_ipv6_addresses_in_logs_in_brackets(pg15, make_pooler):
+    """Log lines name an IPv6 peer as PgBouncer does: [::1]:port."""
+    p = make_pooler(pg15, settings={"listen_addr": "127.0.0.1,::1", "workers": 1,
+                                    "log_connections": 1})
+    with psycopg.connect(host="::1", port=p.port, dbname="testdb", user="trust_user",
+                         password="trust-secret", autocommit=True, connect_timeout=5) as conn:
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+    p.wait_for_log(r"C-[0-9a-fx]+: testdb/trust_user@\[::1\]:\d+ login attempt")
