@@ -512,16 +512,39 @@ static const char *server_password(const struct server *sv)
 	return sv->pool->user->secret;
 }
 
-static void login_failed(struct server *sv, const char *sqlstate, const char *msg)
+/* PostgreSQL starting up or shutting down (57P03): as in PgBouncer the
+ * next login waits server_login_retry, and waiting clients keep waiting
+ * (query_wait_timeout) instead of failing with a cached error. */
+static void login_refused_for_now(struct server *sv, const char *sqlstate, const char *msg)
 {
 	struct pool *p = sv->pool;
-	log_server(sv, LG_WARNING, "server login failed: %s", msg);
+	p->login_error[0] = 0;
+	p->login_failed_at = util_monotonic();
+	drop_repl_owner(sv, sqlstate, msg);
+	server_close(sv, msg);
+}
+
+/* As PgBouncer: "server login failed: FATAL <message>" (no connection
+ * prefix) for PostgreSQL's own error (severity given), and the server
+ * closes with the message. */
+static void login_failed_sev(struct server *sv, const char *severity, const char *sqlstate,
+			     const char *msg)
+{
+	struct pool *p = sv->pool;
+	if (severity)
+		log_warning("server login failed: %s %s", severity, msg);
+	else
+		log_server(sv, LG_WARNING, "server login failed: %s", msg);
+	if (sqlstate && strcmp(sqlstate, "57P03") == 0) {
+		login_refused_for_now(sv, sqlstate, msg);
+		return;
+	}
 	snprintf(p->login_error, sizeof(p->login_error), "%s", msg);
 	snprintf(p->login_error_code, sizeof(p->login_error_code), "%s", sqlstate && *sqlstate ? sqlstate : "08P01");
 	p->login_failed_at = util_monotonic();
 	pool_login_failed_share(p);
 	drop_repl_owner(sv, p->login_error_code, p->login_error);
-	server_close(sv, "login failed");
+	server_close(sv, p->login_error);
 	/* Clients waiting only for this login learn why at once. */
 	if (p->n_login == 0) {
 		struct list *it, *tmp;
@@ -531,6 +554,11 @@ static void login_failed(struct server *sv, const char *sqlstate, const char *ms
 		}
 		authquery_pool_failed(p, p->login_error_code, p->login_error, false);
 	}
+}
+
+static void login_failed(struct server *sv, const char *sqlstate, const char *msg)
+{
+	login_failed_sev(sv, NULL, sqlstate, msg);
 }
 
 static bool send_pb(struct server *sv, struct pktbuf *pb)
@@ -778,7 +806,7 @@ static enum stream_action login_pkt(struct server *sv, const struct pkt_hdr *h,
 		else {
 			char msg[512];
 			snprintf(msg, sizeof(msg), "%s", e.message);
-			login_failed(sv, e.sqlstate, msg);
+			login_failed_sev(sv, e.severity && *e.severity ? e.severity : "FATAL", e.sqlstate, msg);
 		}
 		return SA_STOP;
 	}

@@ -15,6 +15,7 @@ client counts) is shared by pgcrew's workers. Every wait is bounded."""
 import os
 import signal
 import socket
+import subprocess
 import threading
 import time
 
@@ -720,3 +721,64 @@ def test_ipv6_addresses_in_logs_in_brackets(pg15, make_pooler):
                          password="trust-secret", autocommit=True, connect_timeout=5) as conn:
         assert conn.execute("SELECT 1").fetchone() == (1,)
     p.wait_for_log(r"C-[0-9a-fx]+: testdb/trust_user@\[::1\]:\d+ login attempt")
+
+
+def test_server_login_failure_logged_as_pgbouncer(pg15, make_pooler):
+    """A server login PostgreSQL refuses: PgBouncer's two log lines, with
+    PostgreSQL's severity and text, and the client gets that text."""
+    dbs = {"testdb": pg15.dsn("testdb", user="scram_user", password="wrong-password")}
+    p = make_pooler(pg15, databases=dbs, settings={"workers": 1})
+    with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+        p.connect()
+    text = 'password authentication failed for user "scram_user"'
+    p.wait_for_log(r"WARNING server login failed: FATAL " + text)
+    # PgBouncer 1.25 closes with PostgreSQL's text (1.18: "login failed").
+    if p.kind == "pgcrew":
+        p.wait_for_log(r"S-[0-9a-fx]+: testdb/scram_user@[^ ]+ closing because: " + text)
+
+
+# PgBouncer 1.18 fails the client at once; 1.25 waits, as here.
+@pytest.mark.pgcrew_only
+def test_server_starting_or_stopping_is_temporary(pg15, make_pooler):
+    """57P03 (the database system is shutting down / starting up) is
+    temporary, as in PgBouncer: a client waiting for a server keeps
+    waiting and gets one once PostgreSQL accepts again, instead of failing
+    with the cached error."""
+    p = make_pooler(pg15, settings={"workers": 1, "server_login_retry": 1,
+                                    "query_wait_timeout": 60})
+    holder = pg15.connect()          # a smart shutdown waits for this session
+    stopper = subprocess.Popen([pg15._bin("pg_ctl"), "-D", pg15.datadir, "-m", "smart", "-W",
+                                "stop"], cwd=pg15.basedir, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, **util.service_popen_kwargs())
+    result = {}
+    try:
+        stopper.wait(30)
+
+        def refusing():
+            try:
+                psycopg.connect(host=pg15.host, port=pg15.port, dbname="testdb",
+                                user="trust_user", connect_timeout=5).close()
+                return False
+            except psycopg.OperationalError as exc:
+                return "shutting down" in str(exc)
+        util.wait_until(refusing, 10, what="PostgreSQL refusing logins while shutting down")
+
+        def client():
+            try:
+                with p.connect(connect_timeout=60) as conn:
+                    result["row"] = conn.execute("SELECT 1").fetchone()
+            except psycopg.Error as exc:
+                result["error"] = exc
+        thread = threading.Thread(target=client)
+        thread.start()
+        p.wait_for_log(r"server login failed: FATAL the database system is shutting down",
+                       timeout=10)
+        time.sleep(1.5)              # at least one retry, refused as well
+        assert thread.is_alive() and not result, result
+    finally:
+        holder.close()
+        util.wait_until(lambda: not os.path.exists(os.path.join(pg15.datadir, "postmaster.pid")),
+                        30, what="PostgreSQL to finish its smart shutdown")
+        pg15.start()
+    thread.join(30)
+    assert result.get("row") == (1,), result
