@@ -280,6 +280,27 @@ static socklen_t addr_len(const struct sockaddr_storage *ss)
 	return ss->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
 }
 
+/* load_balance_hosts = disable: a host that failed before the login
+ * completed, in any way (name lookup, connect, TLS, authentication, an
+ * error from PostgreSQL), is left for the next one in the list, as in
+ * PgBouncer. */
+static void host_failed(struct server *sv)
+{
+	struct database *db = sv->pool->db;
+	if (db->load_balance || db->n_hosts < 2 || sv->host_idx + 1 == db->host_rr)
+		return;
+	db->host_rr = sv->host_idx + 1;
+	shm_host_set(db->shm_idx, sv->host_idx + 1);
+}
+
+/* A login that did not complete: the pool waits server_login_retry before
+ * the next one, on the next host when hosts are not balanced. */
+static void login_phase_failed(struct server *sv)
+{
+	sv->pool->login_failed_at = util_monotonic();
+	host_failed(sv);
+}
+
 /* c-ares answered (or the cache did, synchronously from dns_resolve). */
 static void on_resolved(void *arg, enum dns_status st, const struct sockaddr_storage *addrs,
 			int n_addrs, const char *errmsg __attribute__((unused)))
@@ -290,14 +311,14 @@ static void on_resolved(void *arg, enum dns_status st, const struct sockaddr_sto
 	if (st == DNS_CANCELLED)
 		return;
 	if (st != DNS_OK || n_addrs < 1) {
-		sv->pool->login_failed_at = util_monotonic();
+		login_phase_failed(sv);
 		server_close(sv, "DNS lookup failed");
 		return;
 	}
 	if (stream_connect(&sv->s, (const struct sockaddr *)&addrs[0], addr_len(&addrs[0])) < 0) {
 		log_msg_errno(LG_WARNING, "S-%llu: %s/%s connect failed", (unsigned long long)sv->id,
 			      sv->pool->db->name, sv->pool->user->name);
-		sv->pool->login_failed_at = util_monotonic();
+		login_phase_failed(sv);
 		server_close(sv, "connect failed");
 	}
 }
@@ -361,7 +382,7 @@ static bool launch(struct pool *p, bool with_slot, struct client *owner)
 	if (rc < 0 || stream_connect(&sv->s, (struct sockaddr *)&ss, sslen) < 0) {
 		log_msg_errno(LG_WARNING, "S-%llu: %s/%s connect failed", (unsigned long long)sv->id,
 			      db->name, p->user->name);
-		p->login_failed_at = util_monotonic();
+		login_phase_failed(sv);
 		server_close(sv, "connect failed");
 		return false;
 	}
@@ -452,7 +473,7 @@ static void on_ssl_answer(evutil_socket_t fd, short what, void *arg)
 		send_startup(sv);
 		return;
 	}
-	sv->pool->login_failed_at = util_monotonic();
+	login_phase_failed(sv);
 	server_close(sv, n == 1 && answer == 'N' ? "server refused SSL" : "bad SSL response from server");
 }
 
@@ -535,6 +556,7 @@ static void login_failed_sev(struct server *sv, const char *severity, const char
 		log_warning("server login failed: %s %s", severity, msg);
 	else
 		log_server(sv, LG_WARNING, "server login failed: %s", msg);
+	host_failed(sv);
 	if (sqlstate && strcmp(sqlstate, "57P03") == 0) {
 		login_refused_for_now(sv, sqlstate, msg);
 		return;
@@ -991,23 +1013,19 @@ static void server_on_event(struct stream *s, enum stream_event ev)
 		on_connected(sv);
 		break;
 	case SE_CONNECT_FAILED:
-		if (!sv->pool->db->load_balance) {
-			sv->pool->db->host_rr = sv->host_idx + 1;
-			shm_host_set(sv->pool->db->shm_idx, sv->host_idx + 1);
-		}
 		log_msg_errno(LG_WARNING, "S-%llu: %s/%s@%s:%d connect failed", (unsigned long long)sv->id,
 			      sv->pool->db->name, sv->pool->user->name, sv->addr, sv->port);
-		sv->pool->login_failed_at = util_monotonic();
+		login_phase_failed(sv);
 		server_close(sv, "connect failed");
 		break;
 	case SE_EOF:
 		if (sv->state == SERVER_LOGIN)
-			sv->pool->login_failed_at = util_monotonic();
+			login_phase_failed(sv);
 		server_close(sv, sv->state == SERVER_IDLE ? "server closed connection" : "server conn crashed?");
 		break;
 	case SE_ERROR:
 		if (sv->state == SERVER_LOGIN)
-			sv->pool->login_failed_at = util_monotonic();
+			login_phase_failed(sv);
 		server_close(sv, s->errmsg ? s->errmsg : "server connection error");
 		break;
 	case SE_TLS_READY:

@@ -496,6 +496,30 @@ def test_daemon_mode_with_pidfile(pg15, make_pooler):
 # -- 13. multi-host databases ---------------------------------------------------
 
 
+@pytest.mark.pgcrew_only   # load_balance_hosts is PgBouncer 1.24+
+@pytest.mark.parametrize("workers", [1, 4])
+def test_disable_moves_on_after_a_login_failure(pg15, make_pooler, workers):
+    """load_balance_hosts = disable: a host that fails the login itself (here
+    PostgreSQL refuses the password over TCP) is left for the next host
+    (the Unix socket, where the same user is trusted), not retried for
+    ever."""
+    dsn = (f"host=127.0.0.1,{pg15.sockdir} port={pg15.port} dbname=testdb user=md5_user "
+           f"password=wrong-password load_balance_hosts=disable")
+    p = make_pooler(pg15, databases={"testdb": dsn},
+                    settings={"server_login_retry": 1, "workers": workers})
+    with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+        p.connect(connect_timeout=10)
+
+    def served():
+        try:
+            with p.connect(connect_timeout=10) as conn:
+                return conn.execute("SELECT current_user, inet_server_addr()").fetchone()
+        except psycopg.OperationalError:
+            return None
+    assert util.wait_until(served, 10, interval=0.3, what="a login via the second host") == \
+        ("md5_user", None)
+
+
 @pytest.mark.parametrize("balance,workers", [
     (None, 1),
     pytest.param("disable", 1, marks=pytest.mark.pgcrew_only),  # PgBouncer 1.24+
