@@ -34,13 +34,20 @@ static void check_login_clients(usec_t now)
 	}
 }
 
+/* Waiting for a server (a first login's welcome included): query_timeout
+ * counts too, before query_wait_timeout, as in PgBouncer. */
 static void check_waiting(struct pool *p, usec_t now)
 {
 	const struct config *cfg = W->cfg;
+	usec_t qt = eff(p->user->query_timeout, cfg->query_timeout);
 	struct list *it, *tmp;
 	list_for_each_safe(it, tmp, &p->waiting_clients) {
 		struct client *c = container_of(it, struct client, node);
 		usec_t waited = now - c->request_time;
+		if (qt > 0 && waited > qt) {
+			client_close(c, true, "query_timeout");
+			continue;
+		}
 		if (cfg->query_wait_timeout > 0 && waited > cfg->query_wait_timeout) {
 			client_close(c, true, "query_wait_timeout");
 			continue;

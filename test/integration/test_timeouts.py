@@ -31,6 +31,22 @@ def test_query_wait_timeout(pg15, make_pooler):
     assert holder.execute("SELECT 2").fetchone() == (2,)
 
 
+def test_query_timeout_while_waiting(pg15, make_pooler):
+    """query_timeout also ends a wait for a server (PgBouncer's janitor
+    checks it before query_wait_timeout), with PgBouncer's text."""
+    p = make_pooler(pg15, settings={"pool_mode": "session", "default_pool_size": 1,
+                                    "query_timeout": 1, "query_wait_timeout": 30})
+    holder = p.connect()
+    holder.execute("SELECT 1")
+    waiter = p.connect()
+    started = time.monotonic()
+    with pytest.raises(psycopg.OperationalError, match="query_timeout"):
+        waiter.execute("SELECT 1")
+    assert time.monotonic() - started < 5
+    p.wait_for_log(r"closing because: query_timeout")
+    assert holder.execute("SELECT 2").fetchone() == (2,)
+
+
 def test_client_idle_timeout(pg15, make_pooler):
     # Session-mode clients hold a server and are never "idle" to PgBouncer;
     # in transaction mode an idle client has no server.
