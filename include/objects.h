@@ -185,6 +185,7 @@ struct client {
 	bool local_admin;                 /* "pgbouncer" over the Unix socket, our UID: no password */
 	bool counted_db, counted_user;    /* holds a client slot of db/user */
 	bool counted_conn;                /* holds an instance-wide max_client_conn slot */
+	bool no_such_db;                  /* authenticating for a database we do not have */
 };
 
 struct server {

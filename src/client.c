@@ -418,6 +418,13 @@ void client_cached_login_error(struct client *c, const char *msg)
 static void finish_login(struct client *c)
 {
 	struct pool *p = c->pool;
+	char msg[NAME_MAX_LEN + 32];
+
+	if (c->no_such_db) {
+		snprintf(msg, sizeof(msg), "no such database: %s", c->db_name);
+		client_close(c, true, msg);
+		return;
+	}
 
 	hist_phase_observe(HIST_PHASE_AUTH, (uint64_t)(util_monotonic() - c->phase_start));
 	if (W->cfg->log_connections)
@@ -943,12 +950,18 @@ static void handle_startup(struct client *c, const struct startup_msg *m)
 		add_host_to_appname(c);
 	c->db = pool_get_db(c->db_name);
 	if (!c->db) {
-		snprintf(msg, sizeof(msg), "no such database: %s", c->db_name);
-		client_close(c, true, msg);
+		/* As PgBouncer: authenticate first (a mock exchange for an
+		 * unknown user), so only valid credentials learn which
+		 * databases exist; finish_login then refuses. */
+		c->no_such_db = true;
+		c->login_user = pool_find_user(c->user_name);
+		negotiate_version(c, m);
+		if (c->state != CLIENT_JUSTFREE)
+			client_start_auth(c);
 		return;
 	}
 	if (c->db->disabled) {
-		snprintf(msg, sizeof(msg), "database \"%s\" does not allow connections", c->db_name);
+		snprintf(msg, sizeof(msg), "database \"%s\" is disabled", c->db_name);
 		client_close(c, true, msg);
 		return;
 	}

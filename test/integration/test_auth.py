@@ -90,6 +90,21 @@ def test_unknown_database(pg15, make_pooler):
     assert "no such database: nosuchdb" in str(err.value)
 
 
+@pytest.mark.parametrize("auth_type", ["plain", "md5", "scram-sha-256"])
+def test_unknown_database_after_authentication(pg15, make_pooler, auth_type):
+    """As PgBouncer: a login for a database the pooler does not have is
+    authenticated first, so a wrong password (or an unknown user) learns
+    nothing about which databases exist; valid credentials are told."""
+    p = make_pooler(pg15, settings={"auth_type": auth_type})
+    for user, pw in (("scram_user", "wrong"), ("nobody_here", "whatever")):
+        with pytest.raises(psycopg.OperationalError) as err:
+            p.connect(dbname="nosuchdb", user=user, password=pw)
+        assert AUTH_FAILED[auth_type] in str(err.value)
+        assert "nosuchdb" not in str(err.value)
+    with pytest.raises(psycopg.OperationalError, match="no such database: nosuchdb"):
+        p.connect(dbname="nosuchdb", user="scram_user", password=password("scram_user"))
+
+
 def test_md5_hash_in_userlist(pg, make_pooler):
     """An md5 hash in userlist.txt: md5 client auth and md5 server login
     both work from the hash alone."""

@@ -171,7 +171,7 @@ def test_kill_kill_client_disable_enable(pg15, make_pooler):
         with pytest.raises(psycopg.Error, match="no such database: nosuchdb"):
             a.execute("DISABLE nosuchdb")
         a.execute("DISABLE testdb")
-        with pytest.raises(psycopg.OperationalError, match="does not allow connections"):
+        with pytest.raises(psycopg.OperationalError, match='database "testdb" is disabled'):
             client(p, connect_timeout=5)
         a.execute("ENABLE testdb")
     with client(p) as c:
