@@ -281,11 +281,44 @@ void worker_refresh_config(void)
 	authquery_reload();
 }
 
+static bool same_str(const char *a, const char *b)
+{
+	return strcmp(a ? a : "", b ? b : "") == 0;
+}
+
+static bool server_tls_changed(const struct config *a, const struct config *b)
+{
+	struct tls_settings x, y;
+	tls_settings_server(a, &x);
+	tls_settings_server(b, &y);
+	return x.sslmode != y.sslmode || !same_str(x.key_file, y.key_file) ||
+	       !same_str(x.cert_file, y.cert_file) || !same_str(x.ca_file, y.ca_file) ||
+	       !same_str(x.protocols, y.protocols) || !same_str(x.ciphers, y.ciphers) ||
+	       !same_str(x.tls13_ciphers, y.tls13_ciphers);
+}
+
+/* Servers opened under other server TLS settings must not live on with
+ * them (a server in plain text after TLS became required): every pool's
+ * are retired, as PgBouncer does. */
+static void retire_servers_for_tls(void)
+{
+	struct list *it;
+	log_info("server TLS settings changed: closing server connections made with the old ones");
+	list_for_each(it, &W->databases) {
+		struct database *db = container_of(it, struct database, node);
+		if (!db->admin && !db->dead)
+			pool_reconnect_db(db, "database configuration changed");
+	}
+}
+
 void worker_apply_config(struct config *cfg)
 {
 	struct config *old = W->cfg;
+	bool tls_changed = old && server_tls_changed(old, cfg);
 	W->cfg = cfg;
 	worker_refresh_config();
+	if (tls_changed)
+		retire_servers_for_tls();
 	config_free(old);
 }
 

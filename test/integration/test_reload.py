@@ -7,6 +7,7 @@ import psycopg
 import pytest
 
 from pg_cluster import password
+import util
 
 
 def connect_eventually(p, dbname, timeout=5.0):
@@ -117,3 +118,23 @@ def test_broken_config_on_reload_keeps_old_config(pg15, make_pooler):
         p.connect(dbname="nosuchdb")
     assert "no such database: nosuchdb" in str(err.value)
     p.write_config(raw_ini=good_ini)
+
+
+@pytest.mark.parametrize("workers", [1, 4])
+def test_reload_of_server_tls_settings_retires_servers(pg15, make_pooler, workers):
+    """Changed server TLS settings: no server keeps the old TLS state; the
+    idle ones close at once ("database configuration changed") and the
+    next query runs on a new backend."""
+    p = make_pooler(pg15, settings={"pool_mode": "transaction", "workers": workers,
+                                    "server_tls_sslmode": "prefer"})
+    conn = p.connect()
+    before = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+    assert pg15.server_connections("testdb") >= 1
+    p.settings["server_tls_sslmode"] = "disable"
+    p.write_config()
+    mark = p.reload()
+    p.wait_for_log(r"closing because: database configuration changed", since=mark, timeout=5)
+    util.wait_until(lambda: before not in pg15.backend_pids("testdb", "trust_user"), 5,
+                    what="the old backend to go")
+    assert conn.execute("SELECT pg_backend_pid()").fetchone()[0] != before
+    conn.close()
