@@ -12,6 +12,7 @@
 
 #include <limits.h>
 #include <stdarg.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,7 +172,15 @@ const char *config_resolve_path(const struct config *cfg, const char *path, char
 	if (path[0] == '\0' || path[0] == '/' || !slash)
 		return path;
 	n = snprintf(buf, len, "%.*s/%s", (int)(slash - cfg->path), cfg->path, path);
-	return n >= 0 && (size_t)n < len ? buf : NULL;
+	if (n < 0 || (size_t)n >= len)
+		return NULL;
+	/* PgBouncer reads a relative path from its working directory: a file
+	 * found there, and not beside the config file, is the one meant. */
+	if (access(buf, F_OK) != 0 && access(path, F_OK) == 0) {
+		log_info("%s: not found beside %s, using the one in the working directory", path, cfg->path);
+		return path;
+	}
+	return buf;
 }
 
 static bool auth_needs_secrets(enum auth_type t)

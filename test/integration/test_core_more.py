@@ -13,6 +13,7 @@ process (pool parameters, failed logins, host choice, the console's view,
 client counts) is shared by pgcrew's workers. Every wait is bounded."""
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -806,3 +807,24 @@ def test_server_starting_or_stopping_is_temporary(pg15, make_pooler):
         pg15.start()
     thread.join(30)
     assert result.get("row") == (1,), result
+
+
+def test_relative_auth_file_falls_back_to_working_directory(pg15, make_pooler):
+    """A relative auth_file is read beside the config file (pgcrew's rule)
+    or, when it is not there, from the working directory (PgBouncer's);
+    the log says which."""
+    import shutil
+    p = make_pooler(pg15, settings={"auth_type": "md5", "workers": 1}, start=False)
+    os.makedirs(os.path.join(p.workdir, "etc"))
+    p.ini_path = os.path.join(p.workdir, "etc", "pgbouncer.ini")
+    p.settings["auth_file"] = "rel-users.txt"
+    p.write_config()
+    shutil.copy(p.userlist_path, os.path.join(p.workdir, "rel-users.txt"))
+    util.give_to_service_user(p.workdir)
+    p.start()
+    with p.connect(user="md5_user", password="md5-secret") as conn:
+        assert conn.execute("SELECT current_user").fetchone() == ("md5_user",)
+    # Logged while the config loads, before the log file is open: stderr.
+    with open(p.stderr_path) as f:
+        assert re.search(r"rel-users.txt: not found beside .*etc/pgbouncer.ini, using the one "
+                         r"in the working directory", f.read())
