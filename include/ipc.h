@@ -44,6 +44,8 @@ enum ipc_type {
 	                          an idle client (fd) and its state (handover.h); reqid: IPC_TAKEN_* */
 	IPC_TAKEN_SERVER,      /* the same for an idle server (handover.h record); after its
 	                          client when they are linked (session pooling) */
+	IPC_SHUTDOWN_READY,    /* worker -> sup: SHUTDOWN WAIT_FOR_SERVERS, no server in use
+	                          here; the supervisor ends all workers once every one is */
 	IPC_TYPE_COUNT
 };
 

@@ -29,6 +29,10 @@ struct listen_set {
  * slot shares each passed TCP socket). On error logs why and returns -1. */
 int listen_open(struct listen_set *ls, const struct config *cfg, int n_slots) MUSTCHECK;
 void listen_close(struct listen_set *ls);   /* also unlinks the unix socket */
+/* Shutdown: close this process's copies of the TCP sockets, keep the Unix
+ * one (the console stays reachable). Once every process has, new TCP
+ * clients are refused, or go to the other instances sharing the port. */
+void listen_close_tcp(struct listen_set *ls);
 
 /* Worker side: accept on the given fds, calling worker code per connection. */
 typedef void (*listen_accept_fn)(int fd, bool is_unix, void *arg);
@@ -36,6 +40,7 @@ struct listener;
 struct listener *listener_start(struct event_base *base, const struct listen_set *ls,
 				int slot, listen_accept_fn cb, void *arg);
 void listener_pause(struct listener *l, bool paused);   /* stop/start accepting */
+void listener_stop_tcp(struct listener *l);    /* before listen_close_tcp: Unix only from now */
 void listener_free(struct listener *l);
 
 #endif

@@ -49,6 +49,9 @@ void pool_slot_taken(struct pool *p, uint32_t why);
 struct pool *pool_find_names(const char *db, const char *user);
 /* The same, made as a client's login would (NULL: no such database). */
 struct pool *pool_get_names(const char *db, const char *user);
+/* SHUTDOWN WAIT_FOR_SERVERS: every client queued for a server is told why
+ * and closed. */
+void pool_refuse_waiters(const char *why);
 /* Online restart: a client and its session server linked as they were
  * in the old process, and unlinked there as they leave. */
 void pool_link_taken(struct client *c, struct server *sv);

@@ -20,7 +20,7 @@ struct worker {
 	struct config *cfg;              /* current generation, owned */
 	struct config *staged;           /* reload phase one: checked, not applied */
 	struct ipc_chan *sup;            /* channel to the supervisor */
-	const struct listen_set *lset;
+	struct listen_set *lset;         /* this process's copy of the supervisor's */
 	struct listener *listener;
 	struct list databases;           /* struct database */
 	struct list users;               /* struct puser */
@@ -36,6 +36,7 @@ struct worker {
 	bool suspended;                  /* SUSPEND: sockets do not read, listeners do not accept */
 	bool shutting_down;
 	enum shutdown_mode shutdown_mode;
+	bool shutdown_ready_told;        /* WAIT_FOR_SERVERS: told the supervisor none is in use */
 	struct event *reaper;            /* frees justfree objects */
 	struct event *janitor;           /* periodic timeouts and maintenance */
 	struct event *stats_timer;       /* log_stats */
@@ -49,7 +50,7 @@ struct worker {
 extern struct worker *W;
 
 /* Runs the worker in the current (forked) process; never returns. */
-void worker_main(int id, struct config *cfg, int ipc_fd, const struct listen_set *ls) NORETURN;
+void worker_main(int id, struct config *cfg, int ipc_fd, struct listen_set *ls) NORETURN;
 
 void worker_schedule_reap(void);
 /* Shutdown progress: called when clients or servers go away. */

@@ -316,8 +316,6 @@ void client_accept(int fd, bool is_unix)
 	c->counted_conn = shm_client_take(W->cfg->max_client_conn);
 	if (!c->counted_conn)
 		c->close_reason = "no more connections allowed (max_client_conn)";
-	else if (W->shutting_down)
-		c->close_reason = "pooler is shutting down";
 	c->s.sniff_tls = true;
 	c->s.suspended = W->suspended;    /* handed over from another worker during SUSPEND */
 	stream_start_reading(&c->s);
@@ -1109,6 +1107,12 @@ static enum stream_action startup_pkt(struct client *c, const struct pkt_hdr *h,
 		return SA_STOP;
 	case STARTUP_V3:
 		client_set_names(c, m.user, m.database);
+		/* Shutting down, the Unix socket stays open for the console only;
+		 * handing over to a new process, a login under way completes
+		 * (the client then moves). */
+		if (!c->close_reason && W->shutting_down && W->shutdown_mode != SHUTDOWN_HANDOVER &&
+		    !admin_is_console_db(c->db_name))
+			c->close_reason = "pooler is shutting down";
 		if (c->close_reason) {
 			client_close(c, true, c->close_reason);
 			return SA_STOP;
@@ -1181,6 +1185,10 @@ static enum stream_action active_pkt(struct client *c, const struct pkt_hdr *h,
 				  (unsigned long long)c->id, c->s.out_sent, (unsigned)c->s.out.len,
 				  (void *)c->s.blocked_src, (void *)c->s.hold_src);
 			return SA_PAUSE;
+		}
+		if (W->shutting_down && W->shutdown_mode == SHUTDOWN_WAIT_SERVERS) {
+			client_close(c, true, "server shutting down");
+			return SA_STOP;
 		}
 		if (!pool_request_server(c))
 			return c->state == CLIENT_JUSTFREE ? SA_STOP : SA_PAUSE;

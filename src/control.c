@@ -176,6 +176,10 @@ static enum ctl_result do_pause(const char *arg, uint32_t fanid, char *err, size
 		snprintf(err, len, "cannot pause admin db: %s", arg);
 		return CTL_ERROR;
 	}
+	if (!pause && W->shutting_down) {
+		snprintf(err, len, "pooler is shutting down");     /* PgBouncer's words */
+		return CTL_ERROR;
+	}
 	if (!pause) {
 		if (!db) {
 			control_resume_all();

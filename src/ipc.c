@@ -45,6 +45,7 @@ static const char *const type_names[] = {
 	[IPC_LISTEN_END] = "LISTEN_END", [IPC_TAKEOVER_DONE] = "TAKEOVER_DONE",
 	[IPC_SERVER_FD] = "SERVER_FD",
 	[IPC_TAKEN_CLIENT] = "TAKEN_CLIENT", [IPC_TAKEN_SERVER] = "TAKEN_SERVER",
+	[IPC_SHUTDOWN_READY] = "SHUTDOWN_READY",
 };
 _Static_assert(ARRAY_SIZE(type_names) == IPC_TYPE_COUNT, "ipc type names");
 

@@ -311,6 +311,29 @@ struct listener *listener_start(struct event_base *base, const struct listen_set
 	return l;
 }
 
+void listen_close_tcp(struct listen_set *ls)
+{
+	for (int s = 0; s < ls->n_slots; s++) {
+		for (int i = 0; i < ls->slots[s].n_fds; i++)
+			close(ls->slots[s].fds[i]);
+		ls->slots[s].n_fds = 0;
+	}
+}
+
+void listener_stop_tcp(struct listener *l)
+{
+	int kept = 0;
+	for (int i = 0; i < l->n; i++) {
+		if (!l->is_unix[i]) {
+			event_free(l->evs[i]);
+			continue;
+		}
+		l->evs[kept] = l->evs[i];
+		l->is_unix[kept++] = true;
+	}
+	l->n = kept;
+}
+
 void listener_pause(struct listener *l, bool paused)
 {
 	if (l->paused == paused)

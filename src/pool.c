@@ -405,6 +405,16 @@ struct pool *pool_get_names(const char *db, const char *user)
 	return u ? pool_get(d, u) : NULL;
 }
 
+void pool_refuse_waiters(const char *why)
+{
+	struct list *it, *c, *tmp;
+	list_for_each(it, &W->pools) {
+		struct pool *p = container_of(it, struct pool, node);
+		list_for_each_safe(c, tmp, &p->waiting_clients)
+			client_close(container_of(c, struct client, node), true, why);
+	}
+}
+
 /* DISABLE only refuses new clients: existing ones still get servers.
  * While paused nothing is opened (PAUSE waits for servers to go). */
 static bool launch_blocked(const struct pool *p)

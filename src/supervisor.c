@@ -36,6 +36,7 @@ struct slot {
 	struct event *respawn;     /* delayed respawn after a crash loop */
 	bool reload_asked;         /* owes a RELOAD_DONE for the running reload */
 	bool reload_missed;        /* started during a reload: gets it after */
+	bool shutdown_ready;       /* WAIT_FOR_SERVERS: no server in use there */
 };
 
 static struct {
@@ -579,6 +580,7 @@ static void reload_answered(int slot, bool ok)
 /* ---- online restart ---- */
 
 static void shutdown_all(enum shutdown_mode mode);
+static void check_all_ready(void);
 
 static void on_taken_over(pid_t new_pid, bool takes_conns)
 {
@@ -727,6 +729,10 @@ static void on_worker_msg(struct ipc_chan *ch, const struct ipc_hdr *hdr, const 
 	case IPC_ADMIN_DONE:
 		on_admin_msg(slot, hdr, payload);
 		break;
+	case IPC_SHUTDOWN_READY:
+		sup.slots[slot].shutdown_ready = true;
+		check_all_ready();
+		break;
 	default:
 		fatal("ipc: unexpected %s from worker %d", ipc_type_name(hdr->type), slot);
 	}
@@ -825,6 +831,8 @@ static void worker_died(int slot, int status)
 		log_debug("worker %d %s", slot, why);
 		if (running_workers() == 0)
 			event_base_loopexit(sup.base, NULL);
+		else
+			check_all_ready();
 		return;
 	}
 	log_warning("worker %d (pid %d) %s; restarting it", slot, (int)old_pid, why);
@@ -894,6 +902,20 @@ static void do_reload(void)
 		reload_finish();
 }
 
+/* WAIT_FOR_SERVERS ends when no worker has a server in use: then all go
+ * together, as one PgBouncer process would. */
+static void check_all_ready(void)
+{
+	int32_t v = SHUTDOWN_IMMEDIATE;
+	if (!sup.shutting_down || sup.mode != SHUTDOWN_WAIT_SERVERS)
+		return;
+	for (int i = 0; i < sup.n_slots; i++)
+		if (sup.slots[i].ch && !sup.slots[i].shutdown_ready)
+			return;
+	sup.mode = SHUTDOWN_IMMEDIATE;
+	broadcast(IPC_SHUTDOWN, &v, sizeof(v));
+}
+
 static void shutdown_all(enum shutdown_mode mode)
 {
 	/* A second SIGINT/SIGTERM escalates to immediate, as in PgBouncer. */
@@ -902,6 +924,9 @@ static void shutdown_all(enum shutdown_mode mode)
 	sup.shutting_down = true;
 	sup.mode = mode;
 	sdnotify("STOPPING=1");
+	/* New TCP clients are refused from now (or reach the instances that
+	 * share the port); the workers close their copies too. */
+	listen_close_tcp(&sup.ls);
 	int32_t v = (int32_t)mode;
 	broadcast(IPC_SHUTDOWN, &v, sizeof(v));
 	if (running_workers() == 0)
@@ -931,6 +956,10 @@ static void on_signal(evutil_socket_t signo, short what, void *arg)
 		broadcast(IPC_PAUSE, NULL, 0);
 		break;
 	case SIGUSR2:
+		if (sup.shutting_down) {
+			log_info("got SIGUSR2 while shutting down, ignoring");
+			break;
+		}
 		log_info("got SIGUSR2, continuing");
 		broadcast(IPC_RESUME, NULL, 0);
 		break;

@@ -211,8 +211,13 @@ void worker_check_shutdown(void)
 		finish();
 		break;
 	case SHUTDOWN_WAIT_SERVERS:
-		if (!servers_busy())
-			finish();
+		/* Instance-wide, as one PgBouncer: the supervisor ends every
+		 * worker once none has a server in use. */
+		if (!servers_busy() && !W->shutdown_ready_told) {
+			W->shutdown_ready_told = true;
+			if (ipc_send(W->sup, IPC_SHUTDOWN_READY, 0, NULL, 0, -1) < 0)
+				finish();
+		}
 		break;
 	case SHUTDOWN_WAIT_CLIENTS:
 		if (W->n_clients == 0)
@@ -231,7 +236,15 @@ static void start_shutdown(enum shutdown_mode mode)
 		return;
 	W->shutting_down = true;
 	W->shutdown_mode = mode;
-	listener_pause(W->listener, true);
+	/* As PgBouncer: TCP listeners close at once, so new clients are
+	 * refused (or reach the other instances sharing the port); the Unix
+	 * socket stays for the console, unless a new process took it over. */
+	listener_stop_tcp(W->listener);
+	listen_close_tcp(W->lset);
+	if (mode == SHUTDOWN_HANDOVER)
+		listener_pause(W->listener, true);
+	if (mode == SHUTDOWN_WAIT_SERVERS)
+		pool_refuse_waiters("server shutting down");
 	if (mode == SHUTDOWN_HANDOVER)
 		conn_takeover_start();
 	worker_check_shutdown();
@@ -555,7 +568,7 @@ static void worker_cleanup(void)
 	crypto_shutdown();
 }
 
-void worker_main(int id, struct config *cfg, int ipc_fd, const struct listen_set *ls)
+void worker_main(int id, struct config *cfg, int ipc_fd, struct listen_set *ls)
 {
 	W = &the_worker;
 	W->id = id;

@@ -1,0 +1,86 @@
+"""Shutdown as PgBouncer does it, instance-wide with several workers:
+SIGTERM / SIGINT close the TCP listeners at once (new clients are refused,
+or reach the other instances sharing the port) while the Unix socket stays
+for the console; under WAIT_FOR_SERVERS every client that needs a server is
+told "server shutting down" and the process exits once no server is in use
+anywhere; RESUME and SIGUSR2 do not undo a shutdown."""
+
+import os
+import signal
+import socket
+import threading
+import time
+
+import psycopg
+import pytest
+
+import util
+
+WORKERS_MATRIX = (1, 4)
+# PgBouncer 1.25's behaviour (its docs and source); 1.18 closes the Unix
+# socket too and lets queued clients wait.
+pytestmark = pytest.mark.pgcrew_only
+
+
+def refused(port):
+    with socket.socket() as s:
+        s.settimeout(2)
+        return s.connect_ex((util.HOST, port)) != 0
+
+
+def console_on_unix(p):
+    return psycopg.connect(host=p.workdir, port=p.port, dbname="pgbouncer", user="trust_user",
+                           autocommit=True, connect_timeout=5)
+
+
+def test_sigterm_closes_tcp_keeps_console(pg15, make_pooler):
+    p = make_pooler(pg15, settings={"pool_mode": "transaction"})
+    client = p.connect()
+    assert client.execute("SELECT 1").fetchone() == (1,)
+    os.kill(p.pid, signal.SIGTERM)
+    util.wait_until(lambda: refused(p.port), 5, interval=0.1,
+                    what="the TCP listeners to close on SIGTERM")
+    with console_on_unix(p) as admin:
+        assert admin.execute("SHOW VERSION").fetchone()
+        with pytest.raises(psycopg.Error, match="pooler is shutting down"):
+            admin.execute("RESUME")
+    os.kill(p.pid, signal.SIGUSR2)
+    p.wait_for_log(r"got SIGUSR2 while shutting down, ignoring")
+    # WAIT_FOR_CLIENTS: the connected client is still served, then the
+    # process exits when it leaves.
+    assert client.execute("SELECT 2").fetchone() == (2,)
+    assert p.proc.poll() is None
+    client.close()
+    p.proc.wait(timeout=10)
+    assert p.proc.returncode == 0
+
+
+def test_sigint_waits_for_servers_instance_wide(pg15, make_pooler, pooler_workers):
+    p = make_pooler(pg15, settings={"pool_mode": "transaction", "default_pool_size": 1})
+    holder = p.connect(autocommit=False)
+    holder.execute("SELECT 1")                   # a transaction holds the only server
+    others = [p.connect() for _ in range(2 * pooler_workers)]   # on every worker, likely
+    outcome = {}
+
+    def queued():
+        try:
+            others[0].execute("SELECT 1")
+            outcome["q"] = "served"
+        except psycopg.Error as exc:
+            outcome["q"] = str(exc)
+
+    waiter = threading.Thread(target=queued)
+    waiter.start()
+    time.sleep(0.5)                              # queued behind the holder
+    os.kill(p.pid, signal.SIGINT)
+    waiter.join(10)
+    assert "server shutting down" in outcome.get("q", ""), outcome
+    for c in others[1:]:                         # idle clients needing a server
+        with pytest.raises(psycopg.OperationalError, match="server shutting down"):
+            c.execute("SELECT 1")
+    time.sleep(1)
+    assert p.proc.poll() is None, "exited while a server was still in use"
+    holder.execute("SELECT 2")                   # its transaction goes on
+    holder.commit()
+    p.proc.wait(timeout=10)
+    assert p.proc.returncode == 0
