@@ -222,7 +222,9 @@ void setting_format(const struct config *cfg, const struct setting *s, char *buf
 /* SET key = value: parse and store one [pgbouncer] key; -1 on an unknown
  * key, a bad value or a key that needs a restart. */
 int config_set(struct config *cfg, const char *key, const char *value, struct config_error *err) MUSTCHECK;
-/* -1 if a CF_NO_RELOAD key differs: the message names every such key. */
-int config_check_reload(const struct config *oldc, const struct config *newc, struct config_error *err) MUSTCHECK;
+/* RELOAD: a key that needs a restart (CF_NO_RELOAD) and differs in the new
+ * file keeps its running value in newc, as PgBouncer does; returns how many
+ * were kept, their names in names. */
+int config_keep_restart_keys(const struct config *oldc, struct config *newc, char *names, size_t len);
 
 #endif

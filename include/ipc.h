@@ -46,6 +46,8 @@ enum ipc_type {
 	                          client when they are linked (session pooling) */
 	IPC_SHUTDOWN_READY,    /* worker -> sup: SHUTDOWN WAIT_FOR_SERVERS, no server in use
 	                          here; the supervisor ends all workers once every one is */
+	IPC_RELOAD_APPLIED,    /* worker -> sup: RELOAD_COMMIT or _ABORT done here (the
+	                          console's RELOAD answers once every worker has) */
 	IPC_TYPE_COUNT
 };
 
@@ -62,6 +64,10 @@ enum shutdown_mode {
  * now points), and for a server whether a client came for it first. */
 #define IPC_TAKEN_WORKER(reqid) ((int)((reqid) & 0xffffu))
 #define IPC_TAKEN_PAIRED 0x10000u
+
+/* IPC_ADMIN_REQ's text for the console's RELOAD: the supervisor reloads
+ * and answers IPC_ADMIN_DONE once every worker has applied it. */
+#define ADMIN_RELOAD_REQ "RELOAD"
 
 /* IPC_SERVER_FD's reqid beside a slot request's id (those start at 1):
  * UNASKED, for a worker whose client waits longest but has no request

@@ -85,7 +85,7 @@ struct puser {                            /* a user known to this worker */
 	struct scram_secret scram_keys;
 	int pool_mode;                    /* -1 = not set */
 	int pool_size, reserve_pool_size, max_user_connections, max_user_client_connections;
-	usec_t query_timeout, idle_transaction_timeout, client_idle_timeout;
+	usec_t query_timeout, idle_transaction_timeout, client_idle_timeout, transaction_timeout;
 	int n_servers, n_clients;         /* this worker's */
 	int shm_idx;                      /* instance-wide client count (shm.h), -1 = none */
 	bool mark;

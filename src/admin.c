@@ -196,14 +196,20 @@ static void send_command_complete(struct client *c, const char *tag)
 /* Set by every console error: the extended protocol then skips to Sync. */
 static bool cmd_failed;
 
-static void send_admin_error(struct client *c, const char *fmt, const char *arg)
+static void send_admin_error_code(struct client *c, const char *sqlstate, const char *fmt,
+				  const char *arg)
 {
 	struct pktbuf pb;
 	cmd_failed = true;
 	pktbuf_init(&pb, 128);
-	pkt_write_error(&pb, "ERROR", "08P01", fmt, arg);
+	pkt_write_error(&pb, "ERROR", sqlstate, fmt, arg);
 	(void)stream_write(&c->s, &pb);
 	pktbuf_free(&pb);
+}
+
+static void send_admin_error(struct client *c, const char *fmt, const char *arg)
+{
+	send_admin_error_code(c, "08P01", fmt, arg);
 }
 
 
@@ -706,9 +712,8 @@ static void run_local(struct client *c, enum cmd_kind k, const struct view *v, c
 		write_result(c, &r);
 		break;
 	case CMD_RELOAD:
-		/* The supervisor reloads every worker, all or none (two phases). */
-		kill(getppid(), SIGHUP);
-		send_command_complete(c, "RELOAD");
+		/* Answered by the fan-out (start_fanout) once every worker has
+		 * applied the file, or with PgBouncer's error. */
 		break;
 	case CMD_SHUTDOWN:
 	case CMD_SHUTDOWN_SERVERS:
@@ -757,7 +762,7 @@ struct admin_fanout {
  * collects every worker's answer, deferred ones included. */
 static bool wants_fanout(enum cmd_kind k, const struct view *v)
 {
-	if (k == CMD_CONTROL || k == CMD_SET)
+	if (k == CMD_CONTROL || k == CMD_SET || k == CMD_RELOAD)
 		return true;
 	return shm_n_workers() > 1 && k == CMD_VIEW && v->per_worker;
 }
@@ -777,6 +782,8 @@ static bool start_fanout(struct client *c, enum cmd_kind k, const struct view *v
 	pktbuf_init(&f->header, 256);
 	rowset_init(&f->rows, v ? v->rule : NULL);
 	c->fanout = f;
+	if (k == CMD_RELOAD)
+		sql = ADMIN_RELOAD_REQ;
 	if (ipc_send(W->sup, IPC_ADMIN_REQ, (uint32_t)c->id, sql, (uint32_t)strlen(sql) + 1, -1) < 0) {
 		admin_fanout_free(c);
 		return false;
@@ -802,6 +809,10 @@ static void finish_fanout(struct client *c)
 
 	if (f->bad)
 		send_admin_error(c, "%s", "a worker's answer could not be read");
+	else if (f->kind == CMD_RELOAD && f->err[0])
+		send_admin_error_code(c, "F0000", "%s", f->err);    /* config_file_error */
+	else if (f->kind == CMD_RELOAD)
+		send_command_complete(c, "RELOAD");
 	else if (f->err[0])
 		send_admin_error(c, "%s", f->err);
 	else if (f->kind == CMD_CONTROL)
@@ -943,6 +954,8 @@ enum stream_action admin_run_text(struct client *c, char *sql, bool header, cons
 				log_info("%s '%s' command issued", ctl_name(ctl), arg);
 			else if (k == CMD_CONTROL)
 				log_info("%s command issued", ctl_name(ctl));
+			else if (k == CMD_RELOAD)
+				log_info("RELOAD command issued");
 			if (start_fanout(c, k, v, ctl, sql))
 				return SA_PAUSE;
 			send_admin_error(c, "%s", "could not reach the other workers");

@@ -69,7 +69,7 @@ static void check_active(struct pool *p, usec_t now)
 	usec_t idle = eff(u->client_idle_timeout, cfg->client_idle_timeout);
 	usec_t itx = eff(u->idle_transaction_timeout, cfg->idle_transaction_timeout);
 	usec_t qt = eff(u->query_timeout, cfg->query_timeout);
-	usec_t xt = cfg->transaction_timeout;
+	usec_t xt = eff(u->transaction_timeout, cfg->transaction_timeout);
 	struct list *it, *tmp;
 
 	list_for_each_safe(it, tmp, &p->active_clients) {

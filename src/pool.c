@@ -217,6 +217,7 @@ static void user_apply(struct puser *u)
 	u->query_timeout = ud ? ud->query_timeout : -1;
 	u->idle_transaction_timeout = ud ? ud->idle_transaction_timeout : -1;
 	u->client_idle_timeout = ud ? ud->client_idle_timeout : -1;
+	u->transaction_timeout = ud ? ud->transaction_timeout : -1;
 }
 
 struct puser *pool_find_user(const char *name)

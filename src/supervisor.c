@@ -37,6 +37,7 @@ struct slot {
 	bool reload_asked;         /* owes a RELOAD_DONE for the running reload */
 	bool reload_missed;        /* started during a reload: gets it after */
 	bool shutdown_ready;       /* WAIT_FOR_SERVERS: no server in use there */
+	bool apply_owed;           /* owes a RELOAD_APPLIED */
 };
 
 static struct {
@@ -58,6 +59,10 @@ static struct {
 	struct config *staged;
 	int reload_pending;
 	bool reload_failed;
+	int apply_pending;         /* workers yet to apply the reload's COMMIT / ABORT */
+	bool apply_failed;
+	struct reload_asker { int slot; uint32_t reqid; } askers[16];   /* console RELOADs waiting */
+	int n_askers;
 	/* online restart */
 	bool takeover;             /* -R: release the old process once all workers run */
 	int n_ready;
@@ -482,11 +487,32 @@ const struct config *supervisor_config(void)
 	return sup.cfg;
 }
 
+static void do_reload(bool from_console);
+
+/* The console's RELOAD: the reload runs here, as for SIGHUP, and the
+ * console answers once every worker has applied it (or it failed). */
+static bool admin_reload_here(int slot, const struct ipc_hdr *hdr, const void *payload)
+{
+	const char *text = payload;
+	if (hdr->len == 0 || text[hdr->len - 1] != 0 || strcmp(text, ADMIN_RELOAD_REQ) != 0)
+		return false;
+	if (sup.n_askers == (int)ARRAY_SIZE(sup.askers)) {
+		static const char busy[] = "too many RELOAD commands at once";
+		send_to(slot, IPC_ADMIN_DONE, hdr->reqid, busy, sizeof(busy));
+		return true;
+	}
+	sup.askers[sup.n_askers++] = (struct reload_asker){ slot, hdr->reqid };
+	do_reload(true);
+	return true;
+}
+
 static void on_admin_msg(int slot, const struct ipc_hdr *hdr, const void *payload)
 {
 	struct fan *f;
 	switch (hdr->type) {
 	case IPC_ADMIN_REQ:
+		if (admin_reload_here(slot, hdr, payload))
+			break;
 		if (!admin_set_here(slot, hdr, payload))
 			break;
 		f = fan_new(slot, hdr->reqid);
@@ -542,9 +568,47 @@ static void pass_client(int from, const struct ipc_hdr *hdr, const void *payload
 
 /* ---- reload ---- */
 
+/* The console's RELOAD answers once the reload is over everywhere: an
+ * empty text, or PgBouncer's error for a refused file. */
+static void answer_askers(bool failed)
+{
+	static const char fail_text[] = "RELOAD failed, see logs for additional details";
+	for (int i = 0; i < sup.n_askers; i++) {
+		if (!sup.slots[sup.askers[i].slot].ch)
+			continue;
+		send_to(sup.askers[i].slot, IPC_ADMIN_DONE, sup.askers[i].reqid, failed ? fail_text : "",
+			failed ? (uint32_t)sizeof(fail_text) : 1);
+	}
+	sup.n_askers = 0;
+}
+
+static void reload_applied(int slot)
+{
+	struct slot *s = &sup.slots[slot];
+	if (!s->apply_owed)
+		return;
+	s->apply_owed = false;
+	if (--sup.apply_pending == 0)
+		answer_askers(sup.apply_failed);
+}
+
+/* Phase two sent: wait for every running worker to apply it. */
+static void await_applied(bool failed)
+{
+	sup.apply_failed = failed;
+	sup.apply_pending = 0;
+	for (int i = 0; i < sup.n_slots; i++) {
+		sup.slots[i].apply_owed = sup.slots[i].ch != NULL;
+		sup.apply_pending += sup.slots[i].apply_owed;
+	}
+	if (sup.apply_pending == 0)
+		answer_askers(failed);
+}
+
 static void reload_finish(void)
 {
 	sdnotify("READY=1\nSTATUS=%s", sup.reload_failed ? "reload failed" : "reloaded");
+	await_applied(sup.reload_failed);
 	if (sup.reload_failed) {
 		log_error("config reload failed in a worker, keeping the old configuration everywhere");
 		broadcast(IPC_RELOAD_ABORT, NULL, 0);
@@ -733,6 +797,9 @@ static void on_worker_msg(struct ipc_chan *ch, const struct ipc_hdr *hdr, const 
 		sup.slots[slot].shutdown_ready = true;
 		check_all_ready();
 		break;
+	case IPC_RELOAD_APPLIED:
+		reload_applied(slot);
+		break;
 	default:
 		fatal("ipc: unexpected %s from worker %d", ipc_type_name(hdr->type), slot);
 	}
@@ -824,6 +891,7 @@ static void worker_died(int slot, int status)
 	pid_t old_pid = s->pid;
 	s->pid = 0;
 	reload_answered(slot, true);    /* a dead worker does not hold a reload up */
+	reload_applied(slot);
 	fans_worker_gone(slot);
 	if (!sup.shutting_down)
 		ledger_settle();
@@ -863,14 +931,15 @@ static void reap_children(void)
 
 /* ---- signals ---- */
 
-static void do_reload(void)
+static void do_reload(bool from_console)
 {
 	struct config *cfg = NULL;
 	struct config_error err;
 
-	log_info("got SIGHUP, re-reading config");
+	if (!from_console)
+		log_info("got SIGHUP, re-reading config");
 	log_reopen();
-	if (sup.staged) {
+	if (sup.staged || sup.apply_pending > 0) {
 		log_warning("config reload already in progress, SIGHUP ignored");
 		return;
 	}
@@ -878,14 +947,13 @@ static void do_reload(void)
 	if (config_load(sup.cfg->conffile, &cfg, &err) < 0) {
 		log_error("config reload failed, keeping the old configuration: %s", err.msg);
 		sdnotify("READY=1\nSTATUS=reload failed: %s", err.msg);
+		answer_askers(true);
 		return;
 	}
-	if (config_check_reload(sup.cfg, cfg, &err) < 0) {
-		log_error("config reload failed, keeping the old configuration: %s", err.msg);
-		sdnotify("READY=1\nSTATUS=reload failed: %s", err.msg);
-		config_free(cfg);
-		return;
-	}
+	char kept[400];
+	if (config_keep_restart_keys(sup.cfg, cfg, kept, sizeof(kept)) > 0)
+		log_warning("config reload: these settings need a restart and keep their running values: %s",
+			    kept);
 	/* Phase one: every worker loads and checks the file itself and
 	 * answers; only when all succeed do they apply it (reload_finish). */
 	sup.staged = cfg;
@@ -937,7 +1005,7 @@ static void on_signal(evutil_socket_t signo, short what, void *arg)
 {
 	switch (signo) {
 	case SIGHUP:
-		do_reload();
+		do_reload(false);
 		break;
 	case SIGINT:
 		log_info("got SIGINT, shutting down, waiting for all servers connections to be released");

@@ -350,11 +350,9 @@ static void stage_reload(void)
 	if (config_load(W->cfg->conffile, &cfg, &err) < 0) {
 		log_error("config reload failed: %s", err.msg);
 		status = -1;
-	} else if (config_check_reload(W->cfg, cfg, &err) < 0) {
-		log_error("config reload failed: %s", err.msg);
-		config_free(cfg);
-		status = -1;
 	} else {
+		char kept[400];     /* the supervisor logs them, once */
+		(void)config_keep_restart_keys(W->cfg, cfg, kept, sizeof(kept));
 		W->staged = cfg;
 	}
 	if (ipc_send(W->sup, IPC_RELOAD_DONE, 0, &status, sizeof(status), -1) < 0)
@@ -369,6 +367,8 @@ static void finish_reload(bool commit)
 		worker_apply_config(cfg);
 	else
 		config_free(cfg);
+	if (ipc_send(W->sup, IPC_RELOAD_APPLIED, 0, NULL, 0, -1) < 0)
+		log_warning("could not tell the supervisor the reload is applied");
 }
 
 static bool payload_is(const struct ipc_hdr *hdr, size_t len)

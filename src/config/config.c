@@ -239,6 +239,12 @@ static int validate(struct config *cfg, struct config_error *err)
 {
 	if (validate_external_auth(cfg, err) < 0)
 		return -1;
+	if (strcmp(cfg->auth_dbname, "pgbouncer") == 0 || strcmp(cfg->auth_dbname, "pgcrew") == 0) {
+		/* PgBouncer's words: the console has no auth_query to run. */
+		config_error_set(err, "%s: cannot use the reserved \"pgbouncer\" database as an auth_dbname",
+				 cfg->path);
+		return -1;
+	}
 	if (auth_needs_secrets(cfg->auth_type) && cfg->auth_file[0] == '\0' && cfg->auth_user[0] == '\0') {
 		config_error_set(err, "%s: auth_file must be set when auth_type is %s (or set auth_user)",
 				 cfg->path, auth_type_name(cfg->auth_type));

@@ -459,22 +459,27 @@ int config_set(struct config *cfg, const char *key, const char *value, struct co
 	return 0;
 }
 
-int config_check_reload(const struct config *oldc, const struct config *newc, struct config_error *err)
+int config_keep_restart_keys(const struct config *oldc, struct config *newc, char *names, size_t len)
 {
-	char a[512], b[512], names[400] = "";
+	char a[512], b[512], msg[300];
 	size_t used = 0;
+	int kept = 0;
 
+	if (len)
+		names[0] = 0;
 	for (size_t i = 0; i < ARRAY_SIZE(table); i++) {
 		if (!(table[i].flags & CF_NO_RELOAD))
 			continue;
 		setting_format(oldc, &table[i], a, sizeof(a));
 		setting_format(newc, &table[i], b, sizeof(b));
-		if (strcmp(a, b) != 0 && used < sizeof(names))
-			used += (size_t)snprintf(names + used, sizeof(names) - used, "%s%s",
-						 used ? ", " : "", table[i].name);
+		if (strcmp(a, b) == 0)
+			continue;
+		if (setting_parse(newc, &table[i], a, msg, sizeof(msg)) < 0)
+			fatal("setting %s: its own value '%s' does not parse back: %s", table[i].name, a, msg);
+		kept++;
+		if (used < len)
+			used += (size_t)snprintf(names + used, len - used, "%s%s", used ? ", " : "",
+						 table[i].name);
 	}
-	if (used == 0)
-		return 0;
-	config_error_set(err, "cannot change on reload (restart needed): %s", names);
-	return -1;
+	return kept;
 }

@@ -128,6 +128,21 @@ def test_transaction_timeout(pg15, make_pooler):
         assert fresh.execute("SELECT 1").fetchone() == (1,)
 
 
+@pytest.mark.pgcrew_only  # transaction_timeout is new in PgBouncer 1.25
+@pytest.mark.parametrize("workers", [1, 4])
+def test_transaction_timeout_per_user(pg15, make_pooler, workers):
+    """[users] transaction_timeout applies to that user only."""
+    p = make_pooler(pg15, settings={"workers": workers},
+                    users={"trust_user": "transaction_timeout=1"})
+    conn = p.connect(autocommit=False)
+    conn.execute("SELECT 1")
+    with pytest.raises(psycopg.OperationalError, match="transaction timeout"):
+        conn.execute("SELECT pg_sleep(4)")
+    other = p.connect(user="md5_user", password="md5-secret", autocommit=False)
+    assert other.execute("SELECT 1 FROM pg_sleep(1.5)").fetchone() == (1,)
+    other.commit()
+
+
 # -- 2. query_wait_notify -------------------------------------------------------
 
 

@@ -138,3 +138,64 @@ def test_reload_of_server_tls_settings_retires_servers(pg15, make_pooler, worker
                     what="the old backend to go")
     assert conn.execute("SELECT pg_backend_pid()").fetchone()[0] != before
     conn.close()
+
+
+@pytest.mark.parametrize("workers", [1, 4])
+def test_console_reload_answers_once_applied(pg15, make_pooler, workers):
+    """The console's RELOAD returns after every worker runs the new file
+    (as PgBouncer's synchronous reload): a database added by it is there
+    for the very next connections, on whichever worker they land."""
+    p = make_pooler(pg15, settings={"workers": workers})
+    p.databases["added"] = pg15.dsn("otherdb")
+    p.write_config()
+    with p.admin() as admin:
+        admin.execute("RELOAD")
+    conns = [p.connect(dbname="added") for _ in range(3 * workers)]
+    for c in conns:
+        assert c.execute("SELECT current_database()").fetchone() == ("otherdb",)
+        c.close()
+
+
+@pytest.mark.pgcrew_only   # PgBouncer 1.18 answers a failed RELOAD without an error
+def test_console_reload_of_a_bad_file_fails(pg15, make_pooler):
+    """A file that is refused: PgBouncer's error (SQLSTATE F0000) for the
+    console, the reason in the log, the running configuration untouched;
+    auth_dbname = pgbouncer is such a file."""
+    p = make_pooler(pg15, settings={"workers": 2})
+    good_ini = open(p.ini_path).read()
+    for bad, why in (("pool_mode = not_a_mode", 'invalid value "not_a_mode"'),
+                     ("auth_dbname = pgbouncer",
+                      'cannot use the reserved "pgbouncer" database as an auth_dbname')):
+        p.write_config(raw_ini=good_ini.replace("[pgbouncer]", "[pgbouncer]\n" + bad + "\n", 1))
+        mark = len(p.log_text())
+        with p.admin() as admin:
+            with pytest.raises(psycopg.Error) as err:
+                admin.execute("RELOAD")
+            assert err.value.sqlstate == "F0000"
+            assert "RELOAD failed, see logs for additional details" in str(err.value)
+        p.wait_for_log(why, since=mark)
+        with p.connect() as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+    p.write_config(raw_ini=good_ini)
+
+
+@pytest.mark.pgcrew_only   # PgBouncer 1.18 logs nothing naming the kept keys
+def test_reload_keeps_restart_keys_applies_the_rest(pg15, make_pooler):
+    """A file whose restart-only keys differ (here it leaves unix_socket_dir
+    out, so its default /tmp differs) is still applied for everything else,
+    with one WARNING naming the keys kept at their running values."""
+    p = make_pooler(pg15, settings={"workers": 2})
+    del p.settings["unix_socket_dir"]
+    p.databases["added"] = pg15.dsn("otherdb")
+    p.write_config()
+    mark = len(p.log_text())
+    with p.admin() as admin:
+        admin.execute("RELOAD")
+    p.wait_for_log(r"WARNING config reload: these settings need a restart and keep their "
+                   r"running values: unix_socket_dir", since=mark)
+    with p.connect(dbname="added") as conn:
+        assert conn.execute("SELECT current_database()").fetchone() == ("otherdb",)
+    # The Unix socket is where it was.
+    with psycopg.connect(host=p.workdir, port=p.port, dbname="pgbouncer", user="trust_user",
+                         autocommit=True, connect_timeout=5) as admin:
+        assert admin.execute("SHOW VERSION").fetchone()

@@ -670,11 +670,22 @@ static void test_check_reload(void **state)
 				   "unix_socket_dir = /run\nworkers = 2\ndefault_pool_size = 5\n");
 	struct config_error err = { "" };
 
+	char names[200], v[64];
+
 	(void)state;
-	assert_int_equal(config_check_reload(a, b, &err), 0);       /* only reloadable keys differ */
-	assert_int_equal(config_check_reload(a, c, &err), -1);
-	assert_string_equal(err.msg, "cannot change on reload (restart needed): "
-			    "listen_port, unix_socket_dir, workers");
+	(void)err;
+	assert_int_equal(config_keep_restart_keys(a, b, names, sizeof(names)), 0);  /* only reloadable keys differ */
+	assert_string_equal(names, "");
+	assert_int_equal(config_keep_restart_keys(a, c, names, sizeof(names)), 3);
+	assert_string_equal(names, "listen_port, unix_socket_dir, workers");
+	/* the running values stay; the reloadable one is the new file's */
+	assert_int_equal(c->listen_port, 6432);
+	setting_format(c, setting_find("unix_socket_dir"), v, sizeof(v));
+	assert_string_equal(v, "/tmp");
+	setting_format(c, setting_find("workers"), v, sizeof(v));
+	assert_string_equal(v, "auto");
+	assert_int_equal(c->default_pool_size, 5);
+	assert_int_equal(config_keep_restart_keys(a, c, names, sizeof(names)), 0);
 	config_free(a);
 	config_free(b);
 	config_free(c);
