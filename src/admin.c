@@ -573,31 +573,33 @@ struct view {
 	void (*fn)(struct result *r);
 	const char *rule;          /* how rows of several workers merge (rowmerge.h) */
 	bool per_worker;           /* every worker has rows of its own */
+	bool flush_all;            /* read from shared memory once every worker has
+				      flushed its counts (current when read) */
 };
 
 static const struct view views[] = {
-	{ "version", view_version, NULL, false },
-	{ "config", view_config, NULL, false },
-	{ "pools", view_pools, "kk+++++++++++Wwff", true },
-	{ "clients", admin_view_clients, NULL, true },
-	{ "servers", admin_view_servers, NULL, true },
-	{ "databases", view_databases, "kfffffffffff+f+MM", true },
-	{ "users", view_users, "kffff+f+", true },
-	{ "lists", view_lists, "kL", true },
-	{ "stats", view_stats, NULL, false },      /* shared memory has all */
-	{ "stats_totals", view_stats_totals, NULL, false },
-	{ "stats_averages", view_stats_averages, NULL, false },
-	{ "totals", view_totals, NULL, false },
-	{ "state", view_state, NULL, false },
-	{ "dns_hosts", view_dns_hosts, "kMf", true },
-	{ "dns_zones", view_dns_zones, NULL, true },
-	{ "workers", view_workers, "nfffffffff", true },
-	{ "peers", view_peers, NULL, false },
-	{ "peer_pools", view_peer_pools, "k++++", true },
-	{ "fds", admin_view_fds, NULL, true },
-	{ "sockets", admin_view_sockets, NULL, true },
-	{ "active_sockets", admin_view_active_sockets, NULL, true },
-	{ "mem", admin_view_mem, "kf+++", true },
+	{ "version", view_version, NULL, false, false },
+	{ "config", view_config, NULL, false, false },
+	{ "pools", view_pools, "kk+++++++++++Wwff", true, false },
+	{ "clients", admin_view_clients, NULL, true, false },
+	{ "servers", admin_view_servers, NULL, true, false },
+	{ "databases", view_databases, "kfffffffffff+f+MM", true, false },
+	{ "users", view_users, "kffff+f+", true, false },
+	{ "lists", view_lists, "kL", true, false },
+	{ "stats", view_stats, NULL, false, true },      /* shared memory has all */
+	{ "stats_totals", view_stats_totals, NULL, false, true },
+	{ "stats_averages", view_stats_averages, NULL, false, false },  /* per stats_period */
+	{ "totals", view_totals, NULL, false, true },
+	{ "state", view_state, NULL, false, false },
+	{ "dns_hosts", view_dns_hosts, "kMf", true, false },
+	{ "dns_zones", view_dns_zones, NULL, true, false },
+	{ "workers", view_workers, "nfffffffff", true, false },
+	{ "peers", view_peers, NULL, false, false },
+	{ "peer_pools", view_peer_pools, "k++++", true, false },
+	{ "fds", admin_view_fds, NULL, true, false },
+	{ "sockets", admin_view_sockets, NULL, true, false },
+	{ "active_sockets", admin_view_active_sockets, NULL, true, false },
+	{ "mem", admin_view_mem, "kf+++", true, false },
 };
 
 const char *admin_view_rule(const char *view)
@@ -764,7 +766,7 @@ static bool wants_fanout(enum cmd_kind k, const struct view *v)
 {
 	if (k == CMD_CONTROL || k == CMD_SET || k == CMD_RELOAD)
 		return true;
-	return shm_n_workers() > 1 && k == CMD_VIEW && v->per_worker;
+	return shm_n_workers() > 1 && k == CMD_VIEW && (v->per_worker || v->flush_all);
 }
 
 static bool start_fanout(struct client *c, enum cmd_kind k, const struct view *v, enum ctl_cmd ctl,
@@ -819,7 +821,12 @@ static void finish_fanout(struct client *c)
 		send_command_complete(c, ctl_name(f->ctl));
 	else if (f->kind == CMD_SET)
 		send_command_complete(c, f->tag);
-	else {
+	else if (f->view && f->view->flush_all) {
+		/* Every worker has flushed: shared memory is current now. */
+		struct result r;
+		f->view->fn(&r);
+		write_result(c, &r);
+	} else {
 		pktbuf_init(&pb, f->header.len + 1024);
 		pktbuf_put_bytes(&pb, f->header.buf, f->header.len);
 		rowset_write(&f->rows, &pb);
@@ -889,7 +896,9 @@ void admin_remote_run(uint32_t fanid, const char *text, size_t len)
 	} else {
 		memcpy(sql, text, len);
 		enum cmd_kind k = parse_command(sql, &v, &arg, &ctl);
-		if (k == CMD_VIEW) {
+		if (k == CMD_VIEW && v->flush_all) {
+			stats_flush();      /* the asking worker reads shared memory */
+		} else if (k == CMD_VIEW) {
 			struct result r;
 			v->fn(&r);
 			/* Parts end on message boundaries and fit one IPC message. */
