@@ -16,6 +16,10 @@ void client_close(struct client *c, bool send_error, const char *reason);
 void client_close_sqlstate(struct client *c, const char *sqlstate, const char *reason);
 /* Begin authentication per auth_type (c->login_user may be NULL: mock). */
 void client_start_auth(struct client *c);
+/* A console login counts in its user's and the console database's client
+ * counts, limited by max_user/db_client_connections unless exempt
+ * (admin_users), as in PgBouncer; false: refused and closed. */
+bool client_count_console(struct client *c, bool exempt);
 /* auth_query answered: u is the user, with the secret it fetched. */
 void client_login_found(struct client *c, struct puser *u);
 /* extauth.c: an LDAP or PAM check accepted the client's password. */

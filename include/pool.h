@@ -21,6 +21,10 @@ struct database *pool_admin_db(void);
 struct puser *pool_find_user(const char *name);
 /* A user not in auth_file (forced user, auth_type=any): created on demand. */
 struct puser *pool_get_user(const char *name);
+/* Only a user object this worker already has (no auth_file lookup). */
+struct puser *pool_find_user_here(const char *name);
+/* u as pool_get_user would make it, without keeping it (SHOW USERS). */
+void pool_user_defaults(struct puser *u, const char *name);
 struct pool *pool_get(struct database *db, struct puser *user);
 
 /* Effective settings of a pool (db/user overrides, then globals). */

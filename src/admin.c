@@ -14,6 +14,7 @@
 #include "control.h"
 #include "dns.h"
 #include "peer.h"
+#include "config/userlist.h"
 #include "pool.h"
 #include "proto/build.h"
 #include "proto/error.h"
@@ -99,6 +100,8 @@ void admin_client_login(struct client *c, const struct startup_msg *m)
 	if (c->login_user)
 		c->pool = pool_get(c->db, c->login_user);
 	c->stats_only = !admin;
+	if (!client_count_console(c, admin))
+		return;
 	client_start_auth(c);
 }
 
@@ -301,23 +304,45 @@ static void view_databases(struct result *r)
 			db->reserve_pool_size >= 0 ? db->reserve_pool_size : W->cfg->reserve_pool_size,
 			(int)(life / USEC_PER_SEC), db->pool_mode >= 0 ? pool_mode_name((enum pool_mode)db->pool_mode) : NULL,
 			db->n_hosts > 1 ? (db->load_balance ? "round-robin" : "disable") : NULL,
-			db->max_db_connections, db->n_servers, db->max_db_client_connections, db->n_clients,
+			db->max_db_connections, db->n_servers,
+			db->admin ? W->cfg->max_db_client_connections : db->max_db_client_connections, db->n_clients,
 			db->paused ? 1 : 0, db->disabled ? 1 : 0);
 	}
+}
+
+static void user_row(struct result *r, const struct puser *u)
+{
+	res_row(r, "siisiiii", u->name, u->pool_size, u->reserve_pool_size,
+		u->pool_mode >= 0 ? pool_mode_name((enum pool_mode)u->pool_mode) : NULL,
+		u->max_user_connections, u->n_servers, u->max_user_client_connections, u->n_clients);
+}
+
+/* A user of auth_file or [users] this worker has not met yet: its row as
+ * it would be (PgBouncer lists every user it has loaded). */
+static void unmet_user_row(struct result *r, const char *name)
+{
+	struct puser u;
+	if (pool_find_user_here(name))
+		return;
+	pool_user_defaults(&u, name);
+	user_row(r, &u);
 }
 
 static void view_users(struct result *r)
 {
 	struct list *it;
+	size_t pos = 0;
+	const char *name;
 	res_begin(r, COLS("name", "pool_size", "reserve_pool_size", "pool_mode", "max_user_connections",
 			   "current_connections", "max_user_client_connections", "current_client_connections"),
 		  TYPES(OID_TEXT, OID_INT4, OID_INT4, OID_TEXT, OID_INT4, OID_INT4, OID_INT4, OID_INT4), 8);
-	list_for_each(it, &W->users) {
-		const struct puser *u = container_of(it, struct puser, node);
-		res_row(r, "siisiiii", u->name, u->pool_size, u->reserve_pool_size,
-			u->pool_mode >= 0 ? pool_mode_name((enum pool_mode)u->pool_mode) : NULL,
-			u->max_user_connections, u->n_servers, u->max_user_client_connections, u->n_clients);
-	}
+	list_for_each(it, &W->users)
+		user_row(r, container_of(it, struct puser, node));
+	while ((name = userlist_name_at(W->cfg->userlist, &pos)) != NULL)
+		unmet_user_row(r, name);
+	for (int i = 0; i < W->cfg->n_users; i++)
+		if (!W->cfg->userlist || !userlist_find(W->cfg->userlist, W->cfg->users[i].name))
+			unmet_user_row(r, W->cfg->users[i].name);
 }
 
 static void view_config(struct result *r)

@@ -882,22 +882,35 @@ static bool take_client_slot(int shm_idx, int *local, int limit)
 	return true;
 }
 
-static bool check_client_limits(struct client *c)
+/* Count the login against its database and user (instance-wide); over a
+ * limit it is refused, unless exempt (admin_users on the console). */
+static bool count_client(struct client *c, bool exempt)
 {
 	struct database *db = c->db;
 	struct puser *u = c->login_user;
+	int db_limit = exempt ? 0 : db->admin ? W->cfg->max_db_client_connections : db->max_db_client_connections;
 
-	if (!take_client_slot(db->shm_idx, &db->n_clients, db->max_db_client_connections)) {
+	if (!take_client_slot(db->shm_idx, &db->n_clients, db_limit)) {
 		client_close(c, true, "client connections exceeded (max_db_client_connections)");
 		return false;
 	}
 	c->counted_db = true;
-	if (u && !take_client_slot(u->shm_idx, &u->n_clients, u->max_user_client_connections)) {
+	if (u && !take_client_slot(u->shm_idx, &u->n_clients, exempt ? 0 : u->max_user_client_connections)) {
 		client_close(c, true, "client connections exceeded (max_user_client_connections)");
 		return false;
 	}
 	c->counted_user = u != NULL;
 	return true;
+}
+
+static bool check_client_limits(struct client *c)
+{
+	return count_client(c, false);
+}
+
+bool client_count_console(struct client *c, bool exempt)
+{
+	return count_client(c, exempt);
 }
 
 /* PostgreSQL's values: "database" (logical), or a boolean (physical or

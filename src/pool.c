@@ -233,6 +233,25 @@ struct puser *pool_find_user(const char *name)
 	return pool_get_user(name);
 }
 
+struct puser *pool_find_user_here(const char *name)
+{
+	struct list *it;
+	list_for_each(it, &W->users) {
+		struct puser *u = container_of(it, struct puser, node);
+		if (strcmp(u->name, name) == 0)
+			return u;
+	}
+	return NULL;
+}
+
+void pool_user_defaults(struct puser *u, const char *name)
+{
+	memset(u, 0, sizeof(*u));
+	strlcpy_(u->name, name, sizeof(u->name));
+	u->shm_idx = -1;
+	user_apply(u);
+}
+
 struct puser *pool_get_user(const char *name)
 {
 	struct list *it;

@@ -17,6 +17,8 @@ struct userlist *userlist_new_empty(void);
 void userlist_free(struct userlist *ul);
 const char *userlist_find(const struct userlist *ul, const char *user);   /* secret or NULL */
 size_t userlist_count(const struct userlist *ul);
+/* Every user name in turn: start with *pos = 0; NULL after the last. */
+const char *userlist_name_at(const struct userlist *ul, size_t *pos);
 /* md5 + 32 hex digits is MD5; a well-formed SCRAM-SHA-256 verifier is
  * SCRAM; anything else (including a malformed verifier) is plain text. */
 enum userlist_kind userlist_secret_kind(const char *secret);

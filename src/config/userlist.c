@@ -122,6 +122,16 @@ const char *userlist_find(const struct userlist *ul, const char *user)
 	return slot_for(ul, user)->secret;
 }
 
+const char *userlist_name_at(const struct userlist *ul, size_t *pos)
+{
+	while (ul && *pos < ul->cap) {
+		const char *u = ul->slots[(*pos)++].user;
+		if (u)
+			return u;
+	}
+	return NULL;
+}
+
 size_t userlist_count(const struct userlist *ul)
 {
 	return ul ? ul->count : 0;

@@ -365,3 +365,32 @@ def test_show_clients_and_servers_have_pgbouncer_columns(pg15, make_pooler):
     finally:
         idle.close()
         busy.close()
+
+
+@pytest.mark.parametrize("workers", [1, 4])
+def test_console_logins_counted_and_limited(pg15, make_pooler, workers):
+    """As PgBouncer: console logins count in SHOW USERS / SHOW DATABASES,
+    max_user_client_connections and max_db_client_connections apply to them
+    (admin_users exempt), the pgbouncer row shows the global limit, and
+    SHOW USERS lists every auth_file user, met or not."""
+    p = make_pooler(pg15, settings={"workers": workers, "stats_users": "md5_user",
+                                    "max_user_client_connections": 1,
+                                    "max_db_client_connections": 5})
+    admins = [p.admin(), p.admin()]            # admin_users: over the user limit, allowed
+    stats = p.connect("pgbouncer", user="md5_user")
+    with pytest.raises(psycopg.OperationalError, match="max_user_client_connections"):
+        p.connect("pgbouncer", user="md5_user")
+    cur = admins[0].execute("SHOW USERS")
+    names = [d.name for d in cur.description]
+    users = {r[0]: dict(zip(names, r)) for r in cur.fetchall()}
+    assert users["trust_user"]["current_client_connections"] == 2
+    assert users["md5_user"]["current_client_connections"] == 1
+    assert {"scram_user", "plain_user"} <= set(users), "auth_file users not met yet are listed"
+    cur = admins[0].execute("SHOW DATABASES")
+    names = [d.name for d in cur.description]
+    dbs = {r[0]: dict(zip(names, r)) for r in cur.fetchall()}
+    assert dbs["pgbouncer"]["current_client_connections"] == 3
+    assert dbs["pgbouncer"]["max_client_connections"] == 5
+    stats.close()
+    for a in admins:
+        a.close()
