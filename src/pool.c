@@ -220,19 +220,6 @@ static void user_apply(struct puser *u)
 	u->transaction_timeout = ud ? ud->transaction_timeout : -1;
 }
 
-struct puser *pool_find_user(const char *name)
-{
-	struct list *it;
-	list_for_each(it, &W->users) {
-		struct puser *u = container_of(it, struct puser, node);
-		if (strcmp(u->name, name) == 0)
-			return u;
-	}
-	if (!W->cfg->userlist || !userlist_find(W->cfg->userlist, name))
-		return NULL;
-	return pool_get_user(name);
-}
-
 struct puser *pool_find_user_here(const char *name)
 {
 	struct list *it;
@@ -244,6 +231,17 @@ struct puser *pool_find_user_here(const char *name)
 	return NULL;
 }
 
+struct puser *pool_find_user(const char *name)
+{
+	struct puser *u = pool_find_user_here(name);
+	if (u)
+		return u;
+	if (!W->cfg->userlist || !userlist_find(W->cfg->userlist, name))
+		return NULL;
+	return pool_get_user(name);
+}
+
+
 void pool_user_defaults(struct puser *u, const char *name)
 {
 	memset(u, 0, sizeof(*u));
@@ -254,15 +252,12 @@ void pool_user_defaults(struct puser *u, const char *name)
 
 struct puser *pool_get_user(const char *name)
 {
-	struct list *it;
-	list_for_each(it, &W->users) {
-		struct puser *u = container_of(it, struct puser, node);
-		if (strcmp(u->name, name) == 0)
-			return u;
-	}
+	struct puser *u = pool_find_user_here(name);
+	if (u)
+		return u;
 	if (strlen(name) >= NAME_MAX_LEN)
 		return NULL;
-	struct puser *u = xcalloc(1, sizeof(*u));
+	u = xcalloc(1, sizeof(*u));
 	strlcpy_(u->name, name, sizeof(u->name));
 	u->shm_idx = shm_name_index(SHM_USER, name);
 	user_apply(u);
