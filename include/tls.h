@@ -114,6 +114,9 @@ bool tls_conn_server_end_point(struct tls_conn *c, uint8_t *out, size_t *outlen)
 void tls_conn_shutdown(struct tls_conn *c);
 /* Frees the TLS state; does not close fd; sends nothing by itself. */
 void tls_conn_free(struct tls_conn *c);
+/* PgBouncer's description of a connection for logs and SHOW CLIENTS /
+ * SERVERS: "TLSv1.3/TLS_AES_256_GCM_SHA384/ECDH=X25519". */
+const char *tls_conn_info(struct tls_conn *c, char *buf, size_t len);
 /* Kernel TLS for server connections: available when the kernel has the
  * "tls" upper layer loaded (/proc/sys/net/ipv4/tcp_available_ulp, a list
  * the second function reads); then server-facing contexts ask OpenSSL for

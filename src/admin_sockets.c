@@ -62,7 +62,7 @@ static const char *repl_name(enum replication repl)
 
 static void socket_row(struct result *r, const struct sock_info *k, bool debug)
 {
-	char ct[64], rt[64], ptr[32], link[32];
+	char ct[64], rt[64], ptr[32], link[32], tls[96];
 	const struct iobuf *b = k->s->buf;
 	admin_fmt_time(ct, sizeof(ct), k->connect_time);
 	admin_fmt_time(rt, sizeof(rt), k->request_time ? k->request_time : k->connect_time);
@@ -72,7 +72,7 @@ static void socket_row(struct result *r, const struct sock_info *k, bool debug)
 		k->type == 'C' ? "C" : "S", k->user, k->db, repl_name(k->repl),
 		k->state, k->addr, k->port, k->laddr, k->lport, ct, rt, (int)(k->wait / USEC_PER_SEC),
 		(int)(k->wait % USEC_PER_SEC), k->close_needed, ptr, k->link ? link : "", k->remote_pid,
-		k->s->tls ? tls_conn_version(k->s->tls) : "", k->appname ? k->appname : "",
+		k->s->tls ? tls_conn_info(k->s->tls, tls, sizeof(tls)) : "", k->appname ? k->appname : "",
 		k->prepared, k->id,
 		b ? (int)b->recv : 0, b ? (int)b->parse : 0, (int)k->s->pkt_remain, b ? (int)b->done : 0,
 		(int)(k->s->out.len - k->s->out_sent), b ? (int)(b->recv - b->parse) : 0,

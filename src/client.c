@@ -425,9 +425,11 @@ static void finish_login(struct client *c)
 	}
 
 	hist_phase_observe(HIST_PHASE_AUTH, (uint64_t)(util_monotonic() - c->phase_start));
-	if (W->cfg->log_connections)
+	if (W->cfg->log_connections) {
+		char tls[96];
 		log_client(c, LG_LOG, "login attempt: db=%s user=%s tls=%s", c->db_name, c->user_name,
-			   c->s.tls ? tls_conn_version(c->s.tls) : "no");
+			   c->s.tls ? tls_conn_info(c->s.tls, tls, sizeof(tls)) : "no");
+	}
 	/* Console clients get a key too: it names their worker (SHOW WORKERS
 	 * users and tests read it), and a cancel for them is simply dropped. */
 	cancel_register(c);

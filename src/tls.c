@@ -228,8 +228,13 @@ static bool setup_ciphers(SSL_CTX *ssl, const struct tls_settings *s, const char
 
 	if (list != NULL && !SSL_CTX_set_cipher_list(ssl, list))
 		return ctx_fail(err, errlen, side, "tls_ciphers", s->ciphers);
-	if (is_set(s->tls13_ciphers) && !SSL_CTX_set_ciphersuites(ssl, s->tls13_ciphers))
-		return ctx_fail(err, errlen, side, "tls13_ciphers", s->tls13_ciphers);
+	if (is_set(s->tls13_ciphers) && !SSL_CTX_set_ciphersuites(ssl, s->tls13_ciphers)) {
+		/* PgBouncer's words first (operators grep them), then which key. */
+		ERR_clear_error();
+		snprintf(err, errlen, "failed to set the TLSv1.3 cipher suites: %s_tls13_ciphers %s", side,
+			 s->tls13_ciphers);
+		return false;
+	}
 	return true;
 }
 
@@ -847,6 +852,16 @@ const char *tls_conn_error(struct tls_conn *c)
 const char *tls_conn_version(struct tls_conn *c)
 {
 	return SSL_get_version(c->ssl);
+}
+
+const char *tls_conn_info(struct tls_conn *c, char *buf, size_t len)
+{
+	const SSL_CIPHER *ciph = SSL_get_current_cipher(c->ssl);
+	int group = SSL_get_negotiated_group(c->ssl);
+	const char *gname = group > 0 ? OBJ_nid2sn(group) : NULL;
+	snprintf(buf, len, "%s/%s%s%s", SSL_get_version(c->ssl), ciph ? SSL_CIPHER_get_name(ciph) : "-",
+		 gname ? "/ECDH=" : "", gname ? gname : "");
+	return buf;
 }
 
 const char *tls_conn_cipher(struct tls_conn *c)

@@ -2,8 +2,12 @@
 certificate (the tls_files fixture, conftest.py); TLS clients get in,
 plaintext clients are refused."""
 
+import re
+
 import psycopg
 import pytest
+
+from pg_cluster import password
 
 
 def test_tls_required(pg15, make_pooler, tls_files):
@@ -19,5 +23,16 @@ def test_tls_required(pg15, make_pooler, tls_files):
                    sslrootcert=tls_files["ca.crt"]) as conn:
         assert conn.execute("SELECT current_user").fetchone() == (user,)
         assert conn.pgconn.ssl_in_use
+        # PgBouncer's description of the TLS connection, in the log and
+        # in SHOW CLIENTS: version/cipher/ECDH=group (1.25; 1.18 leaves
+        # the group out for TLS 1.3).
+        info = r"TLSv1\.3/TLS_[A-Z0-9_]+" + ("/ECDH=\\w+" if p.kind == "pgcrew" else "")
+        p.wait_for_log(r"login attempt: db=testdb user=scram_user tls=" + info)
+        with p.admin(password=password("trust_user")) as admin:
+            cur = admin.execute("SHOW CLIENTS")
+            names = [d.name for d in cur.description]
+            tls = [dict(zip(names, r))["tls"] for r in cur.fetchall()
+                   if r[1] == user]
+        assert tls and re.fullmatch(info, tls[0]), tls
     with pytest.raises(psycopg.OperationalError):
         p.connect(user=user, password=pw, sslmode="disable")

@@ -1001,7 +1001,7 @@ static void test_ciphers_curves_dh(void **state UNUSED)
 	expect_ctx_error(true, &ss, "client_tls_ciphers no-such-cipher", NULL);
 	ss.ciphers = "";
 	ss.tls13_ciphers = "TLS_NO_SUCH_SUITE";
-	expect_ctx_error(true, &ss, "client_tls13_ciphers TLS_NO_SUCH_SUITE", NULL);
+	expect_ctx_error(true, &ss, "failed to set the TLSv1.3 cipher suites: client_tls13_ciphers TLS_NO_SUCH_SUITE", NULL);
 	ss.ecdhcurve = "no-such-curve";
 	ss.tls13_ciphers = "";
 	expect_ctx_error(true, &ss, "client_tls_ecdhcurve no-such-curve", NULL);
