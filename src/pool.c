@@ -994,6 +994,7 @@ static bool link_pair(struct client *c, struct server *sv)
 				sv->vars_set |= 1u << i;   /* auth_query resets them */
 		/* The client resumes when the SET completes (or is closed
 		 * with the server if sending fails). */
+		server_debug(sv, "varcache_apply: %s", sql);
 		(void)server_run_internal(sv, SI_SETVARS, sql);
 		return false;
 	}

@@ -771,8 +771,15 @@ static void handle_param(struct server *sv, const uint8_t *body, size_t len)
 	bool tracked = varcache_set(&sv->vars, k, v);
 	if (sv->state == SERVER_LOGIN && sv->welcome_src && !tracked)
 		pool_welcome_param(sv->pool, k, v);
-	if (sv->link && tracked)
-		varcache_set(&sv->link->vars, k, v);
+	if (!sv->link || !tracked)
+		return;
+	/* The server's spelling replaces the client's (ISO -> ISO, MDY), so
+	 * the next server it meets needs no SET for an equal value. */
+	const char *had = varcache_get(&sv->link->vars, varcache_lookup(k));
+	if (sv->internal == SI_SETVARS && had && strcmp(had, v) != 0 && log_verbose >= 1)
+		log_client(sv->link, LG_DEBUG, "varcache_set_canonical: setting %s to its canonical version %s -> %s",
+			   k, had, v);
+	varcache_set(&sv->link->vars, k, v);
 }
 
 /* ---- login phase ---- */

@@ -128,3 +128,20 @@ def test_options_texts_as_pgbouncer(pg15, make_pooler):
     q = make_pooler(pg15, settings={"workers": 1, "ignore_startup_parameters": "options"})
     with q.connect(options="-c enable_seqscan=off") as conn:
         assert conn.execute("SHOW enable_seqscan").fetchone() == ("on",)
+
+
+@pytest.mark.pgcrew_only   # PgBouncer 1.18 has no `options`; 1.25 logs these lines
+def test_varcache_lines_at_verbose_2(pg15, make_pooler):
+    """At verbose = 2, PgBouncer's lines for a parameter the server is told
+    (varcache_apply) and for its canonical spelling taken back
+    (varcache_set_canonical); the second query needs no SET."""
+    import re
+    p = make_pooler(pg15, settings={"workers": 1, "verbose": 2, "pool_mode": "transaction"})
+    with p.connect(options="-c DateStyle=ISO") as conn:
+        conn.execute("SELECT 1")
+        conn.execute("SELECT 2")
+        assert conn.execute("SHOW DateStyle").fetchone() == ("ISO, MDY",)
+    log = p.log_text()
+    assert len(re.findall(r"varcache_apply: .*SET DateStyle='ISO'", log)) == 1, log
+    assert len(re.findall(r"varcache_set_canonical: setting DateStyle to its canonical "
+                          r"version ISO -> ISO, MDY", log)) == 1, log
