@@ -836,6 +836,12 @@ static enum ps_verdict client_error(struct ctx *x, const char *code, const char 
 
 	if (whole ? must_flush_to_grow(x, x->len, barrier_len) : !x->can_inject)
 		return PS_FLUSH;
+	/* PgBouncer closes the client with these words; pgcrew answers
+	 * PostgreSQL's error and keeps the session, and logs them still. */
+	if (strcmp(code, "26000") == 0)
+		log_warning("prepared statement '%s' not found", name);
+	else if (strcmp(code, "42P05") == 0)
+		log_warning("prepared statement '%s' was already prepared", name);
 	push_error(x, code, fmt, name);
 	if (!whole) {
 		pktbuf_begin(x->inject, 'D');

@@ -227,6 +227,8 @@ def test_close_then_parse_again(raw):
     msgs = exchange(c, bind("missing") + close(b"S", "s1") + SYNC)
     assert kinds(msgs) == b"EZ" and error_of(msgs)["C"] == "26000"
     assert rows(exchange(c, bind("s1") + execute() + SYNC)) == ["2"]
+    # PgBouncer would disconnect here; its line is logged all the same.
+    raw.pooler.wait_for_log(r"WARNING prepared statement 's1' not found")
 
 
 def test_parse_existing_name(raw):
@@ -238,6 +240,7 @@ def test_parse_existing_name(raw):
     assert kinds(msgs) == b"EZ"            # the rest skipped up to Sync
     msgs = exchange(c, bind("s1") + execute() + SYNC)
     assert rows(msgs) == ["1"]               # the first statement is intact
+    raw.pooler.wait_for_log(r"WARNING prepared statement 's1' was already prepared")
 
 
 def test_error_in_transaction_aborts_it(raw):
