@@ -111,6 +111,7 @@ struct stream {
 	uint32_t max_pkt;          /* max_packet_size for typed packets */
 	uint64_t bytes_in, bytes_out;
 	const char *errmsg;        /* static reason for SE_ERROR */
+	bool bad_header;           /* that SE_ERROR: a packet header that cannot be */
 	stream_pkt_fn on_pkt;
 	stream_event_fn on_event;
 	void *owner;               /* struct client * or struct server * */

@@ -1258,6 +1258,14 @@ static void client_on_event(struct stream *s, enum stream_event ev)
 		client_close(c, false, c->state == CLIENT_LOGIN ? "client unexpected eof" : "client unexpected eof");
 		break;
 	case SE_ERROR:
+		/* A first packet that is no packet at all (node-postgres' early
+		 * Terminate, an HTTP request): closed without a word, as
+		 * PostgreSQL and PgBouncer do. */
+		if (c->state == CLIENT_LOGIN && s->startup && s->bad_header) {
+			log_debug("C-%llu: first packet: %s", (unsigned long long)c->id, s->errmsg);
+			client_close(c, false, "bad packet");
+			break;
+		}
 		client_close(c, c->state == CLIENT_LOGIN, s->errmsg ? s->errmsg : "client connection error");
 		break;
 	case SE_TLS_READY:

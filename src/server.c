@@ -771,15 +771,8 @@ static void handle_param(struct server *sv, const uint8_t *body, size_t len)
 	bool tracked = varcache_set(&sv->vars, k, v);
 	if (sv->state == SERVER_LOGIN && sv->welcome_src && !tracked)
 		pool_welcome_param(sv->pool, k, v);
-	if (!sv->link || !tracked)
-		return;
-	/* The server's spelling replaces the client's (ISO -> ISO, MDY), so
-	 * the next server it meets needs no SET for an equal value. */
-	const char *had = varcache_get(&sv->link->vars, varcache_lookup(k));
-	if (sv->internal == SI_SETVARS && had && strcmp(had, v) != 0 && log_verbose >= 1)
-		log_client(sv->link, LG_DEBUG, "varcache_set_canonical: setting %s to its canonical version %s -> %s",
-			   k, had, v);
-	varcache_set(&sv->link->vars, k, v);
+	if (sv->link && tracked)
+		varcache_set(&sv->link->vars, k, v);
 }
 
 /* ---- login phase ---- */
@@ -871,6 +864,24 @@ bool server_run_internal(struct server *sv, enum server_internal why, const char
 	return send_pb(sv, &pb);
 }
 
+/* After our SET: the server's spelling of each value the client set
+ * replaces the client's (utf-8 -> UTF8, ISO -> ISO, MDY), as PgBouncer's
+ * varcache_set_canonical does. PostgreSQL reports a parameter only when its
+ * value changes, so an equal value in another spelling would otherwise be
+ * SET again on every server the client meets. */
+static void set_canonical(struct server *sv, struct client *c)
+{
+	for (int i = 0; i < varcache_count(); i++) {
+		const char *want = varcache_get(&c->vars, i), *have = varcache_get(&sv->vars, i);
+		if (!want || !have || strcmp(want, have) == 0)
+			continue;
+		if (log_verbose >= 1)
+			log_client(c, LG_DEBUG, "varcache_set_canonical: setting %s to its canonical version %s -> %s",
+				   varcache_name(i), want, have);
+		varcache_set(&c->vars, varcache_name(i), have);
+	}
+}
+
 static void internal_done(struct server *sv, char status)
 {
 	enum server_internal why = sv->internal;
@@ -885,8 +896,10 @@ static void internal_done(struct server *sv, char status)
 	}
 	switch (why) {
 	case SI_SETVARS:
-		if (sv->link)
+		if (sv->link) {
+			set_canonical(sv, sv->link);
 			client_server_linked(sv->link);
+		}
 		break;
 	default:
 		pool_server_ready(sv);

@@ -568,6 +568,7 @@ static bool route_new(struct stream *s)
 		return false;
 	if (st == PKT_BAD) {
 		s->errmsg = why ? why : "bad packet header";
+		s->bad_header = true;
 		fire(s, SE_ERROR);
 		return false;
 	}

@@ -33,6 +33,18 @@ def test_garbage_first_packet(pooler):
     assert_serving(pooler)
 
 
+def test_terminate_before_startup_closes_quietly(pooler):
+    """A Terminate before any startup packet (node-postgres' connect() then
+    end()) is no startup packet: closed without an ErrorResponse, as
+    PostgreSQL and PgBouncer do, logged as PgBouncer logs it."""
+    for _ in range(3):
+        with wire.RawConn(pooler.port) as raw:
+            raw.send(b"X\0\0\0\x04")
+            assert closed_with_error(raw) == ""
+    pooler.wait_for_log(r"closing because: bad packet")
+    assert_serving(pooler)
+
+
 def test_truncated_startup_then_close(pooler):
     packet = wire.startup_packet("trust_user", "testdb")
     with wire.RawConn(pooler.port) as raw:
