@@ -36,13 +36,19 @@ static bool sql_on(const struct client *c)
 	       pool_mode_of(c->pool) != POOL_SESSION;
 }
 
+/* Session pooling passes the client's statement names through, as
+ * PgBouncer does: the server is the client's for the whole session, so SQL
+ * EXECUTE / DEALLOCATE and pg_prepared_statements see the names the driver
+ * chose. A client that already has renamed statements keeps its map. */
 bool psrelay_client_watch(const struct client *c, uint8_t type)
 {
 	if (type == 'Q')
 		return c->ps != NULL || sql_on(c);
 	if (type != 'P' && type != 'B' && type != 'D' && type != 'C')
 		return false;
-	return W->cfg->max_prepared_statements > 0 || c->ps != NULL;
+	if (c->ps != NULL)
+		return true;
+	return W->cfg->max_prepared_statements > 0 && pool_mode_of(c->pool) != POOL_SESSION;
 }
 
 static bool send_scratch(struct stream *to, const struct pktbuf *pb)

@@ -335,6 +335,27 @@ def test_session_mode(pg, make_pooler):
         assert conn.execute("SELECT %s::int", (i,)).fetchone()[0] == i
 
 
+@pytest.mark.parametrize("workers", [1, 4])
+def test_session_mode_passes_names_through(pg, make_pooler, workers):
+    """Session pooling, default max_prepared_statements: the client's own
+    statement names reach PostgreSQL, so SQL DEALLOCATE / EXECUTE of a
+    protocol-prepared name work (pgx Prepare + DEALLOCATE, asyncpg
+    prepare(name=) + EXECUTE, psycopg's eviction), as with PgBouncer."""
+    p = make_pooler(pg, settings=settings(pool_mode="session", workers=workers))
+    c = wire.RawConn(p.port, timeout=10)
+    try:
+        c.login_trust("trust_user", "testdb")
+        assert kinds(exchange(c, parse("ps", "SELECT 41 + 1") + SYNC)) == b"1Z"
+        msgs = exchange(c, wire.query_message(
+            "SELECT name FROM pg_prepared_statements ORDER BY name"))
+        assert rows(msgs) == ["ps"]
+        assert rows(exchange(c, wire.query_message("EXECUTE ps"))) == ["42"]
+        assert error_of(exchange(c, wire.query_message("DEALLOCATE ps"))) is None
+        assert error_of(exchange(c, bind("ps") + execute() + SYNC))["C"] == "26000"
+    finally:
+        c.close()
+
+
 def test_disabled_passes_names_through(pg, make_pooler):
     p = make_pooler(pg, settings=settings(pool_mode="session", max_prepared_statements=0))
     c = wire.RawConn(p.port, timeout=10)
