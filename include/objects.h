@@ -152,6 +152,7 @@ struct client {
 	struct database *db;
 	struct puser *login_user;         /* the user the client authenticated as */
 	struct server *repl_server;       /* its own server (replication), linked or logging in */
+	char *repl_options;               /* replication: its `options`, for its server as sent */
 	const char *user_name;            /* as the client sent them, pooled (strpool.h); "" */
 	const char *db_name;              /* until the startup packet (client_set_names) */
 	char addr[CLIENT_ADDR_LEN];       /* peer */

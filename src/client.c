@@ -250,6 +250,7 @@ void client_free(struct client *c)
 	admin_fanout_free(c);
 	admin_ext_free(c);
 	ps_client_free(c->ps);
+	free(c->repl_options);
 	free(c);
 }
 
@@ -833,6 +834,13 @@ static bool apply_params(struct client *c, const struct startup_msg *m)
 		 * client's own server. */
 		if (!strcmp(k, "user") || !strcmp(k, "database") || !strcmp(k, "replication"))
 			continue;
+		if (!strcmp(k, "options") && c->repl != REPL_NONE) {
+			/* Its own walsender gets them at startup, unchanged, as
+			 * PgBouncer passes them through. */
+			free(c->repl_options);
+			c->repl_options = xstrdup(v);
+			continue;
+		}
 		if (!strcmp(k, "options")) {
 			if (startup_parse_options(v, option_cb, c, err, sizeof(err)) < 0) {
 				client_close(c, true, err);

@@ -417,6 +417,10 @@ static void send_startup(struct server *sv)
 		kv[n++] = "replication";
 		kv[n++] = sv->repl == REPL_LOGICAL ? "database" : "true";
 	}
+	if (sv->repl_owner && sv->repl_owner->repl_options) {
+		kv[n++] = "options";
+		kv[n++] = sv->repl_owner->repl_options;
+	}
 	for (int i = 0; i < varcache_count(); i++) {
 		const char *v = own && varcache_get(own, i) ? varcache_get(own, i)
 							    : varcache_get(&p->db->startup_vars, i);

@@ -183,3 +183,18 @@ def test_bad_replication_value(pg15, make_pooler):
     assert r.returncode != 0
     assert "replication" in r.stderr, r.stderr
     assert walsenders(pg15) == 0
+
+
+def test_replication_options_pass_through(pg15, make_pooler):
+    """A replication client's `options` reach its walsender unchanged, as
+    PgBouncer passes them (an ordinary client's untracked -c is refused)."""
+    p = make_pooler(pg15, settings=SETTINGS, userlist=userlist())
+    conninfo = (f"host={p.host} port={p.port} dbname=testdb user={SUPERUSER} "
+                f"replication=database options='-c enable_seqscan=off -c work_mem=5MB'")
+    r = subprocess.run([os.path.join(PG15_BINDIR, "psql"), "-X", "-At", "-d", conninfo,
+                        "-c", "SHOW enable_seqscan", "-c", "SHOW work_mem"],
+                       capture_output=True, text=True, timeout=30,
+                       env=dict(os.environ, PGCONNECT_TIMEOUT="10"))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["off", "5MB"], r.stdout
+    gone_with_client(pg15, p)
