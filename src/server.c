@@ -565,6 +565,13 @@ static void login_failed_sev(struct server *sv, const char *severity, const char
 		login_refused_for_now(sv, sqlstate, msg);
 		return;
 	}
+	if (sv->repl != REPL_NONE) {
+		/* Only its own client is told (PostgreSQL's words): a failed
+		 * walsender login says nothing about the pool's other logins. */
+		drop_repl_owner(sv, sqlstate && *sqlstate ? sqlstate : "08P01", msg);
+		server_close(sv, msg);
+		return;
+	}
 	snprintf(p->login_error, sizeof(p->login_error), "%s", msg);
 	snprintf(p->login_error_code, sizeof(p->login_error_code), "%s", sqlstate && *sqlstate ? sqlstate : "08P01");
 	p->login_failed_at = util_monotonic();

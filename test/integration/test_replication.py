@@ -198,3 +198,16 @@ def test_replication_options_pass_through(pg15, make_pooler):
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["off", "5MB"], r.stdout
     gone_with_client(pg15, p)
+
+
+def test_failed_replication_login_is_not_cached_for_others(pg15, make_pooler):
+    """A walsender login PostgreSQL refuses (trust_user may not replicate)
+    fails that client with PostgreSQL's words, and nothing more: an
+    ordinary client of the same pool logs in at once, with no cached
+    "server login has been failing" error."""
+    p = make_pooler(pg15, settings=dict(SETTINGS, server_login_retry=30), userlist=userlist())
+    r = psql_replication(p, "database", "IDENTIFY_SYSTEM", user="trust_user")
+    assert r.returncode != 0
+    assert "replication" in r.stderr, r.stderr
+    with p.connect() as conn:
+        assert conn.execute("SELECT current_user").fetchone() == ("trust_user",)
