@@ -444,6 +444,14 @@ static void finish_login(struct client *c)
 	}
 	client_set_state(c, CLIENT_WAITING_LOGIN);
 	c->request_time = util_monotonic();
+	if (c->repl != REPL_NONE) {
+		/* No ordinary login for a replication client (its database may
+		 * be "replication", which takes none): its own walsender's
+		 * parameters are the pool's welcome (server.c login_complete). */
+		if (!c->repl_server)
+			(void)server_launch_replication(c);
+		return;
+	}
 	if (p->n_login == 0 && p->login_failed_at && p->login_error[0] &&
 	    util_monotonic() - p->login_failed_at < W->cfg->server_login_retry) {
 		client_cached_login_error(c, p->login_error);

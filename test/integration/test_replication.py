@@ -211,3 +211,23 @@ def test_failed_replication_login_is_not_cached_for_others(pg15, make_pooler):
     assert "replication" in r.stderr, r.stderr
     with p.connect() as conn:
         assert conn.execute("SELECT current_user").fetchone() == ("trust_user",)
+
+
+def test_pg_receivewal_needs_no_ordinary_login(pg15, make_pooler, tmp_path):
+    """As PgBouncer: a replication pool is welcomed by its own walsender, so
+    an entry whose database is "replication" (no ordinary login can reach
+    it) serves pg_receivewal."""
+    databases = {"testdb": pg15.dsn("testdb"), "replication": pg15.dsn("replication")}
+    p = make_pooler(pg15, settings=SETTINGS, userlist=userlist(), databases=databases)
+    proc = subprocess.Popen([os.path.join(PG15_BINDIR, "pg_receivewal"), "-h", p.host,
+                             "-p", str(p.port), "-U", SUPERUSER, "--no-password",
+                             "-D", str(tmp_path), "--no-loop"],
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        def streaming():
+            assert proc.poll() is None, proc.stderr.read()
+            return any(f.endswith(".partial") for f in os.listdir(tmp_path))
+        util.wait_until(streaming, 20, what="pg_receivewal to stream a WAL segment")
+    finally:
+        stop(proc)
+    gone_with_client(pg15, p)
