@@ -6,7 +6,9 @@
 #include "strpool.h"
 #include "util.h"
 
+#include <ctype.h>
 #include <stdio.h>
+#include <string.h>
 #include <strings.h>
 
 static const char *const builtin[] = {
@@ -149,6 +151,66 @@ static bool put_set(char *buf, size_t len, size_t *n, int idx, const char *v)
 	return true;
 }
 
+/* An encoding name as PostgreSQL matches it: case and punctuation do not
+ * count ("utf-8", "UTF_8" and "UTF8" are one), and "unicode" is UTF8. */
+static void encoding_key(const char *v, char *out, size_t len)
+{
+	size_t n = 0;
+	for (; *v && n + 1 < len; v++)
+		if (isalnum((unsigned char)*v))
+			out[n++] = (char)tolower((unsigned char)*v);
+	out[n] = 0;
+	if (strcmp(out, "unicode") == 0)
+		snprintf(out, len, "utf8");
+}
+
+/* One DateStyle part ("ISO", " MDY"), trimmed, for a case-blind compare. */
+static size_t part_len(const char *p, const char **start)
+{
+	while (*p == ' ')
+		p++;
+	*start = p;
+	size_t n = strcspn(p, ",");
+	while (n > 0 && p[n - 1] == ' ')
+		n--;
+	return n;
+}
+
+/* DateStyle "ISO" sets the output format and keeps the order, so it equals
+ * what the server reports as "ISO, MDY"; two parts must both match. */
+static bool same_datestyle(const char *want, const char *have)
+{
+	const char *a, *b;
+	size_t na = part_len(want, &a), nb = part_len(have, &b);
+	if (na != nb || strncasecmp(a, b, na) != 0)
+		return false;
+	const char *wa = strchr(want, ','), *ha = strchr(have, ',');
+	if (!wa)
+		return true;
+	if (!ha)
+		return false;
+	na = part_len(wa + 1, &a);
+	nb = part_len(ha + 1, &b);
+	return na == nb && strncasecmp(a, b, na) == 0;
+}
+
+/* Equal as the server understands them, though spelt otherwise (the client's
+ * startup spelling against the server's report): no SET is needed. */
+static bool same_meaning(int idx, const char *want, const char *have)
+{
+	char a[64], b[64];
+	if (!have)
+		return false;
+	if (strcasecmp(names[idx], "client_encoding") == 0) {
+		encoding_key(want, a, sizeof(a));
+		encoding_key(have, b, sizeof(b));
+		return a[0] && strcmp(a, b) == 0;
+	}
+	if (strcasecmp(names[idx], "DateStyle") == 0)
+		return same_datestyle(want, have);
+	return false;
+}
+
 bool varcache_diff_query(const struct varcache *want, const struct varcache *have,
 			 char *buf, size_t len)
 {
@@ -159,6 +221,8 @@ bool varcache_diff_query(const struct varcache *want, const struct varcache *hav
 	for (int i = 0; i < n_names; i++) {
 		/* Equal values are equal ids (one pool per process). */
 		if (!want->val[i] || want->val[i] == have->val[i])
+			continue;
+		if (same_meaning(i, strpool_str(want->val[i]), have->val[i] ? strpool_str(have->val[i]) : NULL))
 			continue;
 		if (!put_set(buf, len, &n, i, strpool_str(want->val[i]))) {
 			buf[0] = 0;

@@ -132,16 +132,44 @@ def test_options_texts_as_pgbouncer(pg15, make_pooler):
 
 @pytest.mark.pgcrew_only   # PgBouncer 1.18 has no `options`; 1.25 logs these lines
 def test_varcache_lines_at_verbose_2(pg15, make_pooler):
-    """At verbose = 2, PgBouncer's lines for a parameter the server is told
-    (varcache_apply) and for its canonical spelling taken back
-    (varcache_set_canonical); the second query needs no SET."""
+    """At verbose = 2, PgBouncer's lines for parameters the server is told
+    (varcache_apply) and for a canonical spelling taken back when the
+    server reports no change (varcache_set_canonical: utc -> UTC); the
+    second query needs no SET."""
     import re
-    p = make_pooler(pg15, settings={"workers": 1, "verbose": 2, "pool_mode": "transaction"})
-    with p.connect(options="-c DateStyle=ISO") as conn:
+    p = make_pooler(pg15, settings={"workers": 1, "verbose": 2, "pool_mode": "transaction"},
+                    databases={"testdb": pg15.dsn("testdb", timezone="UTC")})
+    with p.connect(options="-c DateStyle=sql -c TimeZone=utc") as conn:
         conn.execute("SELECT 1")
         conn.execute("SELECT 2")
-        assert conn.execute("SHOW DateStyle").fetchone() == ("ISO, MDY",)
+        assert conn.execute("SHOW DateStyle").fetchone() == ("SQL, MDY",)
+        assert conn.execute("SHOW TimeZone").fetchone() == ("UTC",)
     log = p.log_text()
-    assert len(re.findall(r"varcache_apply: .*SET DateStyle='ISO'", log)) == 1, log
-    assert len(re.findall(r"varcache_set_canonical: setting DateStyle to its canonical "
-                          r"version ISO -> ISO, MDY", log)) == 1, log
+    assert len(re.findall(r"varcache_apply: .*SET DateStyle='sql';.*SET TimeZone='utc'", log)) == 1, log
+    assert len(re.findall(r"varcache_set_canonical: setting TimeZone to its canonical "
+                          r"version utc -> UTC", log)) == 1, log
+
+
+@pytest.mark.parametrize("workers", [1, 4])
+def test_equal_spellings_need_no_set(pg15, make_pooler, workers):
+    """asyncpg sends client_encoding='utf-8' and DateStyle=ISO, which the
+    server reports as UTF8 and "ISO, MDY": the same values, so no SET
+    reaches any server over 100 transactions (it used to be one per
+    transaction, and could land between asyncpg's Parse and its Bind)."""
+    import asyncio
+    import asyncpg
+    p = make_pooler(pg15, settings={"workers": workers, "pool_mode": "transaction",
+                                    "verbose": 1})
+
+    async def run():
+        conn = await asyncpg.connect(host=p.host, port=p.port, user="trust_user",
+                                     database="testdb")
+        try:
+            for i in range(100):
+                assert await conn.fetchval("SELECT $1::int + 1", i) == i + 1
+            return await conn.fetchval("SHOW client_encoding")
+        finally:
+            await conn.close()
+    assert asyncio.run(run()) == "UTF8"
+    log = p.log_text()       # verbose = 1 logs every internal query
+    assert "SET client_encoding" not in log and "SET DateStyle" not in log, log

@@ -223,6 +223,21 @@ static const struct diff_case diff_cases[] = {
 	  "SELECT pg_catalog.set_config('search_path','\"it''s\", public',false);" },
 	{ "builtin and extra", { [2] = "UTC", [5] = "x" }, { 0 }, true,
 	  "SET TimeZone='UTC';SELECT pg_catalog.set_config('search_path','x',false);" },
+	/* The same meaning in the server's spelling: no SET (asyncpg, psycopg). */
+	{ "encoding spelling", { [0] = "utf-8" }, { [0] = "UTF8" }, false, "" },
+	{ "encoding alias", { [0] = "unicode" }, { [0] = "UTF8" }, false, "" },
+	{ "encoding underscores", { [0] = "Utf_8" }, { [0] = "UTF8" }, false, "" },
+	{ "other encoding", { [0] = "LATIN1" }, { [0] = "UTF8" }, true, "SET client_encoding='LATIN1';" },
+	{ "encoding, none reported", { [0] = "utf-8" }, { 0 }, true, "SET client_encoding='utf-8';" },
+	{ "datestyle format only", { [1] = "ISO" }, { [1] = "ISO, MDY" }, false, "" },
+	{ "datestyle case, spaces", { [1] = "iso,mdy" }, { [1] = "ISO, MDY" }, false, "" },
+	{ "datestyle other order", { [1] = "ISO, DMY" }, { [1] = "ISO, MDY" }, true,
+	  "SET DateStyle='ISO, DMY';" },
+	{ "datestyle other format", { [1] = "German" }, { [1] = "ISO, MDY" }, true,
+	  "SET DateStyle='German';" },
+	{ "datestyle two parts, one reported", { [1] = "ISO, MDY" }, { [1] = "ISO" }, true,
+	  "SET DateStyle='ISO, MDY';" },
+	{ "timezone is exact", { [2] = "utc" }, { [2] = "UTC" }, true, "SET TimeZone='utc';" },
 };
 
 static void fill(struct varcache *vc, const char *const *vals)
