@@ -23,6 +23,9 @@ bool cancel_send(struct server *sv);
 void cancel_server_gone(struct server *sv);
 /* cancel_wait_timeout */
 void cancel_janitor(usec_t now);
+/* The client's request has just gone to its server after a cancel came
+ * while it waited: cancel it there in a moment. */
+void cancel_after_send(struct client *c);
 void cancel_free_all(void);
 
 #endif

@@ -181,6 +181,7 @@ struct client {
 	bool in_xact;                     /* last ReadyForQuery said T/E */
 	bool xact_start_set;              /* xact_start belongs to the current transaction */
 	bool query_running;               /* request sent, ReadyForQuery not yet seen */
+	bool cancel_wanted;               /* a cancel came while it waited for a server */
 	bool admin;                       /* talking to the console */
 	bool stats_only;                  /* console user from stats_users only */
 	bool local_admin;                 /* "pgbouncer" over the Unix socket, our UID: no password */

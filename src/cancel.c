@@ -98,6 +98,8 @@ void cancel_local(uint32_t pid, uint32_t key)
 
 	if (!target)
 		log_debug("cancel request for unknown key: dropped");
+	else if (target->state == CLIENT_WAITING)
+		target->cancel_wanted = true;      /* sent once its query reaches a server */
 	else if (!target->link || !target->query_running)
 		log_debug("cancel request for a client with no running query: dropped");
 	else
@@ -131,14 +133,7 @@ void cancel_handle_request(struct client *c, uint32_t pid, uint32_t key)
 		client_close(c, false, "cancel request handled");
 		return;
 	}
-	struct client *target = cancel_find(pid, key);
-
-	if (!target)
-		log_debug("cancel request for unknown key: dropped");
-	else if (!target->link || !target->query_running)
-		log_debug("cancel request for a client with no running query: dropped");
-	else
-		cancel_send(target->link);
+	cancel_local(pid, key);
 	client_close(c, false, "cancel request handled");
 }
 
@@ -246,6 +241,45 @@ void cancel_janitor(usec_t now)
 	}
 }
 
+/* A cancel that waited with its request for a server: sent a moment after
+ * the request went to the server, so that PostgreSQL is running it (a
+ * cancel that reaches a backend still reading the query is ignored). */
+struct deferred {
+	struct list node;
+	struct event *ev;
+	uint32_t pid, key;
+};
+static struct list deferred_list = LIST_INIT(deferred_list);
+
+#define DEFER_USEC (20 * 1000)
+
+static void deferred_free(struct deferred *d)
+{
+	list_del(&d->node);
+	event_free(d->ev);
+	free(d);
+}
+
+static void on_deferred(evutil_socket_t fd, short what, void *arg)
+{
+	struct deferred *d = arg;
+	struct client *c = cancel_find(d->pid, d->key);
+	deferred_free(d);
+	if (c && c->link && c->query_running)
+		(void)cancel_send(c->link);
+}
+
+void cancel_after_send(struct client *c)
+{
+	struct timeval tv = { 0, DEFER_USEC };
+	struct deferred *d = xcalloc(1, sizeof(*d));
+	d->pid = c->cancel_pid;
+	d->key = c->cancel_key;
+	d->ev = event_new(W->base, -1, 0, on_deferred, d);
+	list_append(&deferred_list, &d->node);
+	event_add(d->ev, &tv);
+}
+
 void cancel_free_all(void)
 {
 	struct list *it;
@@ -254,4 +288,6 @@ void cancel_free_all(void)
 		r->server = NULL;
 		req_free(r);
 	}
+	while ((it = list_first(&deferred_list)) != NULL)
+		deferred_free(container_of(it, struct deferred, node));
 }

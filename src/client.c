@@ -1189,6 +1189,13 @@ static void note_request(struct client *c, uint8_t type)
 	}
 	p->stats.query_count++;
 	c->last_activity = now;
+	/* A cancel that came while this request waited for a server follows
+	 * it: the request goes out in this same turn, the cancel on a new
+	 * connection after it (never to a later request). */
+	if (c->cancel_wanted) {
+		c->cancel_wanted = false;
+		cancel_after_send(c);
+	}
 }
 
 static enum stream_action active_pkt(struct client *c, const struct pkt_hdr *h,

@@ -38,3 +38,36 @@ def test_cancel_of_idle_client_is_harmless(pg15, make_pooler):
     conn.cancel()
     time.sleep(0.2)
     assert conn.execute("SELECT pg_sleep(0.2), 3").fetchone() == ("", 3)
+
+
+@pytest.mark.parametrize("pool_mode", ["session", "transaction"])
+def test_cancel_while_waiting_for_a_server(pg15, make_pooler, pool_mode):
+    """A cancel that arrives while the query still waits for a server (no
+    backend runs it yet) is not lost: it follows the query to its server
+    once it gets one, and the query is canceled there."""
+    p = make_pooler(pg15, settings={"pool_mode": pool_mode, "default_pool_size": 1})
+    holder = p.connect(autocommit=False)
+    holder.execute("SELECT 1")                   # holds the only server
+    conn = p.connect()
+    outcome = {}
+
+    def run():
+        started = time.monotonic()
+        try:
+            conn.execute("SELECT pg_sleep(10)")
+            outcome["r"] = "completed"
+        except psycopg.errors.QueryCanceled:
+            outcome["r"] = "canceled"
+        outcome["t"] = time.monotonic() - started
+
+    t = threading.Thread(target=run)
+    t.start()
+    time.sleep(0.5)                              # queued behind the holder
+    conn.cancel()
+    time.sleep(0.3)
+    holder.rollback()                            # the server goes to the waiter
+    holder.close()
+    t.join(15)
+    assert outcome.get("r") == "canceled", outcome
+    assert outcome["t"] < 5, outcome
+    assert conn.execute("SELECT 1").fetchone() == (1,)
