@@ -42,13 +42,15 @@ static bool sql_on(const struct client *c)
  * chose. A client that already has renamed statements keeps its map. */
 bool psrelay_client_watch(const struct client *c, uint8_t type)
 {
+	/* max_prepared_statements = 0 (the console's SET included) stops the
+	 * rewriting on every connection at once, as in PgBouncer. */
+	if (W->cfg->max_prepared_statements <= 0)
+		return false;
 	if (type == 'Q')
 		return c->ps != NULL || sql_on(c);
 	if (type != 'P' && type != 'B' && type != 'D' && type != 'C')
 		return false;
-	if (c->ps != NULL)
-		return true;
-	return W->cfg->max_prepared_statements > 0 && pool_mode_of(c->pool) != POOL_SESSION;
+	return c->ps != NULL || pool_mode_of(c->pool) != POOL_SESSION;
 }
 
 static bool send_scratch(struct stream *to, const struct pktbuf *pb)

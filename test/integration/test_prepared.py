@@ -431,3 +431,28 @@ def test_named_parse_larger_than_buffer(pg, make_pooler):
         assert c.execute(sql, (i,)).fetchone()[0] == len(literal) + i
     stats = settled_stats(p, 30)
     assert stats["total_client_parse_count"] == 3, stats
+
+
+@pytest.mark.parametrize("workers", [1, 4])
+def test_ps_off_stops_at_once(pg, make_pooler, workers):
+    """SET max_prepared_statements = 0 on the console stops the rewriting on
+    every connection at once, as in PgBouncer: a name prepared before is
+    the server's business from then on (unknown there: 26000), a new one
+    reaches PostgreSQL as the client spelt it."""
+    p = make_pooler(pg, settings=settings(workers=workers, default_pool_size=2))
+    c = wire.RawConn(p.port, timeout=10)
+    try:
+        c.login_trust("trust_user", "testdb")
+        assert rows(exchange(c, parse("s1", "SELECT 1") + bind("s1") + execute() + SYNC)) == ["1"]
+        with p.admin() as admin:
+            admin.execute("SET max_prepared_statements = 0")
+        assert error_of(exchange(c, bind("s1") + execute() + SYNC))["C"] == "26000"
+        msgs = exchange(c, wire.query_message("BEGIN"))
+        assert error_of(msgs) is None
+        assert kinds(exchange(c, parse("s2", "SELECT 2") + SYNC)) == b"1Z"
+        msgs = exchange(c, wire.query_message(
+            "SELECT name FROM pg_prepared_statements WHERE name = 's2'"))
+        assert rows(msgs) == ["s2"]
+        exchange(c, wire.query_message("COMMIT"))
+    finally:
+        c.close()
