@@ -14,6 +14,7 @@
 #include "control.h"
 #include "dns.h"
 #include "peer.h"
+#include "auth/authquery.h"
 #include "config/userlist.h"
 #include "pool.h"
 #include "proto/build.h"
@@ -97,9 +98,13 @@ void admin_client_login(struct client *c, const struct startup_msg *m)
 	c->login_user = pool_find_user(c->user_name);
 	if (!c->login_user && (cfg->auth_type == AUTH_ANY || c->local_admin))
 		c->login_user = pool_get_user(c->user_name);
+	c->stats_only = !admin;
+	if (!c->login_user && authquery_applies(c)) {
+		authquery_start(c);       /* client_login_found counts and authenticates */
+		return;
+	}
 	if (c->login_user)
 		c->pool = pool_get(c->db, c->login_user);
-	c->stats_only = !admin;
 	if (!client_count_console(c, admin))
 		return;
 	client_start_auth(c);

@@ -1041,7 +1041,7 @@ void client_login_found(struct client *c, struct puser *u)
 {
 	c->login_user = u;
 	struct puser *srv_user = c->db->forced_user ? pool_get_user(c->db->forced_user) : u;
-	if (!check_client_limits(c))
+	if (!(c->db->admin ? count_client(c, !c->stats_only) : check_client_limits(c)))
 		return;
 	c->pool = pool_get(c->db, srv_user ? srv_user : u);
 	client_start_auth(c);

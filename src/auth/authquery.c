@@ -146,10 +146,14 @@ static const char *db_or_global(const struct database *db, size_t off, const cha
 bool authquery_applies(const struct client *c)
 {
 	const struct config *cfg = W->cfg;
-	if (cfg->auth_type == AUTH_ANY || !c->db || c->db->admin)
+	if (cfg->auth_type == AUTH_ANY || !c->db)
 		return false;
 	if (cfg->userlist && userlist_find(cfg->userlist, c->user_name))
 		return false;
+	/* The console, as in PgBouncer: through the global auth_user, in the
+	 * global auth_dbname (the console itself runs no query). */
+	if (c->db->admin)
+		return cfg->auth_user[0] != 0 && cfg->auth_dbname[0] != 0;
 	return AUTH_SETTING(c->db, auth_user)[0] != 0;
 }
 

@@ -351,3 +351,23 @@ def test_hba_still_decides_for_auth_query_users(aq_pg, make_pooler):
     refused(p, "aq_scram", "aq-scram-pw", "rejects connection", db="otherdb")
     refused(p, "aq_md5", "aq-md5-pw", "rejects connection")
     assert (calls(aq_pg, db="otherdb"), calls(aq_pg)) == before
+
+
+@pytest.mark.pgcrew_only   # auth_dbname is PgBouncer 1.25's (1.18 refuses the key)
+def test_console_login_through_auth_query(aq_pg, make_pooler):
+    """As PgBouncer: a console user that auth_file does not list is looked
+    up by auth_query (the global auth_user, in the global auth_dbname)."""
+    p = start(make_pooler, aq_pg, {"auth_dbname": "testdb", "admin_users": "aq_scram",
+                                   "stats_users": "aq_md5", "workers": 2})
+    before = calls(aq_pg)
+    with psycopg.connect(**p.conninfo("pgbouncer", "aq_scram", password="aq-scram-pw"),
+                         autocommit=True) as admin:
+        assert admin.execute("SHOW VERSION").fetchone()
+        admin.execute("RELOAD")                    # an admin
+    with psycopg.connect(**p.conninfo("pgbouncer", "aq_md5", password="aq-md5-pw"),
+                         autocommit=True) as stats:
+        assert stats.execute("SHOW STATS").fetchall() is not None
+        with pytest.raises(psycopg.Error, match="admin access needed"):
+            stats.execute("RELOAD")                # stats_users only
+    assert calls(aq_pg) >= before + 2
+    refused(p, "aq_scram", "wrong", BAD_PASSWORD, db="pgbouncer")
