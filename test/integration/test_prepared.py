@@ -335,16 +335,21 @@ def test_session_mode(pg, make_pooler):
         assert conn.execute("SELECT %s::int", (i,)).fetchone()[0] == i
 
 
+def session_conn(p):
+    """A raw protocol connection, logged in (trust)."""
+    c = wire.RawConn(p.port, timeout=10)
+    c.login_trust("trust_user", "testdb")
+    return c
+
+
 @pytest.mark.parametrize("workers", [1, 4])
 def test_session_mode_passes_names_through(pg, make_pooler, workers):
     """Session pooling, default max_prepared_statements: the client's own
     statement names reach PostgreSQL, so SQL DEALLOCATE / EXECUTE of a
     protocol-prepared name work (pgx Prepare + DEALLOCATE, asyncpg
     prepare(name=) + EXECUTE, psycopg's eviction), as with PgBouncer."""
-    p = make_pooler(pg, settings=settings(pool_mode="session", workers=workers))
-    c = wire.RawConn(p.port, timeout=10)
+    c = session_conn(make_pooler(pg, settings=settings(pool_mode="session", workers=workers)))
     try:
-        c.login_trust("trust_user", "testdb")
         assert kinds(exchange(c, parse("ps", "SELECT 41 + 1") + SYNC)) == b"1Z"
         msgs = exchange(c, wire.query_message(
             "SELECT name FROM pg_prepared_statements ORDER BY name"))
@@ -357,10 +362,9 @@ def test_session_mode_passes_names_through(pg, make_pooler, workers):
 
 
 def test_disabled_passes_names_through(pg, make_pooler):
-    p = make_pooler(pg, settings=settings(pool_mode="session", max_prepared_statements=0))
-    c = wire.RawConn(p.port, timeout=10)
+    c = session_conn(make_pooler(pg, settings=settings(pool_mode="session",
+                                                       max_prepared_statements=0)))
     try:
-        c.login_trust("trust_user", "testdb")
         assert kinds(exchange(c, parse("mine", "SELECT 1") + SYNC)) == b"1Z"
         msgs = exchange(c, wire.query_message(
             "SELECT name FROM pg_prepared_statements WHERE name = 'mine'"))

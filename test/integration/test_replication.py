@@ -137,22 +137,33 @@ def test_identify_system(pg15, make_pooler, mode):
     gone_with_client(pg15, p)
 
 
+def start_receivewal(p, tmp_path, *extra):
+    """pg_receivewal through the pooler, and a wait until it streams a
+    segment; the caller stops it."""
+    proc = subprocess.Popen([os.path.join(PG15_BINDIR, "pg_receivewal"), "-h", p.host,
+                             "-p", str(p.port), "-U", SUPERUSER, *extra, "--no-password",
+                             "-D", str(tmp_path), "--no-loop"],
+                            stderr=subprocess.PIPE, text=True)
+
+    def streaming():
+        assert proc.poll() is None, proc.stderr.read()
+        return any(f.endswith(".partial") for f in os.listdir(tmp_path))
+    try:
+        util.wait_until(streaming, 20, what="pg_receivewal to stream a WAL segment")
+    except BaseException:
+        stop(proc)
+        raise
+    return proc
+
+
 def test_pg_receivewal_connects(pg15, make_pooler, tmp_path):
     # pg_receivewal always asks for the database "replication" (a physical
     # walsender ignores it): it needs an entry of that name.
     databases = {db: pg15.dsn(db) for db in ("testdb", "replication")}
     databases["replication"] = pg15.dsn("postgres")
     p = make_pooler(pg15, settings=SETTINGS, userlist=userlist(), databases=databases)
-    proc = subprocess.Popen([os.path.join(PG15_BINDIR, "pg_receivewal"), "-h", p.host,
-                             "-p", str(p.port), "-U", SUPERUSER, "-d", "dbname=testdb",
-                             "--no-password", "-D", str(tmp_path), "--no-loop"],
-                            stderr=subprocess.PIPE, text=True)
+    proc = start_receivewal(p, tmp_path, "-d", "dbname=testdb")
     try:
-        def streaming():
-            assert proc.poll() is None, proc.stderr.read()
-            return any(f.endswith(".partial") for f in os.listdir(tmp_path))
-        util.wait_until(streaming, 20, what="pg_receivewal to stream a WAL segment")
-
         def state():
             with pg15.connect() as conn:
                 return conn.execute("SELECT state FROM pg_stat_replication").fetchall()
@@ -219,15 +230,5 @@ def test_pg_receivewal_needs_no_ordinary_login(pg15, make_pooler, tmp_path):
     it) serves pg_receivewal."""
     databases = {"testdb": pg15.dsn("testdb"), "replication": pg15.dsn("replication")}
     p = make_pooler(pg15, settings=SETTINGS, userlist=userlist(), databases=databases)
-    proc = subprocess.Popen([os.path.join(PG15_BINDIR, "pg_receivewal"), "-h", p.host,
-                             "-p", str(p.port), "-U", SUPERUSER, "--no-password",
-                             "-D", str(tmp_path), "--no-loop"],
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        def streaming():
-            assert proc.poll() is None, proc.stderr.read()
-            return any(f.endswith(".partial") for f in os.listdir(tmp_path))
-        util.wait_until(streaming, 20, what="pg_receivewal to stream a WAL segment")
-    finally:
-        stop(proc)
+    stop(start_receivewal(p, tmp_path))
     gone_with_client(pg15, p)
