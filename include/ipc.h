@@ -48,6 +48,9 @@ enum ipc_type {
 	                          here; the supervisor ends all workers once every one is */
 	IPC_RELOAD_APPLIED,    /* worker -> sup: RELOAD_COMMIT or _ABORT done here (the
 	                          console's RELOAD answers once every worker has) */
+	IPC_SLOT_WITHDRAW,     /* worker -> sup: struct slot_req (names only), reqid: its queued
+	                          request is not needed; answered IPC_SLOT_DENY (reqid, or
+	                          IPC_SLOT_NOT_QUEUED when its grant went first) */
 	IPC_TYPE_COUNT
 };
 
@@ -75,6 +78,9 @@ enum shutdown_mode {
  * offered it, when no other worker's client waits for its pool: KEEP it
  * idle, or CLOSE it to make room for another pool of its database or user. */
 #define IPC_SERVER_UNASKED 0x7fffffefu
+/* IPC_SLOT_DENY's reqid answering an IPC_SLOT_WITHDRAW that found nothing
+ * queued (the grant went first); a withdrawn request is denied by its id. */
+#define IPC_SLOT_NOT_QUEUED 0x7fffffeeu
 #define IPC_SERVER_BACK_KEEP 0x7ffffff0u
 #define IPC_SERVER_BACK_CLOSE 0x7ffffff1u
 

@@ -22,7 +22,10 @@ struct slot_req {
 	int32_t db_limit;
 	int32_t user_limit;
 	uint8_t wait;              /* queue when at a limit instead of refusing */
-	uint8_t pad[3];
+	uint8_t own;               /* for a server of a client's own (replication): an
+	                              idle server of the pool elsewhere cannot serve it,
+	                              only be closed to make room */
+	uint8_t pad[2];
 };
 
 /* IPC_POOL_WANT payload. n: queued requests elsewhere this pool's idle
@@ -71,6 +74,10 @@ enum ledger_result ledger_request(struct ledger *l, int worker, uint32_t reqid, 
 enum ledger_result ledger_request_idle(struct ledger *l, int worker, uint32_t reqid,
 				       const struct slot_req *req, bool idle_elsewhere);
 #define LEDGER_MOVE_WAIT_USEC (20 * 1000)
+/* Worker's oldest queued request of (db, user) with reqid is no longer
+ * needed (it found room another way): false when none was queued (its
+ * grant may be on its way). */
+bool ledger_withdraw(struct ledger *l, int worker, const char *db, const char *user, uint32_t reqid);
 /* A slot of worker's is free again. False if the worker held none there. */
 bool ledger_release(struct ledger *l, int worker, const char *db, const char *user);
 /* A server connection arrives from an old process (online restart): it

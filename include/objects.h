@@ -110,6 +110,7 @@ struct pool {
 	struct list login_servers;        /* SERVER_LOGIN */
 	struct list canceled_servers;     /* SERVER_BEING_CANCELED */
 	int n_active_clients, n_waiting_clients;
+	int n_repl_waiting;               /* of those, replication clients (own servers) */
 	int n_auth_waiting;               /* auth_query lookups waiting for a server */
 	int n_idle, n_active, n_tested, n_login, n_canceled;
 	bool welcome_ready;               /* server parameters known */
@@ -127,6 +128,8 @@ struct pool {
 	bool paused;
 	/* several workers: slots asked of the supervisor's ledger */
 	int n_slot_wait;                  /* requests not answered yet */
+	int n_repl_slot_wait;             /* the same for replication clients' servers */
+	int n_repl_withdrawing;           /* of those, taken back (answer pending) */
 	bool reserve_asked;               /* a reserve request is among them */
 	int give_up;                      /* servers beyond our fair share: give up when idle */
 	int wanted;                       /* other workers' waiters: give up servers idle a while */

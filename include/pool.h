@@ -36,7 +36,10 @@ usec_t pool_server_lifetime(const struct pool *p);
 /* An idle server of p usable at once, or NULL: outdated ones are closed, one
  * due a server_check_query starts it and comes back via pool_server_ready(). */
 struct server *pool_idle_server(struct pool *p);
-/* A client needs a server: link one now (true), or queue the client. */
+/* A client needs a server: link one now (true), or queue the client. A
+ * replication client's own server is launched when the pool, its database
+ * and user have room (pool_launch_needed: also for one still waiting for
+ * its welcome), or the client waits until they do. */
 bool pool_request_server(struct client *c);
 /* A replication server has logged in: link it to its owner. */
 void pool_link_replication(struct server *sv);

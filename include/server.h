@@ -13,7 +13,7 @@ bool server_launch(struct pool *pool, bool with_slot);
 /* A dedicated server for a replication client (c->repl): opened with its
  * replication= and parameters, outside the ledger, linked to c once logged
  * in and closed with it. False when it failed at once (c is then closed). */
-bool server_launch_replication(struct client *c);
+bool server_launch_replication(struct client *c, bool with_slot);
 /* A server object of the pool in SERVER_LOGIN, counted in its pool,
  * database and user, its stream on fd (-1: not connected yet). For
  * launch, and for a connection that arrives from another worker. */

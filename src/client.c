@@ -115,7 +115,10 @@ void client_set_state(struct client *c, enum client_state st)
 	if ((cnt = state_counter(c, st)) != NULL)
 		(*cnt)++;
 	list_append(state_list(c, st), &c->node);
-	if (was_waiting || (cnt && cnt == &c->pool->n_waiting_clients))
+	bool now_waiting = cnt && cnt == &c->pool->n_waiting_clients;
+	if (c->repl != REPL_NONE)
+		c->pool->n_repl_waiting += (int)now_waiting - (int)was_waiting;
+	if (was_waiting || now_waiting)
 		pool_wait_line(c->pool);
 }
 
@@ -442,14 +445,14 @@ static void finish_login(struct client *c)
 		send_welcome(c);
 		return;
 	}
-	client_set_state(c, CLIENT_WAITING_LOGIN);
 	c->request_time = util_monotonic();
+	client_set_state(c, CLIENT_WAITING_LOGIN);
 	if (c->repl != REPL_NONE) {
 		/* No ordinary login for a replication client (its database may
 		 * be "replication", which takes none): its own walsender's
-		 * parameters are the pool's welcome (server.c login_complete). */
-		if (!c->repl_server)
-			(void)server_launch_replication(c);
+		 * parameters are the pool's welcome (server.c login_complete),
+		 * unless another worker's login has shared them. */
+		pool_launch_needed(p);
 		return;
 	}
 	if (p->n_login == 0 && p->login_failed_at && p->login_error[0] &&

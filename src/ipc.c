@@ -46,6 +46,7 @@ static const char *const type_names[] = {
 	[IPC_SERVER_FD] = "SERVER_FD",
 	[IPC_TAKEN_CLIENT] = "TAKEN_CLIENT", [IPC_TAKEN_SERVER] = "TAKEN_SERVER",
 	[IPC_SHUTDOWN_READY] = "SHUTDOWN_READY", [IPC_RELOAD_APPLIED] = "RELOAD_APPLIED",
+	[IPC_SLOT_WITHDRAW] = "SLOT_WITHDRAW",
 };
 _Static_assert(ARRAY_SIZE(type_names) == IPC_TYPE_COUNT, "ipc type names");
 

@@ -28,6 +28,8 @@ struct lreq {
 	struct lpool *pool;
 	usec_t since;              /* queued at (util_monotonic) */
 	bool await_move;           /* fits, but an idle server elsewhere is to move to it */
+	bool close_pending;        /* a server is being closed for it (its slot not back
+	                              yet): no other is closed for it meanwhile */
 };
 
 struct ledger {
@@ -170,7 +172,7 @@ enum ledger_result ledger_request_idle(struct ledger *l, int worker, uint32_t re
 	struct lpool *p = get_pool(l, req->db, req->user);
 	if (req->wait && req->pool_limit > 0)
 		p->limit = req->pool_limit;
-	bool await_move = req->wait && idle_elsewhere;
+	bool await_move = req->wait && idle_elsewhere && !req->own;
 	/* A request that would not wait (min_pool_size, the reserve) is
 	 * answered now; it cannot take a slot a queued one fits in, as
 	 * those are granted the moment they fit. A waiter's request waits
@@ -193,17 +195,51 @@ enum ledger_result ledger_request_idle(struct ledger *l, int worker, uint32_t re
 	return LEDGER_QUEUED;
 }
 
+bool ledger_withdraw(struct ledger *l, int worker, const char *db, const char *user, uint32_t reqid)
+{
+	struct list *it;
+	list_for_each(it, &l->queue) {
+		struct lreq *q = container_of(it, struct lreq, node);
+		if (q->worker == worker && q->reqid == reqid && strcmp(q->pool->db, db) == 0 &&
+		    strcmp(q->pool->user, user) == 0) {
+			list_del(&q->node);
+			free(q);
+			return true;
+		}
+	}
+	return false;
+}
+
 void ledger_adopt(struct ledger *l, int worker, const char *db, const char *user)
 {
 	if (worker >= 0 && worker < l->n)
 		take(get_pool(l, db, user), worker, 1);
 }
 
+static bool helps(const struct lreq *q, const struct lpool *p);
+
+/* Closing a server of p makes room for a request of another pool (or a
+ * server of a client's own), not a move. */
+static bool closed_for(const struct lreq *q, const struct lpool *p)
+{
+	return (q->pool != p || q->req.own) && helps(q, p);
+}
+
 bool ledger_release(struct ledger *l, int worker, const char *db, const char *user)
 {
 	struct lpool *p = find_pool(l, db, user);
+	struct list *it;
 	if (worker < 0 || worker >= l->n || !p || p->count[worker] <= 0)
 		return false;
+	/* The slot of a server closed for a request is back: that close is
+	 * done (the request is granted next, or waits for another). */
+	list_for_each(it, &l->queue) {
+		struct lreq *q = container_of(it, struct lreq, node);
+		if (q->close_pending && closed_for(q, p)) {
+			q->close_pending = false;
+			break;
+		}
+	}
 	take(p, worker, -1);
 	return true;
 }
@@ -223,7 +259,7 @@ static struct lreq *grantable(struct ledger *l, const struct lpool *p, int least
 			continue;
 		if (q->await_move && now - q->since < LEDGER_MOVE_WAIT_USEC)
 			continue;             /* the idle server may still come */
-		if (p && (q->pool != p || p->count[q->worker] >= least))
+		if (p && (q->pool != p || q->req.own || p->count[q->worker] >= least))
 			continue;
 		return q;
 	}
@@ -231,14 +267,15 @@ static struct lreq *grantable(struct ledger *l, const struct lpool *p, int least
 }
 
 /* First come, first served over pools; within the pool whose turn it is,
- * a worker below its share goes first: a server given up for it (one that
+ * a worker below its share goes first (among pooled servers' requests): a server given up for it (one that
  * cannot move) must not open again for a worker that has its share, or
  * servers would hop from worker to worker, each hop a new backend. */
 bool ledger_next_grant(struct ledger *l, int *worker, uint32_t *reqid, struct slot_req *req)
 {
 	struct lreq *q = grantable(l, NULL, 0), *first;
 	int least;
-	if (q) {
+	/* A server of a client's own is no worker's share: strictly FIFO. */
+	if (q && !q->req.own) {
 		(void)fair_share(l, q->pool, &least);
 		if ((first = grantable(l, q->pool, least)) != NULL)
 			q = first;
@@ -276,14 +313,23 @@ void ledger_worker_gone(struct ledger *l, int worker)
 
 /* Would closing a server of p help queued request q? Yes for its own pool,
  * and for another pool of its database or user when that limit is the one
- * in the way (PgBouncer evicts idle servers of other pools for the same). */
+ * in the way (PgBouncer evicts idle servers of other pools for the same)
+ * and q fits once it is closed: with q's own pool full (its servers busy
+ * on other workers), or both limits full and p sharing only one, the slot
+ * freed would serve nobody and PostgreSQL would keep a backend fewer than
+ * one PgBouncer, which opens the new server in the same step. */
 static bool helps(const struct lreq *q, const struct lpool *p)
 {
 	if (q->pool == p)
 		return true;
-	if (q->pool->dbc == p->dbc && q->req.db_limit > 0 && p->dbc->total >= q->req.db_limit)
-		return true;
-	return q->pool->userc == p->userc && q->req.user_limit > 0 && p->userc->total >= q->req.user_limit;
+	bool same_db = q->pool->dbc == p->dbc, same_user = q->pool->userc == p->userc;
+	bool db_way = same_db && q->req.db_limit > 0 && p->dbc->total >= q->req.db_limit;
+	bool user_way = same_user && q->req.user_limit > 0 && p->userc->total >= q->req.user_limit;
+	if (!db_way && !user_way)
+		return false;
+	return under(q->pool->total, q->req.pool_limit) &&
+	       under(q->pool->dbc->total - same_db, q->req.db_limit) &&
+	       under(q->pool->userc->total - same_user, q->req.user_limit);
 }
 
 /* The oldest waiter of p on a worker other than giver, by the workers'
@@ -304,7 +350,7 @@ static int oldest_waiter(const struct ledger *l, const struct lpool *p, int give
 		return best;
 	list_for_each(it, &l->queue) {
 		const struct lreq *q = container_of(it, struct lreq, node);
-		if (q->pool == p && q->worker != giver) {
+		if (q->pool == p && q->worker != giver && !q->req.own) {
 			*since = q->since;
 			return q->worker;
 		}
@@ -312,30 +358,34 @@ static int oldest_waiter(const struct ledger *l, const struct lpool *p, int give
 	return -1;
 }
 
-/* The oldest queued request of another pool that closing p's server helps
- * and whose worker still has a client waiting for that pool (a request
+/* The oldest queued request of another pool that closing p's server helps,
+ * or of p for a server of a client's own (replication), whose worker still
+ * has a client waiting for that pool (a request
  * can outlive its client: closing a server for it would leave PostgreSQL
  * with fewer backends than one PgBouncer keeps). */
-static const struct lreq *oldest_other_pool(const struct ledger *l, const struct lpool *p,
-					    ledger_wait_fn waiting)
+static struct lreq *oldest_other_pool(const struct ledger *l, const struct lpool *p,
+				      ledger_wait_fn waiting)
 {
 	const struct list *it;
 	list_for_each(it, &l->queue) {
-		const struct lreq *q = container_of(it, struct lreq, node);
-		if (q->pool != p && helps(q, p) &&
+		struct lreq *q = container_of(it, struct lreq, node);
+		if (!q->close_pending && closed_for(q, p) &&
 		    (!waiting || waiting(q->pool->db, q->pool->user, q->worker)))
 			return q;
 	}
 	return NULL;
 }
 
-/* Take worker w's oldest queued request of p out of the queue: its id. */
+/* Take worker w's oldest queued request of p out of the queue: its id. One
+ * that a server is being closed for stays: the slot coming back is its
+ * (PgBouncer opens the new server in the step that evicts), or PostgreSQL
+ * would end with a backend fewer. */
 static uint32_t take_request(struct ledger *l, struct lpool *p, int w)
 {
 	struct list *it;
 	list_for_each(it, &l->queue) {
 		struct lreq *q = container_of(it, struct lreq, node);
-		if (q->pool == p && q->worker == w) {
+		if (q->pool == p && q->worker == w && !q->close_pending) {
 			uint32_t id = q->reqid;
 			list_del(&q->node);
 			free(q);
@@ -355,10 +405,12 @@ enum ledger_move ledger_handover(struct ledger *l, int giver, const char *db, co
 	if (giver < 0 || giver >= l->n || !p || p->count[giver] <= 0)
 		return LEDGER_MOVE_CLOSE;
 	int w = oldest_waiter(l, p, giver, waits, &since);
-	const struct lreq *other = oldest_other_pool(l, p, waiting);
+	struct lreq *other = oldest_other_pool(l, p, waiting);
 	/* First come, first served, whichever pool waits longest. */
-	if (other && (w < 0 || other->since < since))
+	if (other && (w < 0 || other->since < since)) {
+		other->close_pending = true;
 		return LEDGER_MOVE_CLOSE;
+	}
 	if (w < 0)
 		return LEDGER_MOVE_KEEP;
 	/* The slot changes hands: the backend is counted once throughout. */
@@ -396,7 +448,8 @@ static int fair_share(const struct ledger *l, const struct lpool *p, int *least)
 }
 
 /* Queued requests that worker w could help by giving up a server of p (a
- * worker is not asked to give up a server of the very pool it waits for),
+ * worker is not asked to give up a server of the very pool it waits for,
+ * unless for a server of a client's own: then its idle one is in the way),
  * and how many of them are in a hurry: from a worker below the rounded-down
  * fair share of p (5 servers over 4 workers: one holding none, not one
  * holding 1 while another holds 2, or the servers would rotate for ever),
@@ -411,11 +464,13 @@ static void wanted_from(const struct ledger *l, const struct lpool *p, int w, in
 
 	list_for_each(it, &l->queue) {
 		const struct lreq *q = container_of(it, struct lreq, node);
-		if (!helps(q, p) || (q->worker == w && q->pool == p))
+		bool closes = q->pool != p || q->req.own;   /* a move cannot serve it */
+		if (!helps(q, p) || (q->worker == w && q->pool == p && !q->req.own) ||
+		    (closes && q->close_pending))
 			continue;
 		out->n++;
-		out->soon += q->pool != p || p->count[q->worker] < least;
-		if (q->pool != p && (!out->other_since || q->since < out->other_since))
+		out->soon += closes || p->count[q->worker] < least;
+		if (closes && (!out->other_since || q->since < out->other_since))
 			out->other_since = q->since;
 	}
 }

@@ -339,10 +339,11 @@ static int pool_total_servers(const struct pool *p)
 	return p->n_idle + p->n_active + p->n_tested + p->n_login + p->n_canceled;
 }
 
-/* Who needs a server: waiting clients and auth_query lookups. */
+/* Who needs a pooled server: waiting clients and auth_query lookups (a
+ * replication client waits for a server of its own). */
 static int pool_waiters(const struct pool *p)
 {
-	return p->n_waiting_clients + p->n_auth_waiting;
+	return p->n_waiting_clients - p->n_repl_waiting + p->n_auth_waiting;
 }
 
 /* ---- server slots ----
@@ -351,7 +352,7 @@ static int pool_waiters(const struct pool *p)
  * ledger for a slot before it opens a server (the request id says why), and
  * gives it back when the server closes. Local counts stay a pre-check. */
 
-enum slot_why { SLOT_FOR_WAITER = 1, SLOT_FOR_RESERVE, SLOT_FOR_MIN };
+enum slot_why { SLOT_FOR_WAITER = 1, SLOT_FOR_RESERVE, SLOT_FOR_MIN, SLOT_FOR_REPL };
 
 static bool shared_limits(void)
 {
@@ -460,17 +461,35 @@ static bool slot_still_needed(const struct pool *p, enum slot_why why)
 
 void pool_slot_taken(struct pool *p, uint32_t why)
 {
+	if (why == SLOT_FOR_REPL) {
+		p->n_repl_slot_wait--;
+		return;
+	}
 	p->n_slot_wait--;
 	if (why == SLOT_FOR_RESERVE)
 		p->reserve_asked = false;
 }
 
+static void repl_slot_answer(struct pool *p, const struct slot_req *r, bool granted);
+static void repl_take_idle(struct pool *p);
+
 void pool_slot_answer(const struct slot_req *r, uint32_t why, bool granted)
 {
 	struct pool *p = pool_find_names(r->db, r->user);
 
+	if (why == IPC_SLOT_NOT_QUEUED) {
+		if (p && p->n_repl_withdrawing > 0)
+			p->n_repl_withdrawing--;
+		return;
+	}
+
 	if (p)
 		pool_slot_taken(p, why);
+	if (why == SLOT_FOR_REPL) {
+		if (p)
+			repl_slot_answer(p, r, granted);
+		return;
+	}
 	if (!granted)
 		return;
 	if (!p || !slot_still_needed(p, (enum slot_why)why)) {
@@ -553,7 +572,7 @@ static struct client *first_waiter(const struct pool *p)
 	const struct list *it;
 	list_for_each(it, &p->waiting_clients) {
 		struct client *c = container_of(it, struct client, node);
-		if (c->state == CLIENT_WAITING)
+		if (c->state == CLIENT_WAITING && c->repl == REPL_NONE)
 			return c;
 	}
 	return NULL;
@@ -569,7 +588,9 @@ static usec_t waiting_here(const struct pool *p)
 }
 
 /* The same for the wait line, where a client that waits for the pool's
- * welcome counts too: it needs a server's login, or one moved here. */
+ * welcome counts too (it needs a server's login, or one moved here), and a
+ * replication client (room for its own server: an idle one here is closed
+ * for it). */
 static usec_t line_head(const struct pool *p)
 {
 	struct list *it = list_first(&p->waiting_clients);
@@ -577,8 +598,9 @@ static usec_t line_head(const struct pool *p)
 	if (!it)
 		return t;
 	const struct client *c = container_of(it, struct client, node);
-	if (c->state == CLIENT_WAITING_LOGIN && (!t || c->connect_time < t))
-		return c->connect_time;
+	usec_t since = c->state == CLIENT_WAITING_LOGIN ? c->connect_time : c->request_time;
+	if ((c->state == CLIENT_WAITING_LOGIN || c->repl != REPL_NONE) && (!t || since < t))
+		return since;
 	return t;
 }
 
@@ -675,6 +697,8 @@ void pool_slot_wanted(const struct pool_want *w)
 	p->other_since = w->n > 0 ? (usec_t)w->other_since : 0;
 	log_noise("pool %s/%s: wanted elsewhere %d (in a hurry %d), beyond our share %d (servers %d, idle %d)",
 		  p->db->name, p->user->name, w->n, p->wanted_soon, w->over, pool_total_servers(p), p->n_idle);
+	if (w->n > 0)
+		repl_take_idle(p);
 	pool_give_idle(p);
 }
 
@@ -695,6 +719,184 @@ static bool evict_idle(const struct pool *p, bool same_db)
 		return true;
 	}
 	return false;
+}
+
+/* ---- replication clients ----
+ * A replication client gets a server of its own (its walsender), never a
+ * pooled one, but that server counts in pool_size, max_db_connections and
+ * max_user_connections as in PgBouncer: where a limit is full an idle
+ * server in the way is closed for it ("evicted"), and without one the
+ * client waits in the pool's queue (cl_waiting, query_wait_timeout) until
+ * a server closes. With several workers its slot comes from the ledger as
+ * a request for a server of its own: the workers holding idle servers in
+ * the way are asked to close them (a move cannot serve a walsender), and a
+ * server closed here for it hands its slot straight to the new one. */
+
+/* The first replication client still without a server of its own, after
+ * `skip` of them. */
+static struct client *repl_waiter(const struct pool *p, int skip)
+{
+	const struct list *it;
+	list_for_each(it, &p->waiting_clients) {
+		struct client *c = container_of(it, struct client, node);
+		if (c->repl != REPL_NONE && !c->repl_server && skip-- <= 0)
+			return c;
+	}
+	return NULL;
+}
+
+static int repl_unserved(const struct pool *p)
+{
+	int n = 0;
+	while (repl_waiter(p, n))
+		n++;
+	return n;
+}
+
+/* Slot requests still standing for them (the first ones wait on those). */
+static int repl_asked(const struct pool *p)
+{
+	return p->n_repl_slot_wait - p->n_repl_withdrawing;
+}
+
+/* The longest idle server of p closed to make room; keep_slot: its slot
+ * is the caller's, for the new server. */
+static bool retire_idle(struct pool *p, bool keep_slot)
+{
+	for (struct list *it = p->idle_servers.prev; it != &p->idle_servers; it = it->prev) {
+		struct server *sv = container_of(it, struct server, node);
+		if (sv->give_away)
+			continue;         /* on its way to another worker */
+		if (keep_slot)
+			sv->has_slot = false;
+		server_close(sv, "evicted");
+		return true;
+	}
+	return false;
+}
+
+/* One worker: room for one more server of p, once idle servers in the way
+ * are closed (p's, or another pool's for a full database or user limit). */
+static bool repl_room_here(struct pool *p)
+{
+	int size = pool_size_of(p);
+	while (size > 0 && pool_total_servers(p) >= size)
+		if (!retire_idle(p, false))
+			return false;
+	if (p->db->max_db_connections > 0 && p->db->n_servers >= p->db->max_db_connections &&
+	    !retire_idle(p, false) && !evict_idle(p, true))
+		return false;
+	if (p->user->max_user_connections > 0 && p->user->n_servers >= p->user->max_user_connections &&
+	    !retire_idle(p, false) && !evict_idle(p, false))
+		return false;
+	return true;
+}
+
+static bool ask_repl_slot(struct pool *p)
+{
+	struct slot_req r;
+	fill_req(p, &r);
+	r.pool_limit = pool_size_of(p);
+	r.wait = 1;
+	r.own = 1;
+	if (ipc_send(W->sup, IPC_SLOT_REQ, SLOT_FOR_REPL, &r, sizeof(r), -1) < 0)
+		return false;
+	p->n_repl_slot_wait++;
+	return true;
+}
+
+/* More requests stand than clients wait (a client left, or one was served
+ * by a server closed here): take the extra ones back, or the ledger would
+ * have servers closed elsewhere for nobody. */
+static void repl_trim_asks(struct pool *p)
+{
+	struct slot_req r;
+	int extra = repl_asked(p) - repl_unserved(p);
+
+	if (!shared_limits() || extra <= 0)
+		return;
+	fill_req(p, &r);
+	while (extra-- > 0 && ipc_send(W->sup, IPC_SLOT_WITHDRAW, SLOT_FOR_REPL, &r, sizeof(r), -1) == 0)
+		p->n_repl_withdrawing++;
+}
+
+/* c's server takes the slot of a server just closed for it (or none, with
+ * one worker). */
+static void repl_launch(struct pool *p, struct client *c, bool with_slot)
+{
+	(void)server_launch_replication(c, with_slot);
+	repl_trim_asks(p);
+}
+
+/* Launch for every waiting replication client that has room, ask the
+ * ledger for the others. A failed launch closes its client, so the loop
+ * always moves on. */
+static void repl_serve(struct pool *p)
+{
+	struct client *c;
+
+	repl_trim_asks(p);
+	if (launch_blocked(p))
+		return;
+	while ((c = repl_waiter(p, repl_asked(p))) != NULL) {
+		if (!shared_limits()) {
+			if (!repl_room_here(p))
+				return;
+			repl_launch(p, c, false);
+			continue;
+		}
+		/* This worker's servers alone fill the pool: one of them is in
+		 * the way, whatever the others hold. */
+		int size = pool_size_of(p);
+		if (size > 0 && pool_total_servers(p) >= size && retire_idle(p, true)) {
+			repl_launch(p, c, true);
+			continue;
+		}
+		if (!ask_repl_slot(p))
+			return;
+	}
+}
+
+static void repl_slot_answer(struct pool *p, const struct slot_req *r, bool granted)
+{
+	if (!granted) {                   /* withdrawn */
+		if (p->n_repl_withdrawing > 0)
+			p->n_repl_withdrawing--;
+		repl_serve(p);
+		return;
+	}
+	struct client *c = launch_blocked(p) ? NULL : repl_waiter(p, 0);
+	if (!c) {
+		if (ipc_send(W->sup, IPC_SLOT_RELEASE, 0, r, sizeof(r[0]), -1) < 0)
+			log_warning("could not return an unneeded server slot");
+		return;
+	}
+	repl_launch(p, c, true);
+}
+
+/* Asked to give up idle servers while our own replication client waits
+ * for room: ours are in its way first. */
+static void repl_take_idle(struct pool *p)
+{
+	struct client *c;
+	while (repl_asked(p) > 0 && !launch_blocked(p) && (c = repl_waiter(p, 0)) != NULL &&
+	       retire_idle(p, true))
+		repl_launch(p, c, true);
+}
+
+/* A server is free here while a replication client has waited longer than
+ * any other client: it is in that client's way (or the client would not
+ * wait). Closed, its slot goes to the client's own server. */
+static bool repl_takes(struct pool *p, struct server *sv)
+{
+	struct client *c = repl_waiter(p, 0), *w = first_waiter(p);
+	if (!c || (w && w->request_time < c->request_time) || launch_blocked(p))
+		return false;
+	bool slot = sv->has_slot;
+	sv->has_slot = false;
+	server_close_soon(sv, "evicted");
+	repl_launch(p, c, slot);
+	return true;
 }
 
 /* May this pool open one more server connection now (by local counts)?
@@ -740,7 +942,7 @@ static void ask_reserve(struct pool *p)
 	if (p->reserve_asked || pool_reserve_of(p) <= 0 || launch_blocked(p))
 		return;
 	struct list *it = list_first(&p->waiting_clients);
-	if (!it || p->n_waiting_clients <= p->n_login)
+	if (!it || p->n_waiting_clients - p->n_repl_waiting <= p->n_login)
 		return;
 	struct client *first = container_of(it, struct client, node);
 	if (util_monotonic() - first->request_time >= cfg->reserve_pool_timeout)
@@ -892,7 +1094,8 @@ void pool_login_failed_heard(const struct login_failure *f)
 	struct list *it, *tmp;
 	list_for_each_safe(it, tmp, &p->waiting_clients) {
 		struct client *c = container_of(it, struct client, node);
-		client_server_login_failed(c, p->login_error_code, p->login_error);
+		if (c->repl == REPL_NONE)    /* its own login is another matter */
+			client_server_login_failed(c, p->login_error_code, p->login_error);
 	}
 	authquery_pool_failed(p, p->login_error_code, p->login_error, false);
 }
@@ -900,6 +1103,9 @@ void pool_login_failed_heard(const struct login_failure *f)
 void pool_launch_needed(struct pool *p)
 {
 	enum launch_ok ok;
+
+	if (p->n_repl_waiting > 0 || p->n_repl_slot_wait > 0)
+		repl_serve(p);
 
 	if (!p->welcome_ready && shared_limits() && p->welcome_asked != 2 && !p->db->admin) {
 		if (p->welcome_asked == 0)
@@ -926,7 +1132,8 @@ void pool_launch_needed(struct pool *p)
 		struct list *it, *tmp;
 		list_for_each_safe(it, tmp, &p->waiting_clients) {
 			struct client *c = container_of(it, struct client, node);
-			client_cached_login_error(c, p->login_error);
+			if (c->repl == REPL_NONE)
+				client_cached_login_error(c, p->login_error);
 		}
 		authquery_pool_failed(p, NULL, p->login_error, true);
 	}
@@ -1038,7 +1245,8 @@ bool pool_request_server(struct client *c)
 	if (c->repl != REPL_NONE) {
 		if (!c->repl_server) {
 			c->request_time = util_monotonic();
-			(void)server_launch_replication(c);
+			client_set_state(c, CLIENT_WAITING);
+			repl_serve(p);
 		}
 		return false;
 	}
@@ -1083,6 +1291,8 @@ void pool_server_ready(struct server *sv)
 		return;
 	}
 	if (!(W->paused || p->db->paused || p->paused)) {
+		if (p->n_repl_waiting > 0 && repl_takes(p, sv))
+			return;
 		if (p->n_auth_waiting > 0 && authquery_server_ready(sv))
 			return;
 		struct client *c = first_waiter(p);

@@ -394,9 +394,9 @@ bool server_launch(struct pool *p, bool with_slot)
 	return launch(p, with_slot, NULL);
 }
 
-bool server_launch_replication(struct client *c)
+bool server_launch_replication(struct client *c, bool with_slot)
 {
-	return launch(c->pool, false, c);
+	return launch(c->pool, with_slot, c);
 }
 
 
@@ -583,7 +583,8 @@ static void login_failed_sev(struct server *sv, const char *severity, const char
 		struct list *it, *tmp;
 		list_for_each_safe(it, tmp, &p->waiting_clients) {
 			struct client *c = container_of(it, struct client, node);
-			client_server_login_failed(c, p->login_error_code, p->login_error);
+			if (c->repl == REPL_NONE)    /* its own login is another matter */
+				client_server_login_failed(c, p->login_error_code, p->login_error);
 		}
 		authquery_pool_failed(p, p->login_error_code, p->login_error, false);
 	}

@@ -174,7 +174,13 @@ static void on_slot_msg(int slot, const struct ipc_hdr *hdr, const void *payload
 		ledger_settle();
 		return;
 	}
-	bool idle = r.wait && hist_pool_idle_elsewhere(r.db, r.user, slot);
+	if (hdr->type == IPC_SLOT_WITHDRAW) {
+		bool queued = ledger_withdraw(sup.ledger, slot, r.db, r.user, hdr->reqid);
+		send_to(slot, IPC_SLOT_DENY, queued ? hdr->reqid : IPC_SLOT_NOT_QUEUED, &r, sizeof(r));
+		ledger_settle();
+		return;
+	}
+	bool idle = r.wait && !r.own && hist_pool_idle_elsewhere(r.db, r.user, slot);
 	switch (ledger_request_idle(sup.ledger, slot, hdr->reqid, &r, idle)) {
 	case LEDGER_GRANTED:
 		send_to(slot, IPC_SLOT_GRANT, hdr->reqid, &r, sizeof(r));
@@ -776,6 +782,7 @@ static void on_worker_msg(struct ipc_chan *ch, const struct ipc_hdr *hdr, const 
 		break;
 	case IPC_SLOT_REQ:
 	case IPC_SLOT_RELEASE:
+	case IPC_SLOT_WITHDRAW:
 		on_slot_msg(slot, hdr, payload);
 		break;
 	case IPC_CANCEL_FWD:

@@ -3,7 +3,9 @@
  * releases, releases of slots not held, a worker going away, the want
  * notices sent to workers holding slots of a pool, bad worker indexes, and
  * where an idle server offered by a worker goes (first come, first served
- * across workers and pools), servers adopted from an old process. */
+ * across workers and pools), servers adopted from an old process,
+ * replication clients' requests (closed for, never moved to; withdrawn),
+ * and closes that keep their freed slot for the request they were for. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -441,6 +443,7 @@ struct notice {
 	int w;
 	char db[LEDGER_NAME], user[LEDGER_NAME];
 	int n, soon, over;
+	int64_t other_since;
 };
 
 struct notices {
@@ -459,6 +462,7 @@ static void on_want(int worker, const struct pool_want *w, void *arg)
 	x->n = w->n;
 	x->soon = w->soon;
 	x->over = w->over;
+	x->other_since = w->other_since;
 	assert_true(w->soon <= w->n);
 }
 
@@ -927,6 +931,117 @@ static void test_adopt_beyond_limits(void **state)
 	assert_int_equal(ledger_pool_count(l, "db1", "u1", -1), 2);
 }
 
+/* A replication client's request (own): an idle server of its pool
+ * elsewhere cannot serve it, so it never waits for a move; the holders,
+ * its own worker included, are asked to close one (in a hurry), and the
+ * one offered is closed for it, not moved. It is granted strictly first
+ * come, first served, whatever the workers' shares. */
+static void test_own_request_closes(void **state)
+{
+	struct ledger *l = *state;
+	struct slot_req p = mkreq("d", "u", 2, 0, 0, 1);
+	struct slot_req own = p;
+	struct notices ns;
+	int to = -1;
+	uint32_t id = 0;
+
+	own.own = 1;
+	assert_int_equal(ledger_request(l, 0, 1, &p), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 0, 1, &p), LEDGER_GRANTED);
+	assert_int_equal(ledger_request_idle(l, 1, 4, &own, true), LEDGER_QUEUED);
+	collect(l, &ns);
+	assert_int_equal(got(&ns, 0, "d", "u").n, 1);
+	assert_int_equal(got(&ns, 0, "d", "u").soon, 1);
+	assert_true(got(&ns, 0, "d", "u").other_since > 0);
+	assert_int_equal(ledger_handover(l, 0, "d", "u", NULL, NULL, &to, &id), LEDGER_MOVE_CLOSE);
+	/* A second offer is not closed for the same request. */
+	assert_int_equal(ledger_handover(l, 0, "d", "u", NULL, NULL, &to, &id), LEDGER_MOVE_KEEP);
+	assert_true(ledger_release(l, 0, "d", "u"));
+	expect_grant(l, 1, 4, "d", "u");
+
+	/* Its own worker holds the pool: it is asked too, and closes. */
+	assert_int_equal(ledger_request(l, 1, 1, &p), LEDGER_QUEUED);     /* 2 of 2 */
+	assert_int_equal(ledger_request(l, 0, 4, &own), LEDGER_QUEUED);
+	collect(l, &ns);
+	assert_int_equal(got(&ns, 0, "d", "u").n, 2);
+	assert_int_equal(ledger_handover(l, 0, "d", "u", NULL, NULL, &to, &id), LEDGER_MOVE_TO);
+	assert_int_equal(to, 1);             /* the pooled request: a move serves it */
+	assert_int_equal(id, 1);
+	assert_int_equal(ledger_handover(l, 1, "d", "u", NULL, NULL, &to, &id), LEDGER_MOVE_CLOSE);
+	assert_true(ledger_release(l, 1, "d", "u"));
+	expect_grant(l, 0, 4, "d", "u");
+}
+
+/* A request found room another way is withdrawn; once granted, it cannot be. */
+static void test_withdraw(void **state)
+{
+	struct ledger *l = *state;
+	struct slot_req own = mkreq("d", "u", 1, 0, 0, 1);
+
+	own.own = 1;
+	assert_int_equal(ledger_request(l, 0, 4, &own), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 1, 4, &own), LEDGER_QUEUED);
+	assert_false(ledger_withdraw(l, 2, "d", "u", 4));       /* not worker 2's */
+	assert_false(ledger_withdraw(l, 1, "d", "u", 5));       /* not that id */
+	assert_false(ledger_withdraw(l, 1, "d", "x", 4));
+	assert_true(ledger_withdraw(l, 1, "d", "u", 4));
+	assert_int_equal(ledger_queued(l), 0);
+	assert_false(ledger_withdraw(l, 1, "d", "u", 4));
+	assert_true(ledger_release(l, 0, "d", "u"));
+	expect_no_grant(l);
+}
+
+/* A server closed for another pool's request keeps the freed slot for it,
+ * even when a server of its own pool moves to its worker meanwhile (one
+ * PgBouncer opens the new server in the step that evicts): the move does
+ * not take the request, and no second server is closed for it. */
+static void test_close_pending_keeps_request(void **state)
+{
+	struct ledger *l = *state;
+	struct slot_req a = mkreq("d", "ua", 5, 3, 0, 1);
+	struct slot_req b = mkreq("d", "ub", 5, 3, 0, 1);
+	int to = -1;
+	uint32_t id = 0;
+
+	assert_int_equal(ledger_request(l, 0, 1, &a), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 0, 1, &a), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 2, 1, &b), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 1, 7, &b), LEDGER_QUEUED);      /* 3 of 3 */
+	assert_int_equal(ledger_handover(l, 0, "d", "ua", NULL, NULL, &to, &id), LEDGER_MOVE_CLOSE);
+	assert_int_equal(ledger_handover(l, 0, "d", "ua", NULL, NULL, &to, &id), LEDGER_MOVE_KEEP);
+	assert_int_equal(ledger_handover(l, 2, "d", "ub", NULL, NULL, &to, &id), LEDGER_MOVE_TO);
+	assert_int_equal(to, 1);
+	assert_int_equal(id, 0);              /* the request stays for the closed slot */
+	assert_int_equal(ledger_queued(l), 1);
+	assert_true(ledger_release(l, 0, "d", "ua"));
+	expect_grant(l, 1, 7, "d", "ub");
+	assert_int_equal(ledger_db_count(l, "d"), 3);
+}
+
+/* Nothing is closed for a request its own pool's limit holds back (or a
+ * second limit another pool does not share): the freed slot would serve
+ * nobody. */
+static void test_close_only_where_it_fits(void **state)
+{
+	struct ledger *l = *state;
+	struct slot_req a = mkreq("d", "ua", 5, 2, 0, 1);
+	struct slot_req b = mkreq("d", "ub", 1, 2, 0, 1);
+	struct slot_req c = mkreq("d2", "ub", 5, 0, 1, 1);
+	int to = -1;
+	uint32_t id = 0;
+
+	assert_int_equal(ledger_request(l, 0, 1, &a), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 2, 1, &b), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 1, 7, &b), LEDGER_QUEUED);   /* pool ub full */
+	assert_int_equal(ledger_handover(l, 0, "d", "ua", NULL, NULL, &to, &id), LEDGER_MOVE_KEEP);
+	assert_true(ledger_withdraw(l, 1, "d", "ub", 7));
+	/* d2/ub waits on ub's user limit (1, held by d/ub): closing d/ua frees
+	 * only database d, which is not in its way. */
+	assert_int_equal(ledger_request(l, 1, 8, &c), LEDGER_QUEUED);
+	assert_int_equal(ledger_handover(l, 0, "d", "ua", NULL, NULL, &to, &id), LEDGER_MOVE_KEEP);
+	assert_int_equal(ledger_handover(l, 2, "d", "ub", NULL, NULL, &to, &id), LEDGER_MOVE_CLOSE);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -956,6 +1071,10 @@ int main(void)
 		T(test_want_other_since),
 		T(test_request_waits_for_idle_server),
 		T(test_adopt_beyond_limits),
+		T(test_own_request_closes),
+		T(test_withdraw),
+		T(test_close_pending_keeps_request),
+		T(test_close_only_where_it_fits),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
