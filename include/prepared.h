@@ -11,7 +11,10 @@
 #include "proto/build.h"
 
 #define PS_NAME_PREFIX "PGCREW_"
-/* A rewritten head is at most this long (type, length, portal and names). */
+/* A rewritten head (type, length, portal and names) up to this long is
+ * built in the rewrite itself; a longer one (a portal name of any length)
+ * in a buffer this module keeps for it. Bind's names are looked for in
+ * the first bytes buffered up to this long, then in the whole message. */
 #define PS_HEAD_MAX 600
 /* How much longer than the client's a rewritten message may get: a server
  * name (PGCREW_ + 20 digits) for a one-byte client name, or a barrier. */
@@ -41,8 +44,12 @@ struct ps_rewrite {
 	uint32_t old_len;
 	uint32_t head_len;
 	const char *why;          /* PS_BAD */
-	uint8_t head[PS_HEAD_MAX];
+	uint8_t *head;            /* PS_REWRITE: `small`, or the module's buffer */
+	uint8_t small[PS_HEAD_MAX];
 };
+
+/* The buffer for long heads, at the worker's end. */
+void ps_rewrite_free_all(void);
 
 /* What a client sends toward its server (P, B, D, C; Q forgets the
  * unnamed statement, and with cfg->sql one SQL PREPARE, EXECUTE or

@@ -698,20 +698,39 @@ static long str_at(const uint8_t *p, size_t off, size_t lim)
 	return z ? (long)(z - (p + off)) : -1;
 }
 
-/* Head writer: bounded, with a sticky failure. */
+/* Head writer: in the rewrite's own bytes, or for a longer head (a portal
+ * name of any length) in big_head, kept for the next one. */
 struct hw {
 	struct ps_rewrite *rw;
-	bool failed;
+	size_t cap;
 };
+
+static uint8_t *big_head;
+static size_t big_cap;
+
+void ps_rewrite_free_all(void)
+{
+	free(big_head);
+	big_head = NULL;
+	big_cap = 0;
+}
 
 static void hw_put(struct hw *w, const void *p, size_t n)
 {
-	if (w->failed || w->rw->head_len + n > PS_HEAD_MAX) {
-		w->failed = true;
-		return;
+	struct ps_rewrite *rw = w->rw;
+	if (rw->head_len + n > w->cap) {
+		size_t need = rw->head_len + n;
+		if (need > big_cap) {
+			big_head = xrealloc(big_head, need * 2);
+			big_cap = need * 2;
+		}
+		if (rw->head != big_head)
+			memcpy(big_head, rw->head, rw->head_len);
+		rw->head = big_head;
+		w->cap = big_cap;
 	}
-	memcpy(w->rw->head + w->rw->head_len, p, n);
-	w->rw->head_len += (uint32_t)n;
+	memcpy(rw->head + rw->head_len, p, n);
+	rw->head_len += (uint32_t)n;
 }
 
 static void hw_str(struct hw *w, const char *s)
@@ -722,6 +741,8 @@ static void hw_str(struct hw *w, const char *s)
 /* Type byte and a length word patched by hw_finish. */
 static void hw_begin(struct hw *w, uint8_t type)
 {
+	w->rw->head = w->rw->small;
+	w->cap = sizeof(w->rw->small);
 	w->rw->head_len = 0;
 	hw_put(w, &type, 1);
 	hw_put(w, "\0\0\0\0", 4);
@@ -850,7 +871,7 @@ static enum ps_verdict client_error(struct ctx *x, const char *code, const char 
 		pktbuf_finish(x->inject);
 		return PS_REPLACE;
 	}
-	struct hw w = { x->rw, false };
+	struct hw w = { x->rw, 0 };
 	hw_begin(&w, 'D');
 	hw_put(&w, "S", 1);
 	hw_str(&w, BARRIER_NAME);
@@ -863,7 +884,7 @@ static enum ps_verdict client_error(struct ctx *x, const char *code, const char 
 /* The whole message becomes a Close of nobody. */
 static enum ps_verdict close_nobody(struct ctx *x)
 {
-	struct hw w = { x->rw, false };
+	struct hw w = { x->rw, 0 };
 	hw_begin(&w, 'C');
 	hw_put(&w, "S", 1);
 	hw_str(&w, CLOSE_NOBODY);
@@ -906,7 +927,7 @@ static struct ps_pend *parse_renamed(struct ctx *x, struct ps_stmt *st, enum pen
 	char nm[32];
 	struct ps_pend *p = server_prepare(x, st, kind);
 	num_name(nm, sizeof(nm), p->num);
-	struct hw w = { x->rw, false };
+	struct hw w = { x->rw, 0 };
 	hw_begin(&w, 'P');
 	hw_str(&w, nm);
 	hw_finish(&w, old_head, x->len);
@@ -1050,8 +1071,6 @@ static enum ps_verdict use_stmt(struct ctx *x, uint8_t type, struct ps_stmt *st,
 	struct ps_sentry *se = server_find(*x->ps, st);
 	uint64_t num = se ? se->num : next_num;
 	size_t new_head = 5 + prefix_len + (size_t)num_name(nm, sizeof(nm), num) + 1;
-	if (new_head > PS_HEAD_MAX)
-		return bad(x, "statement or portal name too long");
 	if ((!se && !x->can_inject) || must_flush_to_grow(x, old_head, new_head))
 		return PS_FLUSH;
 	if (type == 'B' && named)
@@ -1060,7 +1079,7 @@ static enum ps_verdict use_stmt(struct ctx *x, uint8_t type, struct ps_stmt *st,
 		server_touch(*x->ps, se);
 	else
 		inject_parse(x, st);
-	struct hw w = { x->rw, false };
+	struct hw w = { x->rw, 0 };
 	hw_begin(&w, type);
 	hw_put(&w, prefix, prefix_len);
 	hw_str(&w, nm);
@@ -1086,12 +1105,13 @@ static enum ps_verdict use_statement(struct ctx *x, uint8_t type, const char *na
 static enum ps_verdict on_bind(struct ctx *x)
 {
 	size_t lim = x->avail < x->len ? x->avail : x->len;
-	bool more = x->avail < x->len && x->avail < 5 + PS_HEAD_MAX;
 	long portal = str_at(x->msg, 5, lim);
 	long name = portal < 0 ? -1 : str_at(x->msg, 5 + (size_t)portal + 1, lim);
 
+	if (name < 0 && x->avail < x->len)   /* names of any length: all of it, then */
+		return x->avail < 5 + PS_HEAD_MAX ? PS_NEED_MORE : PS_NEED_FULL;
 	if (name < 0)
-		return more ? PS_NEED_MORE : bad(x, "malformed Bind message");
+		return bad(x, "malformed Bind message");
 	if (name == 0 && !unnamed_of(x))
 		return PS_PASS;
 	const char *nm = (const char *)x->msg + 5 + portal + 1;
@@ -1106,7 +1126,7 @@ static bool read_kind_name(struct ctx *x, const char *malformed, uint8_t *kind,
 {
 	struct pkt_reader r;
 	if (x->avail < x->len) {
-		*v = x->len > 5 + PS_HEAD_MAX ? bad(x, "statement or portal name too long") : PS_NEED_FULL;
+		*v = PS_NEED_FULL;
 		return false;
 	}
 	pkt_reader_init(&r, x->msg + 5, x->len - 5);
@@ -1190,7 +1210,7 @@ static size_t sql_verb_name(char *buf, size_t len, const char *verb, uint64_t nu
 /* The whole message becomes the Query sql (the caller checked the growth). */
 static enum ps_verdict sql_substitute(struct ctx *x, const char *sql)
 {
-	struct hw w = { x->rw, false };
+	struct hw w = { x->rw, 0 };
 	hw_begin(&w, 'Q');
 	hw_str(&w, sql);
 	hw_finish(&w, x->len, x->len);
@@ -1216,7 +1236,7 @@ static enum ps_verdict sql_rename(struct ctx *x, const char *verb, uint64_t num,
 {
 	char head[64];
 	size_t n = sql_verb_name(head, sizeof(head), verb, num);
-	struct hw w = { x->rw, false };
+	struct hw w = { x->rw, 0 };
 	hw_begin(&w, 'Q');
 	hw_put(&w, head, n);
 	hw_finish(&w, old_head, x->len);

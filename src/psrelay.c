@@ -26,6 +26,7 @@ void psrelay_free(void)
 {
 	pktbuf_free(&scratch);
 	memset(&scratch, 0, sizeof(scratch));
+	ps_rewrite_free_all();
 }
 
 /* SQL PREPARE/EXECUTE are left to the server in session mode, where its

@@ -231,6 +231,21 @@ def test_close_then_parse_again(raw):
     raw.pooler.wait_for_log(r"WARNING prepared statement 's1' not found")
 
 
+def test_names_of_any_length(raw):
+    """PostgreSQL takes statement and portal names of any length, and so
+    does the pooler (pgcrew closed the connection past about 600 bytes:
+    "statement or portal name too long")."""
+    c = raw()
+    stmt, portal = "s" * 3000, "p" * 2000
+    msgs = exchange(c, parse(stmt, "SELECT $1::int + 1", (23,)) + bind(stmt, (b"41",), portal)
+                    + execute(portal) + SYNC)
+    assert kinds(msgs) == b"12DCZ" and rows(msgs) == ["42"], msgs
+    msgs = exchange(c, describe(b"S", stmt) + close(b"S", stmt) + SYNC)
+    assert kinds(msgs) == b"tT3Z", msgs
+    msgs = exchange(c, bind(stmt, (b"1",)) + execute() + SYNC)
+    assert error_of(msgs)["C"] == "26000"
+
+
 def test_parse_existing_name(raw):
     c = raw()
     assert kinds(exchange(c, parse("s1", "SELECT 1") + SYNC)) == b"1Z"

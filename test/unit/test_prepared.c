@@ -407,6 +407,57 @@ static void test_malformed(void **state)
 	pktbuf_free(&m);
 }
 
+/* Names of any length (PostgreSQL takes them): a 3,000-byte statement name
+ * and a 2,000-byte portal name are rewritten like short ones; the head with
+ * the portal is longer than the rewrite's own bytes; a Bind whose names are
+ * not all buffered yet asks for the whole message once past PS_HEAD_MAX. */
+static void test_long_names(void **state)
+{
+	struct fix *f = *state;
+	char *stmt = malloc(3001), *portal = malloc(2001), a[64];
+	memset(stmt, 's', 3000);
+	stmt[3000] = 0;
+	memset(portal, 'p', 2000);
+	portal[2000] = 0;
+
+	const struct pktbuf *m = parse_msg(f, stmt, "SELECT $1");
+	assert_int_equal(send(f, m), PS_REWRITE);
+	uint8_t *full = malloc(m->len + 64);
+	size_t n = rewritten(f, m, full);
+	snprintf(a, sizeof(a), "%s", (const char *)full + 5);
+	assert_memory_equal(a, "PGCREW_", 7);
+	assert_int_equal(n, m->len - 3000 + strlen(a));
+	assert_int_equal(reply_type(f, '1'), PSR_FORWARD);
+
+	m = bind_msg(f, portal, stmt);
+	assert_int_equal(send_avail(f, m, 5 + PS_HEAD_MAX - 1, true, true), PS_NEED_MORE);
+	assert_int_equal(send_avail(f, m, 5 + PS_HEAD_MAX + 100, true, true), PS_NEED_FULL);
+	assert_int_equal(send(f, m), PS_REWRITE);
+	assert_true(f->rw.head_len > PS_HEAD_MAX);
+	free(full);
+	full = malloc(m->len + 64);
+	n = rewritten(f, m, full);
+	uint32_t len = (uint32_t)full[1] << 24 | (uint32_t)full[2] << 16 | (uint32_t)full[3] << 8 | full[4];
+	assert_int_equal(len + 1, n);
+	assert_string_equal((const char *)full + 5, portal);
+	assert_string_equal((const char *)full + 5 + 2001, a);
+
+	m = kind_msg(f, 'D', 'S', stmt);
+	assert_int_equal(send_avail(f, m, 100, true, true), PS_NEED_FULL);
+	assert_int_equal(send(f, m), PS_REWRITE);
+	n = rewritten(f, m, full);
+	assert_string_equal((const char *)full + 6, a);
+	m = kind_msg(f, 'C', 'S', stmt);
+	assert_int_equal(send(f, m), PS_REWRITE);
+	n = rewritten(f, m, full);
+	assert_string_equal((const char *)full + 6, "PGCREW_0");     /* nobody */
+	assert_int_equal(ps_client_count(f->pc), 0);
+	free(full);
+	free(stmt);
+	free(portal);
+	ps_rewrite_free_all();
+}
+
 static void test_deallocate_all(void **state)
 {
 	struct fix *f = *state;
@@ -905,6 +956,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_rollback_after_error, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_skipped_segment_only, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_malformed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_long_names, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_deallocate_all, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_client_gone_with_replies_owed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unnamed_cache, setup, teardown),
