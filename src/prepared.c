@@ -92,6 +92,7 @@ struct ps_stmt {
 	uint32_t refs;            /* client names, server entries, replies owed */
 	uint32_t len;
 	bool sql;                 /* from SQL PREPARE (body ends in SQL_MARK) */
+	bool stale;               /* out of the registry: DDL changed its result type */
 	uint8_t body[];           /* query\0, int16 count, int32 type oids; or
 	                             the text after PREPARE's name, SQL_MARK */
 };
@@ -103,6 +104,7 @@ static const uint8_t SQL_MARK[] = { 0, 0xff, 0xff };
 static struct ps_tab registry;
 static uint64_t next_num = 1;     /* PGCREW_<n>; 0 never exists (see CLOSE_NOBODY) */
 static uint64_t num_base;         /* this worker's range of numbers (ps_set_num_base) */
+static uint32_t stale_gen;        /* bumped when a statement goes stale */
 
 /* A Close of a name that never exists: the server answers CloseComplete and
  * changes nothing, which puts a locally answered message in its place. */
@@ -150,6 +152,7 @@ static struct ps_stmt *stmt_get2(const struct piece2 *k, uint64_t h)
 		s->refs = 0;
 		s->len = k->alen + k->blen;
 		s->sql = k->b == SQL_MARK;
+		s->stale = false;
 		memcpy(s->body, k->a, k->alen);
 		if (k->blen)
 			memcpy(s->body + k->alen, k->b, k->blen);
@@ -169,7 +172,8 @@ static void stmt_put(struct ps_stmt *s)
 {
 	if (!s || --s->refs > 0)
 		return;
-	tab_del(&registry, &s->link);
+	if (!s->stale)
+		tab_del(&registry, &s->link);
 	free(s);
 	if (registry.n == 0) {
 		free(registry.b);
@@ -181,6 +185,21 @@ static void stmt_put(struct ps_stmt *s)
 size_t ps_stmt_count(void)
 {
 	return registry.n;
+}
+
+/* PostgreSQL said a plan of s must not change its result type (DDL on a
+ * table it reads): the server statements made from s stay what they were,
+ * but the next Parse of the same text, from any client, makes a fresh one
+ * (its Describe from the server), and the stale ones are closed on their
+ * servers (see evict_for_one). Clients still naming s learn it from
+ * PostgreSQL, or from us where the server lacks it, and prepare again. */
+static void stmt_stale(struct ps_stmt *s)
+{
+	if (s->stale)
+		return;
+	s->stale = true;
+	tab_del(&registry, &s->link);
+	stale_gen++;
 }
 
 /* ---- client names ---- */
@@ -404,6 +423,9 @@ struct ps_server {
 	struct ps_pend *q;                /* ring of replies owed, in order */
 	uint32_t q_head, q_len, q_cap;
 	uint32_t z_seen;                  /* ReadyForQuery seen while replies were owed */
+	uint32_t stale_seen;              /* stale_gen when its stale ones were last closed */
+	uint64_t bound[4];                /* numbers of the latest Binds (a ring) */
+	uint8_t bound_next, n_bound;
 };
 
 static uint64_t ptr_hash(const void *p)
@@ -780,26 +802,38 @@ static void inject_close(struct ctx *x, const char *name)
 	pktbuf_finish(x->inject);
 }
 
-/* Make room for one more statement on the server: Close the least recently
- * used, its CloseComplete dropped. */
-static void evict_for_one(struct ctx *x, struct ps_server *ps)
+static void evict(struct ctx *x, struct ps_server *ps, struct ps_sentry *se)
 {
 	char nm[32];
+	num_name(nm, sizeof(nm), se->num);
+	inject_close(x, nm);
+	struct ps_pend *p = pend_push(ps, PE_EVICT, x->seg);
+	p->stmt = se->stmt;       /* the entry's reference moves here */
+	server_remove(ps, se, true);
+}
+
+/* Make room for one more statement on the server: Close the stale ones
+ * (see stmt_stale), then the least recently used, CloseCompletes dropped. */
+static void evict_for_one(struct ctx *x, struct ps_server *ps)
+{
 	int max = x->max > 0 ? x->max : 1;
-	while (ps->stmts.n >= (uint32_t)max && ps->oldest) {
-		struct ps_sentry *se = ps->oldest;
-		num_name(nm, sizeof(nm), se->num);
-		inject_close(x, nm);
-		struct ps_pend *p = pend_push(ps, PE_EVICT, x->seg);
-		p->stmt = se->stmt;       /* the entry's reference moves here */
-		server_remove(ps, se, true);
+	if (ps->stale_seen != stale_gen) {
+		for (struct ps_sentry *se = ps->oldest, *next; se; se = next) {
+			next = se->newer;
+			if (se->stmt->stale)
+				evict(x, ps, se);
+		}
+		ps->stale_seen = stale_gen;
 	}
+	while (ps->stmts.n >= (uint32_t)max && ps->oldest)
+		evict(x, ps, ps->oldest);
 }
 
 static bool evict_needed(const struct ctx *x)
 {
 	int max = x->max > 0 ? x->max : 1;
-	return ps_server_count(*x->ps) >= (size_t)max;
+	return ps_server_count(*x->ps) >= (size_t)max ||
+	       (*x->ps && (*x->ps)->stale_seen != stale_gen);
 }
 
 /* st becomes one of the server's statements, under a new number, after
@@ -1060,6 +1094,18 @@ static enum ps_verdict on_parse(struct ctx *x)
 	return PS_REWRITE;
 }
 
+/* The latest Binds per server: a 0A000 "cached plan must not change result
+ * type" is about one of them (the first not yet complete). Marking all of
+ * them stale costs the innocent ones a fresh Parse; tracking BindComplete
+ * would cost every Bind a watched reply. */
+static void note_bound(struct ps_server *ps, uint64_t num)
+{
+	ps->bound[ps->bound_next] = num;
+	ps->bound_next = (uint8_t)((ps->bound_next + 1) % (sizeof(ps->bound) / sizeof(ps->bound[0])));
+	if (ps->n_bound < sizeof(ps->bound) / sizeof(ps->bound[0]))
+		ps->n_bound++;
+}
+
 /* Bind and Describe of statement st: the server's name, prepared there
  * first if it is not. prefix = what precedes the name in the new head (the
  * portal for Bind, 'S' for Describe), old_head = the bytes the new head
@@ -1070,6 +1116,10 @@ static enum ps_verdict use_stmt(struct ctx *x, uint8_t type, struct ps_stmt *st,
 	char nm[32];
 	struct ps_sentry *se = server_find(*x->ps, st);
 	uint64_t num = se ? se->num : next_num;
+	/* What PostgreSQL answers a statement whose result type DDL changed;
+	 * a server that has it answers for itself. */
+	if (st->stale && !se && type == 'B')
+		return client_error(x, "0A000", "cached plan must not change result type%s", "");
 	size_t new_head = 5 + prefix_len + (size_t)num_name(nm, sizeof(nm), num) + 1;
 	if ((!se && !x->can_inject) || must_flush_to_grow(x, old_head, new_head))
 		return PS_FLUSH;
@@ -1079,6 +1129,8 @@ static enum ps_verdict use_stmt(struct ctx *x, uint8_t type, struct ps_stmt *st,
 		server_touch(*x->ps, se);
 	else
 		inject_parse(x, st);
+	if (type == 'B')
+		note_bound(*x->ps, num);
 	struct hw w = { x->rw, 0 };
 	hw_begin(&w, type);
 	hw_put(&w, prefix, prefix_len);
@@ -1418,9 +1470,10 @@ enum ps_verdict ps_client_msg(struct ps_client **pc, struct ps_server **psv,
 bool ps_server_watch(const struct ps_server *ps, const struct ps_client *pc, uint8_t type)
 {
 	switch (type) {
+	case 'E':
+		return ps && (ps->q_len > 0 || ps->n_bound > 0);
 	case '1':
 	case '3':
-	case 'E':
 	case 'Z':
 		return ps && ps->q_len > 0;
 	case 'C':
@@ -1532,6 +1585,21 @@ static enum ps_reply on_command_complete(struct ps_server *ps, struct ps_client 
 	return PSR_FORWARD;
 }
 
+/* A 0A000 "cached plan must not change result type": the statements of the
+ * latest Binds go stale (stmt_stale). */
+static void note_error(struct ps_server *ps, const uint8_t *msg, uint32_t len)
+{
+	struct pg_error e;
+	if (!pkt_parse_error(msg + 5, len - 5, &e) || strcmp(e.sqlstate, "0A000") != 0 ||
+	    !strstr(e.message, "cached plan must not change result type"))
+		return;
+	for (struct ps_sentry *se = ps->oldest; se; se = se->newer)
+		for (uint8_t i = 0; i < ps->n_bound; i++)
+			if (se->num == ps->bound[i])
+				stmt_stale(se->stmt);
+	ps->n_bound = 0;
+}
+
 enum ps_reply ps_server_msg(struct ps_server *ps, struct ps_client *pc, const uint8_t *msg,
 			    size_t avail, uint32_t len, struct pktbuf *out)
 {
@@ -1540,6 +1608,11 @@ enum ps_reply ps_server_msg(struct ps_server *ps, struct ps_client *pc, const ui
 	case '3':
 		return ps && ps->q_len ? on_complete(ps, out) : PSR_FORWARD;
 	case 'E':
+		if (ps && ps->n_bound > 0) {
+			if (avail < len)
+				return PSR_NEED_FULL;
+			note_error(ps, msg, len);
+		}
 		return ps && ps->q_len ? on_error(ps, msg, avail, len, out) : PSR_FORWARD;
 	case 'Z':
 		if (avail < len)

@@ -246,6 +246,52 @@ def test_names_of_any_length(raw):
     assert error_of(msgs)["C"] == "26000"
 
 
+def result_type(msgs):
+    """The type oid of the only column of the RowDescription in msgs."""
+    body = [p for k, p in msgs if k == b"T"][0]
+    assert struct.unpack("!h", body[:2])[0] == 1
+    end = body.index(b"\0", 2)            # the column name; then table oid, attnum
+    return struct.unpack("!I", body[end + 7:end + 11])[0]
+
+
+def test_statement_broken_by_ddl(raw, pg):
+    """ALTER COLUMN TYPE under a prepared statement: PostgreSQL answers its
+    Bind with 0A000 "cached plan must not change result type", and a driver
+    recovers by closing it and preparing the same text again (pgx, asyncpg).
+    The retry gets a fresh statement with the new result type (pgcrew shared
+    one server statement per text and mapped the new Parse back onto the
+    stale one, so every retry failed), and a second client that prepared the
+    same text before the DDL is told the same and recovers the same way."""
+    with pg.connect("testdb") as direct:
+        direct.execute("DROP TABLE IF EXISTS ddl_t")
+        direct.execute("CREATE TABLE ddl_t (id int, v int)")
+        direct.execute("INSERT INTO ddl_t VALUES (1, 10)")
+        direct.execute("GRANT SELECT ON ddl_t TO PUBLIC")
+        direct.commit()
+    sql = "SELECT v FROM ddl_t WHERE id = $1"
+    c, d = raw(), raw()
+    try:
+        for conn, name in ((c, "s1"), (d, "other")):
+            msgs = exchange(conn, parse(name, sql) + bind(name, (b"1",)) + execute() + SYNC)
+            assert rows(msgs) == ["10"], msgs
+        with pg.connect("testdb") as direct:
+            direct.execute("ALTER TABLE ddl_t ALTER COLUMN v TYPE text USING 'ten'")
+            direct.commit()
+        for conn, name in ((c, "s1"), (d, "other")):
+            msgs = exchange(conn, bind(name, (b"1",)) + execute() + SYNC)
+            err = error_of(msgs)
+            assert err and err["C"] == "0A000", msgs
+            assert err["M"] == "cached plan must not change result type"
+            msgs = exchange(conn, close(b"S", name) + parse(name, sql) + describe(b"S", name)
+                            + bind(name, (b"1",)) + execute() + SYNC)
+            assert error_of(msgs) is None, msgs
+            assert rows(msgs) == ["ten"] and result_type(msgs) == 25, msgs
+    finally:
+        with pg.connect("testdb") as direct:
+            direct.execute("DROP TABLE IF EXISTS ddl_t")
+            direct.commit()
+
+
 def test_parse_existing_name(raw):
     c = raw()
     assert kinds(exchange(c, parse("s1", "SELECT 1") + SYNC)) == b"1Z"

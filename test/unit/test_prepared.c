@@ -458,6 +458,63 @@ static void test_long_names(void **state)
 	ps_rewrite_free_all();
 }
 
+/* DDL changed a statement's result type: PostgreSQL answers its Bind with
+ * 0A000. The shared statement goes stale for every client: a Parse of the
+ * same text prepares a fresh server statement (closing the stale one
+ * first), and a client still naming the stale one gets PostgreSQL's error
+ * from us on a server that lacks it, so its driver prepares again. */
+static void test_stale_after_ddl(void **state)
+{
+	struct fix *f = *state;
+	struct pktbuf e, barrier;
+	struct pg_error pe;
+	char a[64], b[64], types[8], names[8][32];
+
+	const struct pktbuf *m = parse_msg(f, "s1", "SELECT v FROM t");
+	assert_int_equal(send(f, m), PS_REWRITE);
+	server_name(f, m, 0, a);
+	assert_int_equal(reply_type(f, '1'), PSR_FORWARD);
+	assert_int_equal(reply_type(f, 'Z'), PSR_FORWARD);
+	assert_int_equal(send(f, bind_msg(f, "", "s1")), PS_REWRITE);
+	pktbuf_init(&e, 128);
+	pkt_write_error(&e, "ERROR", "0A000", "cached plan must not change result type");
+	assert_int_equal(reply(f, e.buf, e.len), PSR_FORWARD);       /* the client's to see */
+	assert_int_equal(ps_stmt_count(), 0);                       /* out of the registry */
+
+	/* The same client on a server without the stale statement: our 0A000. */
+	struct ps_server *first = f->ps;
+	f->ps = NULL;
+	assert_int_equal(send(f, bind_msg(f, "", "s1")), PS_REWRITE);
+	assert_int_equal(f->rw.head[0], 'D');
+	pktbuf_init(&barrier, 128);
+	pkt_write_error(&barrier, "ERROR", "26000", "prepared statement \"%s\" does not exist", PS_NAME_PREFIX "ERR");
+	assert_int_equal(reply(f, barrier.buf, barrier.len), PSR_SKIP_SEND);
+	assert_true(pkt_parse_error(f->out.buf + 5, f->out.len - 5, &pe));
+	assert_string_equal(pe.sqlstate, "0A000");
+	assert_string_equal(pe.message, "cached plan must not change result type");
+	assert_int_equal(reply_type(f, 'Z'), PSR_FORWARD);
+	ps_server_free(f->ps);
+	f->ps = first;
+
+	/* The driver's retry: Close, Parse of the same text: a fresh statement,
+	 * the stale one closed on this server first. */
+	assert_int_equal(send(f, kind_msg(f, 'C', 'S', "s1")), PS_REWRITE);
+	assert_int_equal(reply_type(f, '3'), PSR_FORWARD);
+	m = parse_msg(f, "s1", "SELECT v FROM t");
+	assert_int_equal(send(f, m), PS_REWRITE);
+	server_name(f, m, 0, b);
+	assert_string_not_equal(a, b);
+	injected(f, types, names);
+	assert_string_equal(types, "C");
+	assert_string_equal(names[0], a);
+	assert_int_equal(reply_type(f, '3'), PSR_SKIP);             /* our Close's */
+	assert_int_equal(reply_type(f, '1'), PSR_FORWARD);
+	assert_int_equal(ps_server_count(f->ps), 1);
+	assert_int_equal(ps_stmt_count(), 1);
+	pktbuf_free(&e);
+	pktbuf_free(&barrier);
+}
+
 static void test_deallocate_all(void **state)
 {
 	struct fix *f = *state;
@@ -957,6 +1014,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_skipped_segment_only, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_malformed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_long_names, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stale_after_ddl, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_deallocate_all, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_client_gone_with_replies_owed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unnamed_cache, setup, teardown),
