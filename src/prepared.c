@@ -520,11 +520,18 @@ bool ps_server_movable(const struct ps_server *ps)
 	return !ps || ps->q_len == 0;
 }
 
-/* Oldest first, so that the importer's LRU comes out in the same order. */
+/* Oldest first, so that the importer's LRU comes out in the same order. A
+ * stale statement stays behind: the importer knows nothing of it, so its
+ * clients prepare the text afresh (it would take the stale one for good). */
 void ps_server_export(const struct ps_server *ps, struct pktbuf *pb)
 {
-	pktbuf_put_u32(pb, (uint32_t)ps_server_count(ps));
+	uint32_t n = 0;
+	for (const struct ps_sentry *se = ps ? ps->oldest : NULL; se; se = se->newer)
+		n += !se->stmt->stale;
+	pktbuf_put_u32(pb, n);
 	for (const struct ps_sentry *se = ps ? ps->oldest : NULL; se; se = se->newer) {
+		if (se->stmt->stale)
+			continue;
 		pktbuf_put_u32(pb, (uint32_t)(se->num >> 32));
 		pktbuf_put_u32(pb, (uint32_t)se->num);
 		pktbuf_put_u8(pb, se->stmt->sql);
@@ -1409,13 +1416,22 @@ static enum ps_verdict sql_statement(struct ctx *x)
 	size_t have = (x->avail < x->len ? x->avail : x->len) - 5;
 	struct sqlprep sp;
 
-	if (!x->sql || x->len < 6 || x->len > SQL_QUERY_MAX || !sqlprep_maybe(text, have))
+	/* Without sql_prepared_statements, an SQL DEALLOCATE of one of the
+	 * client's protocol-level names is still the client's Close of it
+	 * (psycopg with libpq < 17 evicts that way); nothing else is looked at. */
+	bool dealloc_only = !x->sql && *x->pc && (*x->pc)->names.n > 0;
+	if ((!x->sql && !dealloc_only) || x->len < 6 || x->len > SQL_QUERY_MAX || !sqlprep_maybe(text, have))
 		return PS_PASS;
 	if (x->avail < x->len)
 		return PS_NEED_FULL;
 	if (x->msg[x->len - 1] != 0 || memchr(text, 0, x->len - 6))
 		return PS_PASS;       /* the server refuses it */
-	switch (sqlprep_scan(text, x->len - 6, &sp)) {
+	enum sqlprep_kind kind = sqlprep_scan(text, x->len - 6, &sp);
+	if (dealloc_only) {
+		struct ps_centry *ce = kind == SQLPREP_DEALLOCATE ? client_find(*x->pc, sp.name, sp.name_len) : NULL;
+		return ce && !ce->stmt->sql ? sql_deallocate(x, &sp) : PS_PASS;
+	}
+	switch (kind) {
 	case SQLPREP_PREPARE:
 		return sql_prepare(x, &sp);
 	case SQLPREP_EXECUTE:
