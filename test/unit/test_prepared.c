@@ -934,6 +934,40 @@ static void test_export_owed_and_empty(void **state)
 	assert_true(ps_server_movable(f->ps));
 }
 
+/* Without sql_prepared_statements, an SQL DEALLOCATE of one of the
+ * client's protocol names is its Close (psycopg on libpq < 17); any other
+ * SQL statement, and DEALLOCATE of another name, passes untouched. A server
+ * handed to another worker leaves its stale statements behind. */
+static void test_dealloc_without_sql_and_stale_export(void **state)
+{
+	struct fix *f = *state;
+	struct pktbuf pb, e;
+	assert_false(f->sql);
+	assert_int_equal(send(f, query_msg(f, "DEALLOCATE _pg3_0")), PS_PASS);   /* no names yet */
+	assert_int_equal(send(f, parse_msg(f, "_pg3_0", "SELECT 1")), PS_REWRITE);
+	assert_int_equal(reply_type(f, '1'), PSR_FORWARD);
+	assert_int_equal(send(f, parse_msg(f, "_pg3_1", "SELECT v FROM t")), PS_REWRITE);
+	assert_int_equal(reply_type(f, '1'), PSR_FORWARD);
+	assert_int_equal(send(f, query_msg(f, "EXECUTE _pg3_0")), PS_PASS);
+	assert_int_equal(send(f, query_msg(f, "DEALLOCATE other")), PS_PASS);
+	assert_int_equal(send(f, query_msg(f, "DEALLOCATE _pg3_0")), PS_REWRITE);
+	assert_int_equal(ps_client_count(f->pc), 1);
+	assert_int_equal(reply_tag(f, "UNLISTEN"), PSR_SKIP_SEND);          /* retagged */
+	assert_int_equal(reply_type(f, 'Z'), PSR_FORWARD);
+
+	assert_int_equal(send(f, bind_msg(f, "", "_pg3_1")), PS_REWRITE);
+	pktbuf_init(&e, 128);
+	pkt_write_error(&e, "ERROR", "0A000", "cached plan must not change result type");
+	assert_int_equal(reply(f, e.buf, e.len), PSR_FORWARD);
+	pktbuf_init(&pb, 256);
+	ps_server_export(f->ps, &pb);
+	struct pkt_reader r;
+	pkt_reader_init(&r, pb.buf, pb.len);
+	assert_int_equal(pkt_get_u32(&r), 1);      /* SELECT 1 only */
+	pktbuf_free(&pb);
+	pktbuf_free(&e);
+}
+
 /* Malformed or cut records are refused, never half-read into a crash. */
 static void test_import_malformed(void **state)
 {
@@ -1027,6 +1061,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_sql_evict_flush_off, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_export_import, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_export_owed_and_empty, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_dealloc_without_sql_and_stale_export, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_import_malformed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_num_base, setup, teardown),
 	};
