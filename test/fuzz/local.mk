@@ -7,7 +7,7 @@ FUZZ_TARGETS = test/fuzz/fuzz_startup test/fuzz/fuzz_client_stream \
 	test/fuzz/fuzz_server_stream test/fuzz/fuzz_scram_server \
 	test/fuzz/fuzz_scram_client test/fuzz/fuzz_config test/fuzz/fuzz_connstr \
 	test/fuzz/fuzz_userlist test/fuzz/fuzz_hba test/fuzz/fuzz_console \
-	test/fuzz/fuzz_prepared test/fuzz/fuzz_sqlprep
+	test/fuzz/fuzz_prepared test/fuzz/fuzz_sqlprep test/fuzz/fuzz_proxyproto
 noinst_PROGRAMS = $(FUZZ_TARGETS)
 # Only the fuzz targets lack a program_LDADD of their own.
 LDADD = libpgcrew.a $(PGCREW_LIBS)
@@ -38,6 +38,8 @@ test_fuzz_fuzz_prepared_SOURCES = test/fuzz/fuzz_prepared.c $(FUZZ_COMMON)
 test_fuzz_fuzz_prepared_LDFLAGS = $(FUZZ_LINK)
 test_fuzz_fuzz_sqlprep_SOURCES = test/fuzz/fuzz_sqlprep.c $(FUZZ_COMMON)
 test_fuzz_fuzz_sqlprep_LDFLAGS = $(FUZZ_LINK)
+test_fuzz_fuzz_proxyproto_SOURCES = test/fuzz/fuzz_proxyproto.c $(FUZZ_COMMON)
+test_fuzz_fuzz_proxyproto_LDFLAGS = $(FUZZ_LINK)
 
 FUZZ_RUNS = 200000
 FUZZ_SECONDS =

@@ -28,3 +28,9 @@ TESTS += test/unit/test_sqlprep
 test_unit_test_sqlprep_SOURCES = test/unit/test_sqlprep.c
 test_unit_test_sqlprep_CFLAGS = $(UNIT_CFLAGS)
 test_unit_test_sqlprep_LDADD = $(UNIT_LDADD)
+
+check_PROGRAMS += test/unit/test_proxyproto
+TESTS += test/unit/test_proxyproto
+test_unit_test_proxyproto_SOURCES = test/unit/test_proxyproto.c
+test_unit_test_proxyproto_CFLAGS = $(UNIT_CFLAGS)
+test_unit_test_proxyproto_LDADD = $(UNIT_LDADD)
