@@ -125,6 +125,8 @@ struct config {
 	char *pidfile;
 	int64_t pkt_buf;
 	enum pool_mode pool_mode;
+	bool proxy_protocol;                /* pgcrew: PROXY headers on TCP listeners */
+	char *proxy_protocol_sources;       /* pgcrew: who may send one (addresses, CIDR) */
 	usec_t query_timeout;
 	usec_t query_wait_notify;
 	usec_t query_wait_timeout;

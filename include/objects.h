@@ -179,6 +179,9 @@ struct client {
 	struct admin_fanout *fanout;      /* console command waiting for every worker */
 	struct admin_ext *admin_ext;      /* console extended-protocol state */
 	struct ps_client *ps;             /* its prepared statement names, or NULL */
+	struct proxy_wait *proxy;         /* reading a PROXY header (proxy_accept.c) */
+	struct sockaddr_storage proxied_addr;   /* the PROXY header's client, when proxied */
+	bool proxied;
 	bool is_unix;
 	bool passthrough_ok;              /* client proof gave us the ClientKey */
 	bool in_xact;                     /* last ReadyForQuery said T/E */

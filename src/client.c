@@ -3,6 +3,7 @@
  * of requests to a linked server. A client's bad input costs that client its
  * connection and nobody else anything. */
 #include "client.h"
+#include "proxy_accept.h"
 #include "admin.h"
 #include "admin_ext.h"
 #include "auth/authquery.h"
@@ -198,6 +199,7 @@ void client_close_sqlstate(struct client *c, const char *sqlstate, const char *r
 	}
 	if (sqlstate)
 		send_error(c, "FATAL", sqlstate, reason);
+	proxy_accept_cancel(c);
 	if (c->repl_server && c->repl_server != c->link) {
 		/* Its own server was still logging in. */
 		struct server *sv = c->repl_server;
@@ -308,6 +310,18 @@ static struct client *client_new(int fd, bool is_unix)
 	return c;
 }
 
+/* The client's own first bytes come next on its socket. */
+static void start_reading(struct client *c)
+{
+	c->s.sniff_tls = true;
+	c->s.suspended = W->suspended;    /* handed over from another worker during SUSPEND */
+	stream_start_reading(&c->s);
+	/* The startup packet is usually here already: one epoll turn saved per
+	 * login (if not, a recv that finds nothing). */
+	if (!c->is_unix && W->cfg->tcp_defer_accept)
+		stream_read_now(&c->s);
+}
+
 void client_accept(int fd, bool is_unix)
 {
 	struct client *c = client_new(fd, is_unix);
@@ -320,13 +334,11 @@ void client_accept(int fd, bool is_unix)
 	c->counted_conn = shm_client_take(W->cfg->max_client_conn);
 	if (!c->counted_conn)
 		c->close_reason = "no more connections allowed (max_client_conn)";
-	c->s.sniff_tls = true;
-	c->s.suspended = W->suspended;    /* handed over from another worker during SUSPEND */
-	stream_start_reading(&c->s);
-	/* The startup packet is usually here already: one epoll turn saved per
-	 * login (if not, a recv that finds nothing). */
-	if (!is_unix && W->cfg->tcp_defer_accept)
-		stream_read_now(&c->s);
+	if (proxy_accept_wanted(c)) {
+		proxy_accept_start(c, start_reading);
+		return;
+	}
+	start_reading(c);
 }
 
 /* ---- online restart ---- */
@@ -559,7 +571,9 @@ static int hba_method_of(struct client *c, const char **map, const struct hba_ru
 		.database = c->db_name, .user = c->user_name,
 		.replication = c->repl == REPL_PHYSICAL,
 	};
-	if (!c->is_unix && getpeername(c->s.fd, (struct sockaddr *)&ss, &len) == 0)
+	if (c->proxied)
+		hc.addr = (const struct sockaddr *)&c->proxied_addr;
+	else if (!c->is_unix && getpeername(c->s.fd, (struct sockaddr *)&ss, &len) == 0)
 		hc.addr = (const struct sockaddr *)&ss;
 	const struct hba_rule *r = hba_match(W->hba, &hc);
 	if (!r) {

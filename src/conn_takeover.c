@@ -42,7 +42,9 @@ void conn_takeover_counts(uint64_t *clients, uint64_t *servers)
 
 static bool client_at_rest(const struct client *c)
 {
-	if (c->state != CLIENT_ACTIVE || c->repl != REPL_NONE || c->s.tls || !c->pool ||
+	/* A proxied client's address is the PROXY header's: the record does
+	 * not carry it, so it stays (as a TLS one does). */
+	if (c->state != CLIENT_ACTIVE || c->repl != REPL_NONE || c->s.tls || c->proxied || !c->pool ||
 	    c->s.fd < 0 || c->s.closed || c->query_running || c->in_xact || c->fanout ||
 	    c->admin_ext || c->authq || c->auth_job || c->scram)
 		return false;

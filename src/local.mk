@@ -5,7 +5,8 @@ libpgcrew_a_SOURCES += \
 	src/varcache.c src/strpool.c src/cancel.c src/janitor.c src/stats.c src/admin.c \
 	src/shm.c src/ledger.c src/rowmerge.c src/takeover.c src/peer.c src/control.c \
 	src/admin_ext.c src/admin_sockets.c src/sdnotify.c src/hist.c src/metrics.c \
-	src/prepared.c src/psrelay.c src/handover.c src/server_move.c src/conn_takeover.c
+	src/prepared.c src/psrelay.c src/handover.c src/server_move.c src/conn_takeover.c \
+	src/proxy_accept.c
 noinst_HEADERS += \
 	include/admin.h \
 	include/admin_ext.h \
@@ -27,6 +28,7 @@ noinst_HEADERS += \
 	include/peer.h \
 	include/pool.h \
 	include/prepared.h \
+	include/proxy_accept.h \
 	include/psrelay.h \
 	include/rowmerge.h \
 	include/sdnotify.h \

@@ -3,6 +3,7 @@
  * channel; when that channel closes the supervisor is gone and the worker
  * shuts down rather than run unsupervised. */
 #include "worker.h"
+#include "proxy_accept.h"
 #include "shm.h"
 #include "ledger.h"
 #include "admin.h"
@@ -260,6 +261,7 @@ static void load_hba(const struct config *cfg)
 	char path[4096], ipath[4096], err[512];
 	hba_free(W->hba);
 	hba_ident_free(W->hba_ident);
+	proxy_accept_free_all();
 	W->hba = NULL;
 	W->hba_ident = NULL;
 	if (cfg->auth_type != AUTH_HBA)
@@ -285,6 +287,7 @@ void worker_refresh_config(void)
 {
 	struct config *cfg = W->cfg;
 	load_hba(cfg);
+	(void)proxy_accept_configure(cfg);
 	log_verbose = cfg->verbose > log_verbose ? cfg->verbose : log_verbose;
 	(void)setup_tls(cfg);
 	struct dns_settings ds;
@@ -559,6 +562,7 @@ static void worker_cleanup(void)
 	tls_ctx_free(W->server_tls);
 	hba_free(W->hba);
 	hba_ident_free(W->hba_ident);
+	proxy_accept_free_all();
 	stream_cache_free();
 	psrelay_free();
 	varcache_set_tracked(NULL);
@@ -611,6 +615,7 @@ void worker_main(int id, struct config *cfg, int ipc_fd, struct listen_set *ls)
 		fatal("worker %d: DNS resolver initialisation failed", id);
 	pool_apply_config(cfg);
 	load_hba(cfg);
+	(void)proxy_accept_configure(cfg);
 	W->reaper = event_new(W->base, -1, 0, reap, NULL);
 	W->sup = ipc_chan_new(W->base, ipc_fd, id, on_ipc, on_ipc_eof, NULL);
 	W->listener = listener_start(W->base, ls, id, on_accept, NULL);

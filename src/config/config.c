@@ -245,6 +245,12 @@ static int validate(struct config *cfg, struct config_error *err)
 				 cfg->path);
 		return -1;
 	}
+	if (cfg->proxy_protocol && !cfg->proxy_protocol_sources[0]) {
+		/* Nobody could send a header: the setting would do nothing. */
+		config_error_set(err, "%s: proxy_protocol = 1 needs proxy_protocol_sources "
+				 "(the load balancers' addresses)", cfg->path);
+		return -1;
+	}
 	if (auth_needs_secrets(cfg->auth_type) && cfg->auth_file[0] == '\0' && cfg->auth_user[0] == '\0') {
 		config_error_set(err, "%s: auth_file must be set when auth_type is %s (or set auth_user)",
 				 cfg->path, auth_type_name(cfg->auth_type));

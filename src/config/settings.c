@@ -3,6 +3,7 @@
  * code that parses, prints, SETs and reload-checks values through it. */
 #include "config/settings.h"
 #include "config/value.h"
+#include "proto/proxyproto.h"
 #include "log.h"
 
 #include <limits.h>
@@ -96,6 +97,15 @@ static int check_listen_addr(const char *value, char *msg, size_t msglen)
 	return -1;
 }
 
+static int check_proxy_sources(const char *value, char *msg, size_t msglen)
+{
+	struct proxy_sources *ps;
+	if (!proxy_sources_parse(value, &ps, msg, msglen))
+		return -1;
+	proxy_sources_free(ps);
+	return 0;
+}
+
 /* ---- the table ---- */
 
 /* The field is named by the key (#f), and a row whose type does not match
@@ -175,6 +185,9 @@ static const struct setting table[] = {
 	S_STR(pidfile, "", NR, "PID file"),
 	S_SIZE(pkt_buf, "4096", 256, 1 << 26, NR, "internal packet buffer size"),
 	S_ENUM(pool_mode, "session", pool_mode_i, POOL_MODE_COUNT, 0, "when a server goes back to the pool"),
+	S_BOOL(proxy_protocol, "0", EXT, "read a PROXY protocol v1/v2 header on TCP connections from proxy_protocol_sources"),
+	S_STRC(proxy_protocol_sources, "", check_proxy_sources, EXT,
+	       "addresses and CIDR ranges of the load balancers that send PROXY headers"),
 	S_TIME(query_timeout, "0", 0, 0, "cancel queries running longer (0 = never)"),
 	S_TIME(query_wait_notify, "5", 0, 0, "notify a queued client after this wait (0 = never)"),
 	S_TIME(query_wait_timeout, "120", 0, 0, "drop clients waiting longer for a server (0 = never)"),

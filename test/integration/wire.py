@@ -32,8 +32,9 @@ def query_message(sql):
 class RawConn:
     """A plain TCP connection to host:port with bounded reads."""
 
-    def __init__(self, port, host=util.HOST, timeout=5.0):
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+    def __init__(self, port, host=util.HOST, timeout=5.0, source=None):
+        self.sock = socket.create_connection((host, port), timeout=timeout,
+                                             source_address=(source, 0) if source else None)
         self.buf = b""
 
     def send(self, data):

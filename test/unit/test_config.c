@@ -151,6 +151,8 @@ static const struct {
 	{ "pidfile", "", "" },
 	{ "pkt_buf", "4096", "4096" },
 	{ "pool_mode", "session", "session" },
+	{ "proxy_protocol", "0", "0" },               /* pgcrew */
+	{ "proxy_protocol_sources", "", "" },         /* pgcrew */
 	{ "query_timeout", "0", "0" },
 	{ "query_wait_notify", "5", "5" },
 	{ "query_wait_timeout", "120", "120" },
@@ -275,6 +277,7 @@ static void test_table_rules(void **state)
 	static const char *const extensions[] = {
 		"auth_query_cache_ttl", "max_pools", "metrics_listen", "server_login_concurrency",
 		"server_tls_sslnegotiation", "sql_prepared_statements", "unnamed_statement_cache",
+		"proxy_protocol", "proxy_protocol_sources",
 		"workers",
 	};
 	size_t n_nr = 0, n_ext = 0;
