@@ -17,12 +17,16 @@ enum sslmode {
 	SSLMODE_VERIFY_CA, SSLMODE_VERIFY_FULL, SSLMODE_COUNT
 };
 enum sslnegotiation { SSLNEG_POSTGRES, SSLNEG_DIRECT, SSLNEG_COUNT };   /* pgcrew */
+/* target_session_attrs, libpq's values (pgcrew) */
+enum tsa { TSA_ANY, TSA_READ_WRITE, TSA_READ_ONLY, TSA_PRIMARY, TSA_STANDBY, TSA_PREFER_STANDBY,
+	   TSA_COUNT };
 enum load_balance { LB_DISABLE, LB_ROUND_ROBIN, LB_COUNT };
 
 const char *pool_mode_name(enum pool_mode m);      /* "session", ... */
 const char *auth_type_name(enum auth_type t);      /* "scram-sha-256", ... */
 const char *sslmode_name(enum sslmode m);          /* "verify-full", ... */
 const char *sslnegotiation_name(enum sslnegotiation n);   /* "postgres", "direct" */
+const char *tsa_name(enum tsa t);                   /* "any", "read-write", ... */
 const char *load_balance_name(enum load_balance lb);     /* "disable", "round-robin" */
 
 /* Per-entry overrides use -1 for "not set": the global setting applies. */
@@ -43,6 +47,7 @@ struct db_def {                 /* one [databases] entry */
 	usec_t server_lifetime;     /* -1 = not set */
 	usec_t query_wait_timeout;  /* -1 = not set */
 	int sslnegotiation;         /* -1 = not set, else enum sslnegotiation (pgcrew) */
+	int target_session_attrs;   /* -1 = not set, else enum tsa (pgcrew) */
 	char *file;                 /* where it was defined */
 	int line;
 };
@@ -153,6 +158,7 @@ struct config {
 	char *server_tls_key_file;
 	char *server_tls_protocols;
 	enum sslnegotiation server_tls_sslnegotiation;  /* pgcrew */
+	enum tsa target_session_attrs;      /* pgcrew: default of [databases] entries */
 	enum sslmode server_tls_sslmode;
 	bool so_reuseport;
 	bool sql_prepared_statements;       /* pgcrew: SQL PREPARE/EXECUTE in transaction mode */

@@ -11,6 +11,7 @@
 #include "varcache.h"
 #include "prepared.h"
 #include "auth/scram.h"
+#include "shm.h"
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -65,6 +66,9 @@ struct database {
 	bool load_balance;
 	usec_t server_lifetime;           /* -1 = global */
 	int sslnegotiation;               /* -1 = server_tls_sslnegotiation (pgcrew) */
+	int tsa;                          /* -1 = target_session_attrs (pgcrew), else enum tsa */
+	int8_t host_role[SHM_HOSTS];      /* without a shm row: hostrole.c's local copy */
+	usec_t host_skip[SHM_HOSTS];
 	bool is_autodb;                   /* created from the "*" template */
 	bool dead;                        /* removed by reload: no new servers or logins */
 	bool mark;                        /* reload mark-and-sweep */
@@ -222,6 +226,8 @@ struct server {
 	struct dns_req *dns;              /* pending host name lookup */
 	bool dns_pending;                 /* resolving; no socket yet */
 	int host_idx;
+	int8_t hot_standby, read_only;    /* in_hot_standby, default_transaction_read_only
+	                                     as reported (-1: not reported, PostgreSQL < 14) */
 	bool has_slot;                    /* counted in the supervisor's ledger */
 	struct event *ssl_ev;             /* waiting for the answer to SSLRequest */
 	bool used;                        /* has served a client: server_check_query applies */

@@ -59,5 +59,13 @@ void shm_avg_get(int idx, uint64_t avg[SHM_STATS]);
 /* The i-th name slot, if used and of that kind. */
 bool shm_name_at(int i, enum shm_kind kind, char *name, size_t len);
 void shm_host_set(int idx, int value);
+/* target_session_attrs: each host's last known role (enum host_role, 0 =
+ * unknown) and until when a host that did not match is skipped, shared so
+ * that one worker's finding serves all; hosts past SHM_HOSTS are not kept. */
+#define SHM_HOSTS 8
+int shm_host_role(int idx, int host);
+int shm_host_role_set(int idx, int host, int role);      /* returns the old role */
+int64_t shm_host_skip_until(int idx, int host);
+void shm_host_skip(int idx, int host, int64_t until);
 
 #endif

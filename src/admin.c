@@ -4,6 +4,7 @@
  * fanned out through the supervisor: every worker answers for itself and the
  * asking worker merges the rows (rowmerge.h) into the instance's view. */
 #include "admin.h"
+#include "hostrole.h"
 #include "build-config.h"
 #include "client.h"
 #include "config.h"
@@ -236,7 +237,7 @@ static void show_help(struct client *c)
 		"\tSHOW HELP|CONFIG|DATABASES|POOLS|CLIENTS|SERVERS|USERS|VERSION",
 		"\tSHOW LISTS|STATS|STATS_TOTALS|STATS_AVERAGES|TOTALS|STATE|DNS_HOSTS|DNS_ZONES",
 		"\tSHOW FDS|SOCKETS|ACTIVE_SOCKETS|MEM",
-		"\tSHOW PEERS|PEER_POOLS|WORKERS",
+		"\tSHOW PEERS|PEER_POOLS|WORKERS|HOSTS",
 		"\tPAUSE [<db>]", "\tRESUME [<db>]", "\tDISABLE <db>", "\tENABLE <db>",
 		"\tRECONNECT [<db>]", "\tKILL [<db>]", "\tKILL_CLIENT <client_id>", "\tSUSPEND",
 		"\tWAIT_CLOSE [<db>]", "\tRELOAD", "\tSHUTDOWN [WAIT_FOR_SERVERS|WAIT_FOR_CLIENTS]",
@@ -563,6 +564,28 @@ static void view_peers(struct result *r)
 	}
 }
 
+/* pgcrew: each database's hosts with their last known role (as its
+ * servers reported it) and target_session_attrs; SHOW DATABASES and SHOW
+ * SERVERS keep PgBouncer's columns. */
+static void view_hosts(struct result *r)
+{
+	struct list *it;
+	usec_t now = util_monotonic();
+	res_begin(r, COLS("database", "host", "port", "target_session_attrs", "role", "skipped_ms"),
+		  TYPES(OID_TEXT, OID_TEXT, OID_INT4, OID_TEXT, OID_TEXT, OID_INT8), 6);
+	list_for_each(it, &W->databases) {
+		struct database *db = container_of(it, struct database, node);
+		if (db->admin || db->dead)
+			continue;
+		for (int h = 0; h < db->n_hosts; h++) {
+			usec_t until = hostrole_skipped_until(db, h);
+			res_row(r, "ssissq", db->name, db->hosts[h] ? db->hosts[h] : "", db->port,
+				tsa_name(hostrole_tsa(db)), host_role_name(hostrole_get(db, h)),
+				(uint64_t)(until > now ? (until - now) / USEC_PER_MSEC : 0));
+		}
+	}
+}
+
 static void view_peer_pools(struct result *r)
 {
 	const struct config *cfg = W->cfg;
@@ -625,6 +648,7 @@ static const struct view views[] = {
 	{ "dns_zones", view_dns_zones, NULL, true, false },
 	{ "workers", view_workers, "nfffffffff", true, false },
 	{ "peers", view_peers, NULL, false, false },
+	{ "hosts", view_hosts, NULL, false, false },
 	{ "peer_pools", view_peer_pools, "k++++", true, false },
 	{ "fds", admin_view_fds, NULL, true, false },
 	{ "sockets", admin_view_sockets, NULL, true, false },

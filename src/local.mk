@@ -6,7 +6,7 @@ libpgcrew_a_SOURCES += \
 	src/shm.c src/ledger.c src/rowmerge.c src/takeover.c src/peer.c src/control.c \
 	src/admin_ext.c src/admin_sockets.c src/sdnotify.c src/hist.c src/metrics.c \
 	src/prepared.c src/psrelay.c src/handover.c src/server_move.c src/conn_takeover.c \
-	src/proxy_accept.c
+	src/proxy_accept.c src/hostrole.c
 noinst_HEADERS += \
 	include/admin.h \
 	include/admin_ext.h \
@@ -29,6 +29,7 @@ noinst_HEADERS += \
 	include/pool.h \
 	include/prepared.h \
 	include/proxy_accept.h \
+	include/hostrole.h \
 	include/psrelay.h \
 	include/rowmerge.h \
 	include/sdnotify.h \

@@ -4,6 +4,7 @@
  * within its limits, a few logins at a time so a burst of clients does not
  * become a burst of backend forks. */
 #include "pool.h"
+#include "hostrole.h"
 #include "auth/authquery.h"
 #include "client.h"
 #include "config.h"
@@ -121,6 +122,7 @@ static void db_apply_def(struct database *db, const struct db_def *d, const char
 	db->load_balance = d->load_balance_hosts != 0;
 	db->server_lifetime = d->server_lifetime;
 	db->sslnegotiation = d->sslnegotiation;
+	db->tsa = d->target_session_attrs;
 	db->dead = false;
 }
 
@@ -133,6 +135,7 @@ static struct database *db_new(const char *name)
 	list_append(&W->databases, &db->node);
 	db->last_used = util_monotonic();
 	db->sslnegotiation = -1;
+	db->tsa = -1;
 	return db;
 }
 
@@ -917,6 +920,10 @@ static enum launch_ok can_launch(struct pool *p, bool for_waiter)
 		return LAUNCH_NO;
 	if (p->login_failed_at && now - p->login_failed_at < cfg->server_login_retry)
 		return LAUNCH_NO;
+	/* target_session_attrs: every host in its back-off (a failover under
+	 * way): wait, the janitor asks again. */
+	if (hostrole_tsa(p->db) != TSA_ANY && hostrole_pick(p->db, 0) < 0)
+		return LAUNCH_NO;
 	if (p->db->max_db_connections > 0 && p->db->n_servers >= p->db->max_db_connections &&
 	    !evict_idle(p, true))
 		return LAUNCH_NO;
@@ -1208,6 +1215,17 @@ static bool link_pair(struct client *c, struct server *sv)
 	return true;
 }
 
+/* target_session_attrs: another worker (or this one, through another
+ * server) may have found this server's host no longer serving. */
+static bool host_still_serves(const struct server *sv)
+{
+	struct database *db = sv->pool->db;
+	if (hostrole_tsa(db) == TSA_ANY)
+		return true;
+	enum host_role r = hostrole_get(db, sv->host_idx);
+	return r == ROLE_UNKNOWN || hostrole_serves(db, sv->host_idx, r);
+}
+
 struct server *pool_idle_server(struct pool *p)
 {
 	struct list *it, *tmp;
@@ -1217,6 +1235,10 @@ struct server *pool_idle_server(struct pool *p)
 			continue;         /* promised to another worker (the reaper sends it) */
 		if (sv->close_needed) {
 			server_close(sv, sv->close_reason ? sv->close_reason : "server lifetime over");
+			continue;
+		}
+		if (!host_still_serves(sv)) {
+			server_close(sv, "server role changed");
 			continue;
 		}
 		if (check_needed(sv)) {

@@ -3,6 +3,7 @@
  * relay of results to the linked client, and internal queries whose results
  * the pooler swallows until ReadyForQuery. */
 #include "server.h"
+#include "hostrole.h"
 #include "server_move.h"
 #include "auth/authquery.h"
 #include "shm.h"
@@ -293,12 +294,28 @@ static void host_failed(struct server *sv)
 	shm_host_set(db->shm_idx, sv->host_idx + 1);
 }
 
+/* target_session_attrs over several hosts: a host that failed is skipped a
+ * moment (HOSTROLE_SKIP_USEC) and the next one tried at once, instead of
+ * holding the pool for server_login_retry: a failover is over as soon as a
+ * host serves (the old primary refusing or shutting down, the new one
+ * still promoting). */
+static bool host_skipped_instead(struct server *sv)
+{
+	struct database *db = sv->pool->db;
+	if (hostrole_tsa(db) == TSA_ANY || db->n_hosts < 2)
+		return false;
+	hostrole_skip(db, sv->host_idx);
+	return true;
+}
+
 /* A login that did not complete: the pool waits server_login_retry before
  * the next one, on the next host when hosts are not balanced. */
 static void login_phase_failed(struct server *sv)
 {
-	sv->pool->login_failed_at = util_monotonic();
 	host_failed(sv);
+	if (host_skipped_instead(sv))
+		return;
+	sv->pool->login_failed_at = util_monotonic();
 }
 
 /* c-ares answered (or the cache did, synchronously from dns_resolve). */
@@ -333,6 +350,7 @@ struct server *server_new(struct pool *p, bool with_slot, int fd)
 	sv->id = shm_next_id();
 	sv->pool = p;
 	sv->connect_time = sv->last_used = util_monotonic();
+	sv->hot_standby = sv->read_only = -1;
 	varcache_init(&sv->vars);
 	list_init(&sv->node);
 	list_append(&W->all_servers, &sv->all_node);
@@ -353,8 +371,21 @@ struct server *server_new(struct pool *p, bool with_slot, int fd)
 static bool launch(struct pool *p, bool with_slot, struct client *owner)
 {
 	struct database *db = p->db;
-	struct server *sv = server_new(p, with_slot, -1);
 	int idx = 0;
+
+	/* round-robin: each launch takes the next host; disable: stay on one
+	 * host and move on only when it fails (see connect_failed()). */
+	if (db->n_hosts > 1)
+		idx = (db->shm_idx >= 0 ? shm_host(db->shm_idx, db->load_balance ? 1 : 0)
+		       : (db->load_balance ? db->host_rr++ : db->host_rr)) % db->n_hosts;
+	/* target_session_attrs: a host that may serve, none while every one
+	 * is in its back-off (the janitor asks again). */
+	if (hostrole_tsa(db) != TSA_ANY && owner == NULL && (idx = hostrole_pick(db, idx)) < 0) {
+		if (with_slot)
+			pool_slot_release(p);
+		return false;
+	}
+	struct server *sv = server_new(p, with_slot, -1);
 
 	if (owner) {
 		sv->repl = owner->repl;
@@ -362,11 +393,6 @@ static bool launch(struct pool *p, bool with_slot, struct client *owner)
 		owner->repl_server = sv;
 	}
 
-	/* round-robin: each launch takes the next host; disable: stay on one
-	 * host and move on only when it fails (see connect_failed()). */
-	if (db->n_hosts > 1)
-		idx = (db->shm_idx >= 0 ? shm_host(db->shm_idx, db->load_balance ? 1 : 0)
-		       : (db->load_balance ? db->host_rr++ : db->host_rr)) % db->n_hosts;
 	sv->host_idx = idx;
 	const char *host = db->hosts[idx];
 	struct sockaddr_storage ss;
@@ -544,7 +570,8 @@ static void login_refused_for_now(struct server *sv, const char *sqlstate, const
 {
 	struct pool *p = sv->pool;
 	p->login_error[0] = 0;
-	p->login_failed_at = util_monotonic();
+	if (!host_skipped_instead(sv))
+		p->login_failed_at = util_monotonic();
 	drop_repl_owner(sv, sqlstate, msg);
 	server_close(sv, msg);
 }
@@ -772,6 +799,41 @@ static void handle_auth(struct server *sv, const uint8_t *body, size_t len)
 
 /* ---- ParameterStatus ---- */
 
+/* target_session_attrs: a server whose host no longer serves its pool's
+ * database (a promotion, a demotion, read-only by default now) is not
+ * handed out again; a busy one finishes its transaction first. The host is
+ * skipped a moment and, with load_balance_hosts = disable, left for the
+ * next one; servers of other workers learn it from the shared role. */
+static void role_changed(struct server *sv)
+{
+	struct database *db = sv->pool->db;
+	enum host_role r = hostrole_of_server(sv);
+	if (hostrole_tsa(db) == TSA_ANY || sv->repl != REPL_NONE || r == ROLE_UNKNOWN)
+		return;
+	hostrole_note(db, sv->host_idx, r);
+	if (hostrole_serves(db, sv->host_idx, r))
+		return;
+	hostrole_skip(db, sv->host_idx);
+	host_failed(sv);
+	sv->close_needed = true;
+	sv->close_reason = "server role changed";
+}
+
+/* in_hot_standby and default_transaction_read_only (reported by
+ * PostgreSQL 14+): the server's role, checked at login and on change. */
+static void note_role_param(struct server *sv, const char *k, const char *v)
+{
+	int8_t *f = strcmp(k, "in_hot_standby") == 0 ? &sv->hot_standby
+		    : strcmp(k, "default_transaction_read_only") == 0 ? &sv->read_only : NULL;
+	if (!f)
+		return;
+	int8_t on = strcmp(v, "on") == 0;
+	bool changed = *f != on;
+	*f = on;
+	if (changed && sv->state != SERVER_LOGIN)
+		role_changed(sv);
+}
+
 static void handle_param(struct server *sv, const uint8_t *body, size_t len)
 {
 	struct pkt_reader r;
@@ -780,6 +842,7 @@ static void handle_param(struct server *sv, const uint8_t *body, size_t len)
 	const char *v = pkt_get_string(&r);
 	if (r.failed)
 		return;
+	note_role_param(sv, k, v);
 	bool tracked = varcache_set(&sv->vars, k, v);
 	if (sv->state == SERVER_LOGIN && sv->welcome_src && !tracked)
 		pool_welcome_param(sv->pool, k, v);
@@ -789,10 +852,32 @@ static void handle_param(struct server *sv, const uint8_t *body, size_t len)
 
 /* ---- login phase ---- */
 
+/* target_session_attrs at login: a server whose host does not serve the
+ * database is closed before anyone sees it, its host skipped a moment (the
+ * janitor opens the next one). PostgreSQL < 14 reports no role: taken. */
+static bool role_at_login(struct server *sv)
+{
+	struct database *db = sv->pool->db;
+	enum host_role r = hostrole_of_server(sv);
+	if (hostrole_tsa(db) == TSA_ANY || sv->repl != REPL_NONE || r == ROLE_UNKNOWN)
+		return true;
+	hostrole_note(db, sv->host_idx, r);
+	if (hostrole_serves(db, sv->host_idx, r))
+		return true;
+	log_server(sv, LG_LOG, "server does not match target_session_attrs=%s (role=%s)",
+		   tsa_name(hostrole_tsa(db)), host_role_name(r));
+	hostrole_skip(db, sv->host_idx);
+	host_failed(sv);
+	server_close(sv, "target_session_attrs mismatch");
+	return false;
+}
+
 static void login_complete(struct server *sv)
 {
 	struct pool *p = sv->pool;
 
+	if (!role_at_login(sv))
+		return;
 	p->login_failed_at = 0;
 	p->login_error[0] = 0;
 	hist_phase_observe(HIST_PHASE_SERVER_LOGIN, (uint64_t)(util_monotonic() - sv->connect_time));
@@ -988,6 +1073,24 @@ static void ready_for_query(struct server *sv, char status)
 		server_release(sv);
 }
 
+/* A read-write database's server answering 25006 (read-only transaction)
+ * is on a host that stopped taking writes, or the client asked for a
+ * read-only transaction: either way it is not handed out again. */
+static enum stream_action read_only_error(struct server *sv, const struct pkt_hdr *h,
+					  const uint8_t *data, size_t avail)
+{
+	struct pg_error e;
+	if (hostrole_tsa(sv->pool->db) != TSA_READ_WRITE)
+		return SA_FORWARD;
+	if (avail < h->len)
+		return SA_NEED_FULL;
+	if (pkt_parse_error(data + 5, h->len - 5, &e) && strcmp(e.sqlstate, "25006") == 0) {
+		sv->close_needed = true;
+		sv->close_reason = "server is read-only";
+	}
+	return SA_FORWARD;
+}
+
 static enum stream_action active_pkt(struct server *sv, const struct pkt_hdr *h,
 				     const uint8_t *data, size_t avail)
 {
@@ -1011,6 +1114,8 @@ static enum stream_action active_pkt(struct server *sv, const struct pkt_hdr *h,
 			return SA_NEED_FULL;
 		handle_param(sv, data + 5, h->len - 5);
 		return SA_FORWARD;
+	case 'E':
+		return read_only_error(sv, h, data, avail);
 	default:
 		return SA_FORWARD;
 	}

@@ -19,6 +19,8 @@ enum { SLOT_EMPTY, SLOT_WRITING, SLOT_READY };
 struct name_slot {
 	_Atomic int state;
 	_Atomic int host;          /* SHM_DB: next host of its list to use */
+	_Atomic uint8_t role[SHM_HOSTS];        /* SHM_DB: each host's last known role */
+	_Atomic int64_t skip_until[SHM_HOSTS];  /* SHM_DB: a host that did not match, until */
 	uint8_t kind;
 	char name[NAME_LEN];
 };
@@ -225,6 +227,32 @@ void shm_host_set(int idx, int value)
 {
 	if (head && idx >= 0 && idx < SHM_NAMES)
 		atomic_store(&head->names[idx].host, value);
+}
+
+static bool host_cell_ok(int idx, int host)
+{
+	return head && idx >= 0 && idx < SHM_NAMES && host >= 0 && host < SHM_HOSTS;
+}
+
+int shm_host_role(int idx, int host)
+{
+	return host_cell_ok(idx, host) ? atomic_load(&head->names[idx].role[host]) : 0;
+}
+
+int shm_host_role_set(int idx, int host, int role)
+{
+	return host_cell_ok(idx, host) ? atomic_exchange(&head->names[idx].role[host], (uint8_t)role) : role;
+}
+
+int64_t shm_host_skip_until(int idx, int host)
+{
+	return host_cell_ok(idx, host) ? atomic_load(&head->names[idx].skip_until[host]) : 0;
+}
+
+void shm_host_skip(int idx, int host, int64_t until)
+{
+	if (host_cell_ok(idx, host))
+		atomic_store(&head->names[idx].skip_until[host], until);
 }
 
 static _Atomic uint64_t *stat_cell(int idx, int w)

@@ -21,6 +21,7 @@ enum cs_type {
 	CS_POOL_MODE,               /* int, enum pool_mode */
 	CS_LB,                      /* int, enum load_balance */
 	CS_SSLNEG,                  /* int, enum sslnegotiation */
+	CS_TSA,                     /* int, enum tsa */
 };
 
 struct cs_key {
@@ -58,6 +59,7 @@ static const struct cs_key db_keys[] = {
 	DB("server_lifetime", CS_TIME, server_lifetime),
 	DB("query_wait_timeout", CS_TIME, query_wait_timeout),
 	DB("sslnegotiation", CS_SSLNEG, sslnegotiation),       /* pgcrew */
+	DB("target_session_attrs", CS_TSA, target_session_attrs),   /* pgcrew */
 };
 
 static const struct cs_key user_keys[] = {
@@ -229,6 +231,7 @@ static int parse_enum(const char *value, const char *(*name_fn)(int), int count,
 static const char *pool_mode_name_i(int i) { return pool_mode_name((enum pool_mode)i); }
 static const char *load_balance_name_i(int i) { return load_balance_name((enum load_balance)i); }
 static const char *sslneg_name_i(int i) { return sslnegotiation_name((enum sslnegotiation)i); }
+static const char *tsa_name_i(int i) { return tsa_name((enum tsa)i); }
 
 /* Store value at base + k->off; -1 when the value is not valid for k. */
 static int apply_key(void *base, const struct cs_key *k, const char *value)
@@ -260,6 +263,8 @@ static int apply_key(void *base, const struct cs_key *k, const char *value)
 		return parse_enum(value, load_balance_name_i, LB_COUNT, dst);
 	case CS_SSLNEG:
 		return parse_enum(value, sslneg_name_i, SSLNEG_COUNT, dst);
+	case CS_TSA:
+		return parse_enum(value, tsa_name_i, TSA_COUNT, dst);
 	}
 	return -1;
 }
@@ -335,6 +340,7 @@ int connstr_parse_db(const char *name, const char *text, const char *file, int l
 	out->load_balance_hosts = LB_ROUND_ROBIN;
 	out->server_lifetime = out->query_wait_timeout = -1;
 	out->sslnegotiation = -1;
+	out->target_session_attrs = -1;
 	if (apply_text(text, db_keys, ARRAY_SIZE(db_keys), out, &e, err) < 0)
 		goto fail;
 	if (out->host && split_hosts(out) < 0) {

@@ -38,6 +38,17 @@ static const char *const sslneg_names[] = {
 };
 _Static_assert(ARRAY_SIZE(sslneg_names) == SSLNEG_COUNT, "sslneg_names");
 
+static const char *const tsa_names[] = {
+	[TSA_ANY] = "any", [TSA_READ_WRITE] = "read-write", [TSA_READ_ONLY] = "read-only",
+	[TSA_PRIMARY] = "primary", [TSA_STANDBY] = "standby", [TSA_PREFER_STANDBY] = "prefer-standby",
+};
+_Static_assert(ARRAY_SIZE(tsa_names) == TSA_COUNT, "tsa_names");
+
+const char *tsa_name(enum tsa t)
+{
+	return (unsigned)t < TSA_COUNT ? tsa_names[t] : "?";
+}
+
 static const char *const lb_names[] = {
 	[LB_DISABLE] = "disable", [LB_ROUND_ROBIN] = "round-robin",
 };
@@ -72,6 +83,7 @@ static const char *pool_mode_i(int v) { return pool_mode_name((enum pool_mode)v)
 static const char *auth_type_i(int v) { return auth_type_name((enum auth_type)v); }
 static const char *sslmode_i(int v) { return sslmode_name((enum sslmode)v); }
 static const char *sslneg_i(int v) { return sslnegotiation_name((enum sslnegotiation)v); }
+static const char *tsa_i(int v) { return tsa_name((enum tsa)v); }
 
 static const char *const type_names[] = {
 	[SETTING_BOOL] = "bool", [SETTING_INT] = "int", [SETTING_SIZE] = "size",
@@ -224,6 +236,8 @@ static const struct setting table[] = {
 	S_BOOL(syslog, "0", 0, "log to syslog"),
 	S_STR(syslog_facility, "daemon", 0, "syslog facility"),
 	S_STR(syslog_ident, "pgbouncer", 0, "syslog program name"),
+	S_ENUM(target_session_attrs, "any", tsa_i, TSA_COUNT, EXT,
+	       "which hosts of a database's host list serve it: any, read-write, read-only, primary, standby, prefer-standby"),
 	S_BOOL(tcp_defer_accept, "1", 0, "set TCP_DEFER_ACCEPT on listeners"),
 	S_BOOL(tcp_keepalive, "1", 0, "enable TCP keepalive"),
 	S_INT(tcp_keepcnt, "0", 0, INT_MAX, 0, "TCP_KEEPCNT (0 = OS default)"),

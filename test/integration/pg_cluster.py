@@ -123,6 +123,33 @@ class PgCluster:
         self._run(self._bin("pg_ctl"), "-D", self.datadir, "-l", self.logfile,
                   "-w", "-t", "60", "start")
 
+    def make_standby(self, name, basedir, host):
+        """A streaming standby of this server (pg_basebackup -R), started,
+        listening on `host` (another loopback address) with this server's
+        port: a [databases] host list with one port then names both."""
+        st = PgCluster(name, self.bindir, basedir)
+        st.host, st.port, st.version = host, self.port, self.version
+        os.makedirs(st.sockdir, exist_ok=True)
+        util.give_to_service_user(st.basedir)
+        st._run(st._bin("pg_basebackup"), "-D", st.datadir, "-h", self.host, "-p", str(self.port),
+                "-U", SUPERUSER, "-R", "-X", "stream", "-c", "fast", "--no-sync")
+        with open(os.path.join(st.datadir, "postgresql.conf"), "a") as f:
+            f.write(f"\n# standby\nlisten_addresses = '{host}'\n"
+                    f"unix_socket_directories = '{st.sockdir}'\nhot_standby = on\n")
+        hba_path = os.path.join(st.datadir, "pg_hba.conf")
+        with open(hba_path) as f:
+            hba = f.read().replace("127.0.0.1/32", "127.0.0.0/8")
+        with open(hba_path, "w") as f:
+            f.write(hba)
+        st.start()
+        return st
+
+    def running(self):
+        return os.path.exists(os.path.join(self.datadir, "postmaster.pid"))
+
+    def promote(self):
+        self._run(self._bin("pg_ctl"), "-D", self.datadir, "-w", "-t", "60", "promote")
+
     def stop(self, mode="fast"):
         if os.path.exists(os.path.join(self.datadir, "postmaster.pid")):
             self._run(self._bin("pg_ctl"), "-D", self.datadir, "-m", mode,

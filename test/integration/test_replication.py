@@ -47,12 +47,7 @@ def no_walsender_in_pool(p):
 
 def stop(proc):
     """Ends a streaming client as a person would (Ctrl-C), bounded."""
-    proc.send_signal(signal.SIGINT)
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(5)
+    util.end_process(proc, signal.SIGINT)
 
 
 def gone_with_client(pg, p):

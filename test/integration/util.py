@@ -5,7 +5,9 @@ time and talks to 127.0.0.1 only."""
 import os
 import pwd
 import shutil
+import signal
 import socket
+import subprocess
 import stat
 import time
 
@@ -94,3 +96,13 @@ def port_accepts(port, host=HOST):
             return True
     except OSError:
         return False
+
+
+def end_process(proc, sig=signal.SIGTERM, timeout=10):
+    """Ends a process this test started: sig, then SIGKILL if it lingers."""
+    proc.send_signal(sig)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)

@@ -73,3 +73,9 @@ TESTS += test/unit/test_handover
 test_unit_test_handover_SOURCES = test/unit/test_handover.c
 test_unit_test_handover_CFLAGS = $(UNIT_CFLAGS)
 test_unit_test_handover_LDADD = $(UNIT_LDADD)
+
+check_PROGRAMS += test/unit/test_hostrole
+TESTS += test/unit/test_hostrole
+test_unit_test_hostrole_SOURCES = test/unit/test_hostrole.c
+test_unit_test_hostrole_CFLAGS = $(UNIT_CFLAGS)
+test_unit_test_hostrole_LDADD = $(UNIT_LDADD)

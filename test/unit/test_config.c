@@ -188,6 +188,7 @@ static const struct {
 	{ "syslog", "0", "0" },
 	{ "syslog_facility", "daemon", "daemon" },
 	{ "syslog_ident", "pgbouncer", "pgbouncer" },
+	{ "target_session_attrs", "any", "any" },     /* pgcrew */
 	{ "tcp_defer_accept", "1", "1" },
 	{ "tcp_keepalive", "1", "1" },
 	{ "tcp_keepcnt", "0", "0" },
@@ -277,7 +278,7 @@ static void test_table_rules(void **state)
 	static const char *const extensions[] = {
 		"auth_query_cache_ttl", "max_pools", "metrics_listen", "server_login_concurrency",
 		"server_tls_sslnegotiation", "sql_prepared_statements", "unnamed_statement_cache",
-		"proxy_protocol", "proxy_protocol_sources",
+		"proxy_protocol", "proxy_protocol_sources", "target_session_attrs",
 		"workers",
 	};
 	size_t n_nr = 0, n_ext = 0;

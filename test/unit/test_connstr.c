@@ -89,6 +89,7 @@ static void test_db_defaults(void **state)
 	assert_int_equal(db.server_lifetime, -1);
 	assert_int_equal(db.query_wait_timeout, -1);
 	assert_int_equal(db.sslnegotiation, -1);
+	assert_int_equal(db.target_session_attrs, -1);
 	assert_string_equal(db.file, "f.ini");
 	assert_int_equal(db.line, 3);
 	connstr_db_free(&db);
@@ -104,7 +105,7 @@ static void test_db_every_key(void **state)
 		"min_pool_size=1 reserve_pool_size=2 max_db_connections=7 max_db_client_connections=9 "
 		"pool_mode=transaction connect_query='SELECT 2' client_encoding=UTF8 datestyle=ISO "
 		"timezone=UTC application_name=app load_balance_hosts=disable server_lifetime=30 "
-		"query_wait_timeout=1.5 sslnegotiation=direct";
+		"query_wait_timeout=1.5 sslnegotiation=direct target_session_attrs=read-write";
 
 	(void)state;
 	if (connstr_parse_db("d", text, "f.ini", 1, &db, &err) != 0)
@@ -135,6 +136,7 @@ static void test_db_every_key(void **state)
 	assert_int_equal(db.server_lifetime, 30 * USEC_PER_SEC);
 	assert_int_equal(db.query_wait_timeout, 1500 * USEC_PER_MSEC);
 	assert_int_equal(db.sslnegotiation, SSLNEG_DIRECT);
+	assert_int_equal(db.target_session_attrs, TSA_READ_WRITE);
 	connstr_db_free(&db);
 }
 
@@ -169,6 +171,7 @@ static const struct {
 	{ "pool_mode=bogus", "bad value 'bogus' for 'pool_mode'" },
 	{ "load_balance_hosts=random", "bad value 'random' for 'load_balance_hosts'" },
 	{ "sslnegotiation=tls", "bad value 'tls' for 'sslnegotiation'" },
+	{ "target_session_attrs=writable", "bad value 'writable' for 'target_session_attrs'" },
 	{ "server_lifetime=soon", "bad value 'soon' for 'server_lifetime'" },
 	{ "host=a,,b", "f.ini:7: database 'd': empty entry in host list" },
 	{ "host='x", "f.ini:7: database 'd': unterminated quoted value for 'host'" },

@@ -1,0 +1,130 @@
+"""HAProxy (Debian's package) in front of two pgcrew instances with [peers],
+sending PROXY protocol v2 headers (send-proxy-v2), as a fleet runs: HBA
+rules see the real client's address, SHOW CLIENTS shows it, and a cancel
+request that HAProxy balances to the other instance still cancels the
+query (the instance passes it to its peer).
+
+Addresses on loopback: clients connect from 127.0.0.4 (admitted by HBA)
+or 127.0.0.5 (not), HAProxy listens on 127.0.0.3 and connects from
+127.0.0.2, the only address allowed to send a header; consoles connect
+directly from 127.0.0.1. The configuration is the one doc/fleet.md shows.
+PgBouncer has no PROXY protocol (pgbouncer#241)."""
+
+import shutil
+import socket
+import struct
+import subprocess
+
+import pytest
+
+import util
+import wire
+
+pytestmark = pytest.mark.pgcrew_only
+HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
+CLIENT, STRANGER, FRONT, BALANCER = "127.0.0.4", "127.0.0.5", "127.0.0.3", "127.0.0.2"
+HBA = (f"host all all {CLIENT}/32 trust\n"
+       f"host all all {BALANCER}/32 reject\n"
+       "host all all 127.0.0.1/32 trust\n")
+
+HAPROXY_CFG = """global
+    maxconn 200
+
+defaults
+    mode tcp
+    timeout connect 5s
+    timeout client 60s
+    timeout server 60s
+
+frontend postgres
+    bind {front}:{port}
+    default_backend pgcrew
+
+backend pgcrew
+    balance roundrobin
+    source {balancer}
+    server a 127.0.0.1:{a} send-proxy-v2
+    server b 127.0.0.1:{b} send-proxy-v2
+"""
+
+
+@pytest.fixture
+def fleet(pg15, make_pooler, tmp_path):
+    settings = {"pool_mode": "transaction", "auth_type": "hba", "proxy_protocol": 1,
+                "proxy_protocol_sources": BALANCER, "verbose": 1}
+    a = make_pooler(pg15, settings=dict(settings, peer_id=1), hba=HBA, start=False)
+    b = make_pooler(pg15, settings=dict(settings, peer_id=2), hba=HBA, start=False)
+    for p in (a, b):
+        p.peers = {1: f"host={util.HOST} port={a.port}", 2: f"host={util.HOST} port={b.port}"}
+        p.start()
+    port = util.free_port()
+    cfg = tmp_path / "haproxy.cfg"
+    cfg.write_text(HAPROXY_CFG.format(front=FRONT, port=port, balancer=BALANCER,
+                                      a=a.port, b=b.port))
+    check = subprocess.run([HAPROXY, "-c", "-f", str(cfg)], capture_output=True, text=True,
+                           timeout=30)
+    assert check.returncode == 0, check.stdout + check.stderr
+    proc = subprocess.Popen([HAPROXY, "-db", "-f", str(cfg)], stdout=subprocess.DEVNULL,
+                            stderr=open(tmp_path / "haproxy.log", "w"))
+    try:
+        util.wait_until(lambda: util.port_accepts(port, FRONT), 10, what="haproxy to listen")
+        yield a, b, port
+    finally:
+        util.end_process(proc)
+
+
+def through_haproxy(port, source):
+    return wire.RawConn(port, host=FRONT, source=source, timeout=10)
+
+
+def clients_of(p):
+    with p.admin() as a:
+        cur = a.execute("SHOW CLIENTS")
+        cols = [d.name for d in cur.description]
+        return [dict(zip(cols, r)) for r in cur.fetchall() if r[cols.index("database")] == "testdb"]
+
+
+def test_fleet_real_addresses(fleet):
+    a, b, port = fleet
+    conns = []
+    try:
+        for _ in range(2):                  # round robin: one on each instance
+            c = through_haproxy(port, CLIENT)
+            c.login_trust("trust_user", "testdb")
+            conns.append(c)
+        seen = clients_of(a) + clients_of(b)
+        assert len(seen) == 2 and {r["addr"] for r in seen} == {CLIENT}, seen
+        assert {r["port"] for r in seen} == {c.sock.getsockname()[1] for c in conns}
+        # HBA judges the real client: HAProxy's own address is rejected,
+        # and an address no rule names is refused.
+        with through_haproxy(port, STRANGER) as d:
+            d.send(wire.startup_packet("trust_user", "testdb"))
+            err = d.closed_with_error(timeout=10)
+        assert "pg_hba" in err or "rejected" in err, err
+    finally:
+        for c in conns:
+            c.close()
+
+
+def test_fleet_cancel_through_the_other_instance(fleet):
+    a, b, port = fleet
+    with through_haproxy(port, CLIENT) as victim:
+        msgs = victim.login_trust("trust_user", "testdb")
+        pid, key = struct.unpack("!II", [p for k, p in msgs if k == b"K"][0])
+        owner = a if any(r["addr"] == CLIENT for r in clients_of(a)) else b
+        other = b if owner is a else a
+        victim.send(wire.query_message("SELECT pg_sleep(30)"))
+        util.wait_until(lambda: any(r["state"] == "active" for r in clients_of(owner)), 10,
+                        what="the query to start")
+        # Round robin: the next connection through HAProxy reaches the other
+        # instance, which passes the cancel to its peer.
+        with socket.create_connection((FRONT, port), timeout=10,
+                                      source_address=(CLIENT, 0)) as s:
+            s.sendall(struct.pack("!IIII", 16, 80877102, pid, key))
+            s.settimeout(10)
+            assert s.recv(1) == b""
+        msgs = victim.read_until(b"Z", timeout=10)
+        errors = [wire.error_fields(p) for k, p in msgs if k == b"E"]
+        assert errors and errors[0]["C"] == "57014", msgs
+    # It went the long way: the other instance passed it to its peer.
+    other.wait_for_log(rf"cancel request passed to peer {1 if owner is a else 2} ")
