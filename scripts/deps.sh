@@ -25,10 +25,10 @@ if [ "$want" != build ] && [ "$want" != fuzz ]; then
     pkgs+=(postgresql-15 postgresql-client-15 openssl procps util-linux iproute2 curl unzip ca-certificates)
 fi
 if [ "$want" = test ]; then
-    # slapd/ldap-utils: test_ldap_auth.py runs its own slapd; haproxy:
-    # test_haproxy.py runs its own (packaged services are kept from
-    # starting, see below).
-    pkgs+=(pgbouncer python3 python3-venv slapd ldap-utils haproxy)
+    # slapd/ldap-utils: test_ldap_auth.py runs its own slapd; haproxy,
+    # patroni and etcd-server: test_haproxy.py and test_patroni.py run their
+    # own (packaged services are kept from starting, see below).
+    pkgs+=(pgbouncer python3 python3-venv slapd ldap-utils haproxy patroni etcd-server)
 fi
 if [ "$want" = packaging ]; then
     # dpkg-buildpackage, lintian, rpmbuild, man pages; logrotate, iproute2
