@@ -28,9 +28,21 @@ struct lreq {
 	struct lpool *pool;
 	usec_t since;              /* queued at (util_monotonic) */
 	bool await_move;           /* fits, but an idle server elsewhere is to move to it */
-	bool close_pending;        /* a server is being closed for it (its slot not back
-	                              yet): no other is closed for it meanwhile */
+	const struct lpool *close_from;   /* a server of this pool is being closed for
+	                                     it (its slot not back yet): no other is
+	                                     closed for it meanwhile */
+	usec_t close_at;
 };
+
+/* A close whose slot has not come back by then is taken as lost (the
+ * giver died, or the slot went elsewhere): the request may have another,
+ * or it could wait for ever with every slot on idle servers. */
+#define CLOSE_PENDING_USEC (1000 * 1000)
+
+static bool close_pending(const struct lreq *q)
+{
+	return q->close_from && util_monotonic() - q->close_at < CLOSE_PENDING_USEC;
+}
 
 struct ledger {
 	int n;
@@ -235,8 +247,8 @@ bool ledger_release(struct ledger *l, int worker, const char *db, const char *us
 	 * done (the request is granted next, or waits for another). */
 	list_for_each(it, &l->queue) {
 		struct lreq *q = container_of(it, struct lreq, node);
-		if (q->close_pending && closed_for(q, p)) {
-			q->close_pending = false;
+		if (q->close_from == p) {
+			q->close_from = NULL;
 			break;
 		}
 	}
@@ -369,7 +381,7 @@ static struct lreq *oldest_other_pool(const struct ledger *l, const struct lpool
 	const struct list *it;
 	list_for_each(it, &l->queue) {
 		struct lreq *q = container_of(it, struct lreq, node);
-		if (!q->close_pending && closed_for(q, p) &&
+		if (!close_pending(q) && closed_for(q, p) &&
 		    (!waiting || waiting(q->pool->db, q->pool->user, q->worker)))
 			return q;
 	}
@@ -385,7 +397,7 @@ static uint32_t take_request(struct ledger *l, struct lpool *p, int w)
 	struct list *it;
 	list_for_each(it, &l->queue) {
 		struct lreq *q = container_of(it, struct lreq, node);
-		if (q->pool == p && q->worker == w && !q->close_pending) {
+		if (q->pool == p && q->worker == w && !close_pending(q)) {
 			uint32_t id = q->reqid;
 			list_del(&q->node);
 			free(q);
@@ -408,7 +420,8 @@ enum ledger_move ledger_handover(struct ledger *l, int giver, const char *db, co
 	struct lreq *other = oldest_other_pool(l, p, waiting);
 	/* First come, first served, whichever pool waits longest. */
 	if (other && (w < 0 || other->since < since)) {
-		other->close_pending = true;
+		other->close_from = p;
+		other->close_at = util_monotonic();
 		return LEDGER_MOVE_CLOSE;
 	}
 	if (w < 0)
@@ -466,7 +479,7 @@ static void wanted_from(const struct ledger *l, const struct lpool *p, int w, in
 		const struct lreq *q = container_of(it, struct lreq, node);
 		bool closes = q->pool != p || q->req.own;   /* a move cannot serve it */
 		if (!helps(q, p) || (q->worker == w && q->pool == p && !q->req.own) ||
-		    (closes && q->close_pending))
+		    (closes && close_pending(q)))
 			continue;
 		out->n++;
 		out->soon += closes || p->count[q->worker] < least;

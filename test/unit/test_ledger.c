@@ -1042,6 +1042,26 @@ static void test_close_only_where_it_fits(void **state)
 	assert_int_equal(ledger_handover(l, 2, "d", "ub", NULL, NULL, &to, &id), LEDGER_MOVE_CLOSE);
 }
 
+/* A close whose slot never comes back (the giver died, the slot went
+ * elsewhere) stops counting after a second: the request may have another,
+ * or it would wait for ever with every slot on idle servers. */
+static void test_close_pending_expires(void **state)
+{
+	struct ledger *l = *state;
+	struct slot_req a = mkreq("d", "ua", 5, 2, 0, 1);
+	struct slot_req b = mkreq("d", "ub", 5, 2, 0, 1);
+	int to = -1;
+	uint32_t id = 0;
+
+	assert_int_equal(ledger_request(l, 0, 1, &a), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 0, 1, &a), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 1, 7, &b), LEDGER_QUEUED);
+	assert_int_equal(ledger_handover(l, 0, "d", "ua", NULL, NULL, &to, &id), LEDGER_MOVE_CLOSE);
+	assert_int_equal(ledger_handover(l, 0, "d", "ua", NULL, NULL, &to, &id), LEDGER_MOVE_KEEP);
+	usleep(1050 * 1000);
+	assert_int_equal(ledger_handover(l, 0, "d", "ua", NULL, NULL, &to, &id), LEDGER_MOVE_CLOSE);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -1075,6 +1095,7 @@ int main(void)
 		T(test_withdraw),
 		T(test_close_pending_keeps_request),
 		T(test_close_only_where_it_fits),
+		T(test_close_pending_expires),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
