@@ -127,6 +127,39 @@ def writer(p, stop, log):
         conn.close()
 
 
+class Writers:
+    """20 writers through the entry rw (test_patroni.py uses them too):
+    `with Writers(p) as w:` runs them; w.wait_write_after(t) waits for a
+    successful write after t; w.after(t) is (first write after t, failed
+    attempts, writes after t) once they stopped."""
+
+    def __init__(self, p, n=20):
+        self.stop = threading.Event()
+        self.logs = [[] for _ in range(n)]
+        self.threads = [threading.Thread(target=writer, args=(p, self.stop, log))
+                        for log in self.logs]
+
+    def __enter__(self):
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        for t in self.threads:
+            t.join(30)
+
+    def wait_write_after(self, t, timeout):
+        util.wait_until(lambda: any(ok and at > t for log in self.logs for at, ok in log),
+                        timeout, what="a write through pgcrew on the new primary")
+
+    def after(self, t):
+        events = [e for log in self.logs for e in log]
+        first = min(at for at, ok in events if ok and at > t)
+        failed = sum(1 for _, ok in events if not ok)
+        return first, failed, sum(1 for at, ok in events if ok and at > t)
+
+
 @pytest.mark.parametrize("lb", ["disable", "round-robin"])
 def test_failover_without_reload(pair, make_pooler, lb):
     """20 writers in transaction pooling; the standby is promoted and the old
@@ -135,27 +168,14 @@ def test_failover_without_reload(pair, make_pooler, lb):
     p = make_pooler(primary, settings={"pool_mode": "transaction", "default_pool_size": 10,
                                        "query_wait_timeout": 30},
                     databases=databases(primary, lb))
-    stop = threading.Event()
-    logs = [[] for _ in range(20)]
-    threads = [threading.Thread(target=writer, args=(p, stop, log)) for log in logs]
-    for t in threads:
-        t.start()
-    try:
+    with Writers(p) as w:
         time.sleep(2)
         primary.stop("fast")
         standby.promote()
         promoted = time.monotonic()
-        util.wait_until(lambda: any(ok and at > promoted for log in logs for at, ok in log), 30,
-                        what="a write through pgcrew after the promotion")
+        w.wait_write_after(promoted, 30)
         time.sleep(2)
-    finally:
-        stop.set()
-        for t in threads:
-            t.join(30)
-    events = sorted(e for log in logs for e in log)
-    first = min(at for at, ok in events if ok and at > promoted)
-    failed = sum(1 for _, ok in events if not ok)
-    done_after = sum(1 for at, ok in events if ok and at > promoted)
+    first, failed, done_after = w.after(promoted)
     print(f"load_balance_hosts={lb} workers={p.settings.get('workers')}: first write "
           f"{(first - promoted) * 1000:.0f} ms after the promotion; {failed} failed, "
           f"{done_after} written after it")

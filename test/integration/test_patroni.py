@@ -11,7 +11,6 @@ PgBouncer has no target_session_attrs."""
 import os
 import shutil
 import subprocess
-import threading
 import time
 import urllib.request
 
@@ -20,6 +19,7 @@ import pytest
 
 import util
 from pg_cluster import PG15_BINDIR
+from test_failover import Writers
 
 pytestmark = pytest.mark.pgcrew_only
 NODES = (("node1", "127.0.0.1"), ("node2", "127.0.0.2"))
@@ -154,24 +154,6 @@ def prepare(ip, port):
         conn.execute("GRANT ALL ON fo, fo_id_seq TO trust_user")
 
 
-def writer(p, stop, log):
-    conn = None
-    while not stop.is_set():
-        try:
-            if conn is None:
-                conn = psycopg.connect(autocommit=True, **p.conninfo("rw", connect_timeout=5))
-            conn.execute("INSERT INTO fo DEFAULT VALUES")
-            log.append((time.monotonic(), True))
-        except psycopg.Error:
-            log.append((time.monotonic(), False))
-            if conn is not None:
-                conn.close()
-                conn = None
-            time.sleep(0.02)
-    if conn is not None:
-        conn.close()
-
-
 @pytest.mark.fixed_workers
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("lb", ["disable", "round-robin"])
@@ -182,12 +164,7 @@ def test_patroni_switchover(cluster, pg15, make_pooler, lb):
                                     "default_pool_size": 10, "query_wait_timeout": 60},
                     databases={"rw": f"host={hosts} port={port} dbname=testdb "
                                      f"target_session_attrs=read-write load_balance_hosts={lb}"})
-    stop = threading.Event()
-    logs = [[] for _ in range(20)]
-    threads = [threading.Thread(target=writer, args=(p, stop, log)) for log in logs]
-    for t in threads:
-        t.start()
-    try:
+    with Writers(p) as w:
         time.sleep(2)
         started = time.monotonic()
         r = subprocess.run(["patronictl", "-c", nodes[0]["yml"], "switchover", "--leader", "node1",
@@ -197,16 +174,9 @@ def test_patroni_switchover(cluster, pg15, make_pooler, lb):
         util.wait_until(lambda: rest(nodes[1]["rest"], "/primary") == 200, 60,
                         what="node2 to be the primary")
         promoted = time.monotonic()
-        util.wait_until(lambda: any(ok and at > promoted for log in logs for at, ok in log), 60,
-                        what="a write through pgcrew on the new primary")
+        w.wait_write_after(promoted, 60)
         time.sleep(2)
-    finally:
-        stop.set()
-        for t in threads:
-            t.join(30)
-    events = sorted(e for log in logs for e in log)
-    first = min(at for at, ok in events if ok and at > promoted)
-    failed = sum(1 for at, ok in events if not ok)
+    first, failed, _ = w.after(promoted)
     print(f"patroni switchover, load_balance_hosts={lb}: node2 reported primary "
           f"{(promoted - started) * 1000:.0f} ms after `patronictl switchover` began; first "
           f"write on it {(first - started) * 1000:.0f} ms after it began; "
