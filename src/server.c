@@ -799,22 +799,32 @@ static void handle_auth(struct server *sv, const uint8_t *body, size_t len)
 
 /* ---- ParameterStatus ---- */
 
-/* target_session_attrs: a server whose host no longer serves its pool's
- * database (a promotion, a demotion, read-only by default now) is not
- * handed out again; a busy one finishes its transaction first. The host is
- * skipped a moment and, with load_balance_hosts = disable, left for the
- * next one; servers of other workers learn it from the shared role. */
-static void role_changed(struct server *sv)
+/* target_session_attrs: does sv's host, with the role sv reports, still
+ * serve its pool's database? The role is remembered (every worker reads
+ * it); a host that does not serve is skipped a moment and, with
+ * load_balance_hosts = disable, left for the next one. Replication
+ * servers, `any` and a server reporting no role (PostgreSQL < 14) serve. */
+static bool host_serves(struct server *sv)
 {
 	struct database *db = sv->pool->db;
 	enum host_role r = hostrole_of_server(sv);
 	if (hostrole_tsa(db) == TSA_ANY || sv->repl != REPL_NONE || r == ROLE_UNKNOWN)
-		return;
+		return true;
 	hostrole_note(db, sv->host_idx, r);
 	if (hostrole_serves(db, sv->host_idx, r))
-		return;
+		return true;
 	hostrole_skip(db, sv->host_idx);
 	host_failed(sv);
+	return false;
+}
+
+/* A server reporting a role that no longer serves (a promotion, a
+ * demotion, read-only by default now) is not handed out again; a busy one
+ * finishes its transaction first. */
+static void role_changed(struct server *sv)
+{
+	if (host_serves(sv))
+		return;
 	sv->close_needed = true;
 	sv->close_reason = "server role changed";
 }
@@ -853,21 +863,13 @@ static void handle_param(struct server *sv, const uint8_t *body, size_t len)
 /* ---- login phase ---- */
 
 /* target_session_attrs at login: a server whose host does not serve the
- * database is closed before anyone sees it, its host skipped a moment (the
- * janitor opens the next one). PostgreSQL < 14 reports no role: taken. */
+ * database is closed before anyone sees it (the janitor opens the next). */
 static bool role_at_login(struct server *sv)
 {
-	struct database *db = sv->pool->db;
-	enum host_role r = hostrole_of_server(sv);
-	if (hostrole_tsa(db) == TSA_ANY || sv->repl != REPL_NONE || r == ROLE_UNKNOWN)
-		return true;
-	hostrole_note(db, sv->host_idx, r);
-	if (hostrole_serves(db, sv->host_idx, r))
+	if (host_serves(sv))
 		return true;
 	log_server(sv, LG_LOG, "server does not match target_session_attrs=%s (role=%s)",
-		   tsa_name(hostrole_tsa(db)), host_role_name(r));
-	hostrole_skip(db, sv->host_idx);
-	host_failed(sv);
+		   tsa_name(hostrole_tsa(sv->pool->db)), host_role_name(hostrole_of_server(sv)));
 	server_close(sv, "target_session_attrs mismatch");
 	return false;
 }
