@@ -55,6 +55,15 @@ as_root() {
     if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
 }
 
+# A dpkg run cut short (a packaging test killed mid-install, say) leaves
+# /var/lib/dpkg/updates behind, and every later apt-get install stops with
+# "dpkg was interrupted"; it also leaves packages half-configured, which the
+# check above counts as missing. Finish it first, as apt itself advises.
+if [ -n "$(ls -A /var/lib/dpkg/updates 2>/dev/null)" ]; then
+    echo "deps: an earlier dpkg run was interrupted; running dpkg --configure -a"
+    as_root env DEBIAN_FRONTEND=noninteractive dpkg --configure -a >/dev/null
+fi
+
 if [ ${#missing[@]} -gt 0 ]; then
     echo "deps: installing ${missing[*]}"
     # The test servers are throwaway clusters: no Debian "main" cluster, and
