@@ -16,6 +16,8 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#define HOST_ADDRS 8                      /* addresses of one host name remembered (dns.h's DNS_MAX_ADDRS) */
+
 #define NAME_MAX_LEN 64         /* NAMEDATALEN */
 #define CLIENT_ADDR_LEN 48      /* a numeric IPv6 address (INET6_ADDRSTRLEN) */
 
@@ -47,6 +49,7 @@ enum server_internal {
 	SI_CHECK,               /* server_check_query, then give to the waiter */
 	SI_SETVARS,             /* SET for the linked client, then resume it */
 	SI_AUTH_QUERY,          /* auth_query for logins (auth/authquery.c) */
+	SI_ROLE_QUERY,          /* target_session_attrs on PostgreSQL < 14, then login goes on */
 };
 
 struct database {
@@ -69,6 +72,12 @@ struct database {
 	int tsa;                          /* -1 = target_session_attrs (pgcrew), else enum tsa */
 	int8_t host_role[SHM_HOSTS];      /* without a shm row: hostrole.c's local copy */
 	usec_t host_skip[SHM_HOSTS];
+	/* Per host name with several addresses (this worker's own): which
+	 * one its servers use, and the ones that failed a moment ago. */
+	struct host_addrs {
+		uint8_t next, n;
+		usec_t skip_until[HOST_ADDRS];
+	} host_addrs[SHM_HOSTS];
 	bool is_autodb;                   /* created from the "*" template */
 	bool dead;                        /* removed by reload: no new servers or logins */
 	bool mark;                        /* reload mark-and-sweep */
@@ -226,6 +235,7 @@ struct server {
 	struct dns_req *dns;              /* pending host name lookup */
 	bool dns_pending;                 /* resolving; no socket yet */
 	int host_idx;
+	int8_t addr_idx, n_addrs;         /* which of its host name's addresses (n_addrs 0: a literal) */
 	int8_t hot_standby, read_only;    /* in_hot_standby, default_transaction_read_only
 	                                     as reported (-1: not reported, PostgreSQL < 14) */
 	bool has_slot;                    /* counted in the supervisor's ledger */

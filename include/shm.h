@@ -67,5 +67,9 @@ int shm_host_role(int idx, int host);
 int shm_host_role_set(int idx, int host, int role);      /* returns the old role */
 int64_t shm_host_skip_until(int idx, int host);
 void shm_host_skip(int idx, int host, int64_t until);
+/* Which address of a host name with several to use next (hostrole.c);
+ * shm_addr_next returns the value before adding, -1 without a row. */
+int shm_addr_next(int idx, int host, int advance);
+void shm_addr_next_set(int idx, int host, int value);
 
 #endif

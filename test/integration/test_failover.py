@@ -28,9 +28,23 @@ STANDBY_HOST = "127.0.0.2"
 def pair(request, session_dir):
     """A fresh primary and its standby (the test may promote or stop them)."""
     import pg_cluster
+    yield from make_pair(request, session_dir, pg_cluster.PG15_BINDIR)
+
+
+@pytest.fixture
+def pair13(request, session_dir):
+    """The same with PostgreSQL 13, which reports no role at login: pgcrew
+    asks it with a query, as libpq does."""
+    import pg_cluster
+    bindir = pg_cluster.unpack_pg13(os.path.join(session_dir, f"pg13-{request.node.name[-30:]}"))
+    yield from make_pair(request, session_dir, bindir)
+
+
+def make_pair(request, session_dir, bindir):
+    import pg_cluster
     base = os.path.join(session_dir, f"fo-{request.node.name[-40:]}")
     os.makedirs(base)
-    primary = pg_cluster.PgCluster("primary", pg_cluster.PG15_BINDIR, os.path.join(base, "p"))
+    primary = pg_cluster.PgCluster("primary", bindir, os.path.join(base, "p"))
     os.makedirs(primary.basedir)
     standby = None
     try:
@@ -75,8 +89,33 @@ def where(p, db):
 
 @pytest.mark.parametrize("lb", ["disable", "round-robin"])
 def test_tsa_routes(pair, make_pooler, lb):
+    check_routes(pair, make_pooler, lb)
+
+
+@pytest.mark.parametrize("lb", ["disable", "round-robin"])
+def test_tsa_routes_pg13(pair13, make_pooler, lb):
+    """PostgreSQL 13: the role comes from pgcrew's query after login."""
+    primary, _ = pair13
+    assert primary.version // 10000 == 13, primary.version
+    p = check_routes(pair13, make_pooler, lb)
+    # A primary made read-only by default is no longer read-write.
+    with primary.connect() as conn:
+        conn.execute("ALTER SYSTEM SET default_transaction_read_only = on")
+        conn.execute("SELECT pg_reload_conf()")
+    with p.admin() as a:
+        a.execute("RECONNECT rw")
+        a.execute("RECONNECT prim")
+    assert where(p, "prim") == (False, primary.host)
+    p.wait_for_log(r"host role: database=prim host=127\.0\.0\.1 port=\d+ role=read-only "
+                   r"previous=primary")
+    with pytest.raises(psycopg.OperationalError, match="query_wait_timeout"):
+        with p.connect("rw") as conn:
+            conn.execute("SELECT 1")
+
+
+def check_routes(pair, make_pooler, lb):
     primary, standby = pair
-    p = make_pooler(primary, settings={"pool_mode": "transaction"},
+    p = make_pooler(primary, settings={"pool_mode": "transaction", "query_wait_timeout": 2},
                     databases=databases(primary, lb))
     for _ in range(4):              # several servers, several workers
         assert where(p, "rw") == (False, primary.host)
@@ -96,6 +135,7 @@ def test_tsa_routes(pair, make_pooler, lb):
     assert {r["target_session_attrs"] for r in rows if r["database"] == "pref"} == {"prefer-standby"}
     p.wait_for_log(r"host role: database=rw host=127\.0\.0\.2 port=\d+ role=standby previous=unknown")
     p.wait_for_log(r"server does not match target_session_attrs=read-write \(role=standby\)")
+    return p
 
 
 def test_prefer_standby_falls_back(pair, make_pooler):
@@ -164,6 +204,16 @@ class Writers:
 def test_failover_without_reload(pair, make_pooler, lb):
     """20 writers in transaction pooling; the standby is promoted and the old
     primary stopped (fast): writes go on through pgcrew, no RELOAD."""
+    check_failover(pair, make_pooler, lb)
+
+
+def test_failover_without_reload_pg13(pair13, make_pooler):
+    """The same on PostgreSQL 13, where only pgcrew's role query after each
+    login tells the promoted standby from the old primary."""
+    check_failover(pair13, make_pooler, "disable")
+
+
+def check_failover(pair, make_pooler, lb):
     primary, standby = pair
     p = make_pooler(primary, settings={"pool_mode": "transaction", "default_pool_size": 10,
                                        "query_wait_timeout": 30},
@@ -176,10 +226,53 @@ def test_failover_without_reload(pair, make_pooler, lb):
         w.wait_write_after(promoted, 30)
         time.sleep(2)
     first, failed, done_after = w.after(promoted)
-    print(f"load_balance_hosts={lb} workers={p.settings.get('workers')}: first write "
+    print(f"PostgreSQL {primary.version // 10000} load_balance_hosts={lb} "
+          f"workers={p.settings.get('workers')}: first write "
           f"{(first - promoted) * 1000:.0f} ms after the promotion; {failed} failed, "
           f"{done_after} written after it")
     assert done_after > 20
     assert where(p, "rw") == (False, STANDBY_HOST)
     with standby.connect("testdb") as conn:
         assert conn.execute("SELECT count(*) FROM fo").fetchone()[0] >= done_after
+
+
+def test_tsa_addresses_of_one_name(pair, make_pooler, monkeypatch):
+    """One host name with several addresses (a hosts file for c-ares,
+    CARES_HOSTS): a server on the address that does not match is closed and
+    the name's next address tried at once, as libpq does; an address that
+    refuses connections is passed over the same way, with `any` too."""
+    primary, standby = pair
+    port = primary.port
+    p = make_pooler(primary, settings={"pool_mode": "transaction", "query_wait_timeout": 5},
+                    databases={"rw": f"host=pgfleet port={port} dbname=testdb "
+                                     "target_session_attrs=read-write",
+                               "stby": f"host=pgfleet port={port} dbname=testdb "
+                                       "target_session_attrs=standby",
+                               "anyhost": f"host=pgdead port={port} dbname=testdb",
+                               "spread": f"host=pgboth port={port} dbname=testdb "
+                                         "pool_mode=session"},
+                    start=False)
+    hosts = os.path.join(p.workdir, "hosts")
+    with open(hosts, "w") as f:
+        f.write(f"{STANDBY_HOST} pgfleet\n{primary.host} pgfleet\n"
+                f"127.0.0.3 pgdead\n{primary.host} pgdead\n"
+                f"{primary.host} pgboth\n{STANDBY_HOST} pgboth\n")
+    os.chmod(hosts, 0o644)
+    monkeypatch.setenv("CARES_HOSTS", hosts)
+    p.start()
+    for _ in range(4):
+        assert where(p, "rw") == (False, primary.host)
+        assert where(p, "stby") == (True, STANDBY_HOST)
+        assert where(p, "anyhost") == (False, primary.host)
+    log = p.log_text()
+    # Whichever order the resolver gives, each pool met the other address once.
+    assert "server does not match target_session_attrs=read-write (role=standby)" in log or \
+        "server does not match target_session_attrs=standby (role=primary)" in log, log
+    # `any` spreads servers over a name's addresses, as PgBouncer does.
+    conns = [p.connect("spread") for _ in range(4)]
+    addrs = [c.execute("SELECT host(inet_server_addr())").fetchone()[0] for c in conns]
+    assert sorted(addrs) == [primary.host] * 2 + [STANDBY_HOST] * 2, addrs
+    with p.admin() as a:
+        rows = a.execute("SHOW HOSTS").fetchall()
+    roles = {(r[0], r[1]): r[4] for r in rows}
+    assert roles[("rw", "pgfleet")] == "primary" and roles[("stby", "pgfleet")] == "standby", rows

@@ -1,7 +1,9 @@
 /* pgcrew — unit tests for target_session_attrs over a host list: the role a
  * server's reported parameters give, which roles serve which setting
  * (libpq's meanings), prefer-standby's fallback, and the host picked next
- * around skipped hosts and known mismatches. A database without a shared
+ * around skipped hosts and known mismatches, the address of a host name
+ * with several tried next, and the answer to the role query asked of
+ * PostgreSQL < 14. A database without a shared
  * memory row keeps roles in its own arrays, which these tests use. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -102,6 +104,98 @@ static void test_pick(void **state)
 	assert_int_equal(hostrole_get(&db, 9), ROLE_UNKNOWN);
 }
 
+static void test_addresses(void **state)
+{
+	struct database db;
+	(void)state;
+	mkdb(&db, TSA_READ_WRITE);
+	/* One address (or a literal): nothing to choose, nothing left. */
+	assert_int_equal(hostrole_pick_addr(&db, 0, 1), 0);
+	assert_false(hostrole_addr_failed(&db, 0, 0, 1));
+	assert_false(hostrole_addr_failed(&db, 0, 0, 0));
+	/* Three: the first serves until it fails, then the next, in order. */
+	assert_int_equal(hostrole_pick_addr(&db, 1, 3), 0);
+	assert_int_equal(hostrole_pick_addr(&db, 1, 3), 0);
+	assert_true(hostrole_addr_failed(&db, 1, 0, 3));
+	assert_int_equal(hostrole_pick_addr(&db, 1, 3), 1);
+	assert_int_equal(hostrole_pick_addr(&db, 1, 3), 1);     /* it stays */
+	assert_int_equal(hostrole_pick_addr(&db, 0, 3), 0);     /* another host's own */
+	assert_true(hostrole_addr_failed(&db, 1, 1, 3));
+	assert_int_equal(hostrole_pick_addr(&db, 1, 3), 2);
+	assert_false(hostrole_addr_failed(&db, 1, 2, 3));      /* none left: the host failed */
+	/* After the back-off the first is tried again, from where it left off. */
+	for (int a = 0; a < 3; a++)
+		db.host_addrs[1].skip_until[a] = 0;
+	assert_int_equal(hostrole_pick_addr(&db, 1, 3), 0);
+	/* A different answer starts over; hosts past the kept ones take the first. */
+	assert_true(hostrole_addr_failed(&db, 1, 0, 3));
+	assert_int_equal(hostrole_pick_addr(&db, 1, 2), 0);
+	assert_int_equal(hostrole_pick_addr(&db, SHM_HOSTS, 4), 0);
+	assert_false(hostrole_addr_failed(&db, SHM_HOSTS, 0, 4));
+	assert_false(hostrole_addr_failed(&db, 1, 5, 2));       /* not an address of the answer */
+	/* `any`: each address in turn (PgBouncer's DNS round robin), past
+	 * one that failed a moment ago. */
+	mkdb(&db, TSA_ANY);
+	assert_int_equal(hostrole_pick_addr(&db, 0, 3), 0);
+	assert_int_equal(hostrole_pick_addr(&db, 0, 3), 1);
+	assert_int_equal(hostrole_pick_addr(&db, 0, 3), 2);
+	assert_int_equal(hostrole_pick_addr(&db, 0, 3), 0);
+	assert_true(hostrole_addr_failed(&db, 0, 1, 3));
+	assert_int_equal(hostrole_pick_addr(&db, 0, 3), 2);
+	assert_int_equal(hostrole_pick_addr(&db, 0, 3), 0);
+	assert_int_equal(hostrole_pick_addr(&db, 0, 3), 2);
+}
+
+/* A DataRow body of two text columns; NULL stands for SQL NULL. */
+static size_t row(uint8_t *buf, int ncol, const char *a, const char *b)
+{
+	const char *col[2] = { a, b };
+	size_t n = 0;
+	buf[n++] = (uint8_t)(ncol >> 8);
+	buf[n++] = (uint8_t)ncol;
+	for (int i = 0; i < 2; i++) {
+		int32_t len = col[i] ? (int32_t)strlen(col[i]) : -1;
+		uint32_t be = (uint32_t)len;
+		buf[n++] = (uint8_t)(be >> 24); buf[n++] = (uint8_t)(be >> 16);
+		buf[n++] = (uint8_t)(be >> 8); buf[n++] = (uint8_t)be;
+		if (len > 0)
+			memcpy(buf + n, col[i], (size_t)len), n += (size_t)len;
+	}
+	return n;
+}
+
+static void test_parse_row(void **state)
+{
+	static const struct { const char *rec, *ro; int ncol; bool ok; int8_t want_rec, want_ro; } cases[] = {
+		{ "f", "off", 2, true, 0, 0 },          /* primary */
+		{ "f", "on", 2, true, 0, 1 },           /* default_transaction_read_only */
+		{ "t", "on", 2, true, 1, 1 },           /* standby */
+		{ "t", NULL, 2, false, 0, 0 },          /* NULL setting */
+		{ "yes", "off", 2, false, 0, 0 },       /* not a boolean's text */
+		{ "f", "off", 3, false, 0, 0 },         /* column count does not match */
+		{ "", "off", 2, false, 0, 0 },
+	};
+	uint8_t buf[64];
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int8_t rec = -1, ro = -1;
+		size_t n = row(buf, cases[i].ncol, cases[i].rec, cases[i].ro);
+		assert_int_equal(hostrole_parse_row(buf, n, &rec, &ro), cases[i].ok);
+		assert_int_equal(rec, cases[i].ok ? cases[i].want_rec : -1);
+		assert_int_equal(ro, cases[i].ok ? cases[i].want_ro : -1);
+	}
+	/* Truncated and trailing bytes. */
+	size_t n = row(buf, 2, "t", "on");
+	int8_t rec = -1, ro = -1;
+	for (size_t cut = 0; cut < n; cut++)
+		assert_false(hostrole_parse_row(buf, cut, &rec, &ro));
+	buf[n] = 0;
+	assert_false(hostrole_parse_row(buf, n + 1, &rec, &ro));
+	assert_int_equal(rec, -1);
+	assert_true(hostrole_parse_row(buf, n, &rec, &ro));
+	assert_int_equal(rec, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -109,6 +203,8 @@ int main(void)
 		cmocka_unit_test(test_serves),
 		cmocka_unit_test(test_prefer_standby),
 		cmocka_unit_test(test_pick),
+		cmocka_unit_test(test_parse_row),
+		cmocka_unit_test(test_addresses),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -664,6 +664,23 @@ static void test_dead_worker_reset(void **state)
 	assert_false(shm_client_take(3));
 }
 
+/* A host name's address cursor is one for all workers, per host. */
+static void test_addr_next(void **state)
+{
+	(void)state;
+	int idx = shm_name_index(SHM_DB, "fleet");
+	assert_true(idx >= 0);
+	assert_int_equal(shm_addr_next(idx, 0, 1), 0);
+	assert_int_equal(shm_addr_next(idx, 0, 1), 1);
+	assert_int_equal(shm_addr_next(idx, 0, 0), 2);
+	assert_int_equal(shm_addr_next(idx, 1, 0), 0);         /* another host's own */
+	shm_addr_next_set(idx, 1, 5);
+	assert_int_equal(shm_addr_next(idx, 1, 0), 5);
+	assert_int_equal(shm_addr_next(idx, 0, 0), 2);
+	assert_int_equal(shm_addr_next(idx, SHM_HOSTS, 1), -1);  /* past the kept hosts */
+	assert_int_equal(shm_addr_next(-1, 0, 1), -1);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -678,6 +695,7 @@ int main(void)
 		T(test_names_fill_up),
 		T(test_race_limits),
 		T(test_dead_worker_reset),
+		T(test_addr_next),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
