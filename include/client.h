@@ -22,8 +22,6 @@ void client_start_auth(struct client *c);
 bool client_count_console(struct client *c, bool exempt);
 /* auth_query answered: u is the user, with the secret it fetched. */
 void client_login_found(struct client *c, struct puser *u);
-/* extauth.c: an LDAP or PAM check accepted the client's password. */
-void client_extauth_done(struct client *c, const char *password);
 /* Pool callbacks. */
 void client_server_linked(struct client *c);      /* a server is now c->link */
 void client_pool_ready(struct client *c);         /* welcome parameters known */

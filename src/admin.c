@@ -15,7 +15,7 @@
 #include "control.h"
 #include "dns.h"
 #include "peer.h"
-#include "auth/authquery.h"
+#include "authquery.h"
 #include "config/userlist.h"
 #include "pool.h"
 #include "proto/build.h"

@@ -6,7 +6,7 @@
 #include "proxy_accept.h"
 #include "admin.h"
 #include "admin_ext.h"
-#include "auth/authquery.h"
+#include "authquery.h"
 #include "auth/certauth.h"
 #include "auth/peerauth.h"
 #include "auth/authpool.h"
@@ -211,7 +211,7 @@ void client_close_sqlstate(struct client *c, const char *sqlstate, const char *r
 		server_client_gone(c->link);
 	if (c->authq)
 		authquery_client_closed(c);
-	authpool_client_closed(c);
+	authpool_owner_gone(&c->auth_job);
 	cancel_unregister(c);
 	release_counts(c);
 	W->n_clients--;
@@ -602,8 +602,83 @@ static int hba_method_of(struct client *c, const char **map, const struct hba_ru
 	}
 }
 
+/* An auth check's verdict: the client code alone logs, answers and
+ * closes. True when the client may go on. */
+static bool verdict_accepts(struct client *c, const struct auth_verdict *v)
+{
+	if (v->detail[0])
+		client_debug(c, "%s", v->detail);
+	if (v->outcome == AUTH_ACCEPT)
+		return true;
+	if (v->log[0])
+		log_client(c, LG_ERROR, "%s", v->log);
+	client_close_sqlstate(c, v->sqlstate, v->message);
+	return false;
+}
+
+/* LDAP, PAM: the check is prepared now (a RELOAD may free the HBA rule
+ * before the password arrives); false when c was refused. */
+static bool ext_begin(struct client *c, enum extauth_method m, const struct hba_rule *rule)
+{
+	char why[512];
+	struct authpool_job *j = extauth_prepare(m, rule, W->cfg->auth_ldap_options, c->user_name,
+						 c->is_unix ? "[local]" : c->addr, why, sizeof(why));
+	if (!j) {
+		log_client(c, LG_WARNING, "%s", why);
+		client_close(c, true, extauth_failure_text(m));
+		return false;
+	}
+	c->auth_job = j;
+	return true;
+}
+
+static void ext_accepted(struct client *c, const char *password);
+
+/* The authentication thread answered (c is still there). */
+static void ext_done(void *owner, struct authpool_job *j)
+{
+	struct client *c = owner;
+	if (!j->ok) {
+		if (j->why[0])
+			log_client(c, LG_WARNING, "%s", j->why);
+		client_close(c, true, extauth_job_failure_text(j));
+		return;
+	}
+	ext_accepted(c, j->password);
+}
+
+/* The client's cleartext password for LDAP or PAM: the check is queued. */
+static void ext_password(struct client *c, const char *password)
+{
+	struct authpool_job *j = c->auth_job;
+	if (!j) {
+		client_close(c, true, "unexpected password packet");
+		return;
+	}
+	if (!extauth_set_password(j, password)) {
+		client_close(c, true, "password too long");
+		return;
+	}
+	j->done = ext_done;
+	c->auth_job = NULL;      /* authpool_submit sets it again */
+	if (!authpool_submit(W->base, j, c, &c->auth_job))
+		client_close_sqlstate(c, "53300", "too many authentication requests in progress, try again");
+}
+
+/* cert: the CN of the certificate the handshake verified, if any. */
+static bool cert_accepts(struct client *c, const char *map)
+{
+	struct auth_verdict v;
+	char cn[256];
+	bool has_cn = c->s.tls && tls_conn_peer_cn(c->s.tls, cn, sizeof(cn));
+	(void)certauth_check(c->s.tls != NULL, has_cn ? cn : NULL, c->user_name, c->login_user != NULL,
+			     W->hba_ident, map, &v);
+	return verdict_accepts(c, &v);
+}
+
 void client_start_auth(struct client *c)
 {
+	struct auth_verdict v;
 	const char *secret = user_secret(c);
 	int kind = secret && *secret ? (int)userlist_secret_kind(secret) : -1;
 	int method = W->cfg->auth_type;
@@ -640,16 +715,17 @@ void client_start_auth(struct client *c)
 		request_sasl(c);
 		return;
 	case AUTH_CERT:
-		if (certauth_check(c, map))
+		if (cert_accepts(c, map))
 			finish_login(c);
 		return;
 	case AUTH_PEER:
-		if (peerauth_check(c, map))
+		if (verdict_accepts(c, (peerauth_check(c->is_unix, c->s.fd, c->user_name,
+							 c->login_user != NULL, W->hba_ident, map, &v), &v)))
 			finish_login(c);
 		return;
 	case AUTH_LDAP:
 	case AUTH_PAM:
-		if (extauth_begin(c, method == AUTH_LDAP ? EXTAUTH_LDAP : EXTAUTH_PAM, rule))
+		if (ext_begin(c, method == AUTH_LDAP ? EXTAUTH_LDAP : EXTAUTH_PAM, rule))
 			request_password(c, AS_EXTERNAL);
 		return;
 	default:
@@ -700,7 +776,7 @@ static void handle_password(struct client *c, const uint8_t *body, size_t len)
 	}
 	if (c->auth_step == AS_EXTERNAL) {
 		c->auth_step = AS_EXTERNAL_WAIT;
-		extauth_password(c, pw);
+		ext_password(c, pw);
 		return;
 	}
 	bool ok = false;
@@ -1067,7 +1143,7 @@ void client_login_found(struct client *c, struct puser *u)
 /* An LDAP or PAM check said yes. As in PgBouncer, a user that is not in
  * auth_file exists from now on in this worker, with the password the
  * client gave as its secret for the pool's server logins. */
-void client_extauth_done(struct client *c, const char *password)
+static void ext_accepted(struct client *c, const char *password)
 {
 	if (!c->login_user) {
 		struct puser *u = pool_get_user(c->user_name);

@@ -5,12 +5,13 @@
  * become a burst of backend forks. */
 #include "pool.h"
 #include "hostrole.h"
-#include "auth/authquery.h"
+#include "authquery.h"
 #include "client.h"
 #include "config.h"
 #include "hist.h"
 #include "control.h"
 #include "config/userlist.h"
+#include "link.h"
 #include "log.h"
 #include "proto/build.h"
 #include "server.h"
@@ -1160,26 +1161,14 @@ static bool check_needed(const struct server *sv)
  * parameters came along). */
 void pool_link_taken(struct client *c, struct server *sv)
 {
-	if (c->link || sv->link || c->pool != sv->pool)
-		fatal("C-%llu: taken with S-%llu in another state", (unsigned long long)c->id,
-		      (unsigned long long)sv->id);
-	c->link = sv;
-	sv->link = c;
-	c->s.peer = &sv->s;
-	sv->s.peer = &c->s;
+	link_attach(c, sv);
 	server_set_state(sv, SERVER_ACTIVE);
 }
 
 /* The reverse, before both leave for the new process. */
 void pool_unlink_leaving(struct client *c, struct server *sv)
 {
-	if (c->link != sv || sv->link != c)
-		fatal("C-%llu: unlinking S-%llu it is not linked to", (unsigned long long)c->id,
-		      (unsigned long long)sv->id);
-	stream_forget_peer(&c->s, &sv->s);
-	stream_forget_peer(&sv->s, &c->s);
-	c->link = NULL;
-	sv->link = NULL;
+	link_detach(c, sv, LINK_BOTH_GO);
 }
 
 /* Link c and sv; true when the client may proceed at once (no SET needed). */
@@ -1188,11 +1177,8 @@ static bool link_pair(struct client *c, struct server *sv)
 	char sql[VARCACHE_SQL_MAX];
 	usec_t now = util_monotonic();
 
-	c->link = sv;
-	sv->link = c;
+	link_attach(c, sv);
 	sv->used = true;
-	c->s.peer = &sv->s;
-	sv->s.peer = &c->s;
 	server_set_state(sv, SERVER_ACTIVE);
 	/* Every assignment is a wait sample, 0 when a server was ready. */
 	hist_pool_observe(c->pool->hist, HIST_WAIT, c->request_time ? (uint64_t)(now - c->request_time) : 0);
@@ -1292,7 +1278,7 @@ void pool_server_ready(struct server *sv)
 	usec_t now = util_monotonic();
 	usec_t life = pool_server_lifetime(p);
 
-	sv->link = NULL;
+	link_assert_free(sv);
 	sv->s.peer = NULL;
 	if (sv->close_needed || (life > 0 && now - sv->connect_time >= life)) {
 		server_close_soon(sv, sv->close_reason ? sv->close_reason : "server lifetime over");

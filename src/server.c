@@ -5,7 +5,7 @@
 #include "server.h"
 #include "hostrole.h"
 #include "server_move.h"
-#include "auth/authquery.h"
+#include "authquery.h"
 #include "shm.h"
 #include "ledger.h"
 #include "ipc.h"
@@ -15,6 +15,7 @@
 #include "client.h"
 #include "config.h"
 #include "hist.h"
+#include "link.h"
 #include "config/userlist.h"
 #include "dns.h"
 #include "pool.h"
@@ -206,13 +207,9 @@ void server_close(struct server *sv, const char *reason)
 	if (W->cfg->log_disconnections)
 		log_server(sv, LG_LOG, "closing because: %s (age=%s)", reason, age);
 	drop_repl_owner(sv, "08P01", reason);
-	if (sv->link) {
-		struct client *c = sv->link;
-		sv->link = NULL;
-		c->link = NULL;
-		stream_forget_peer(&c->s, &sv->s);
+	struct client *c = link_detach_server(sv, LINK_SERVER_GONE);
+	if (c)
 		client_close_sqlstate(c, "08P01", "server conn crashed?");
-	}
 	bool said_bye = false;
 	if (sv->state == SERVER_ACTIVE || sv->state == SERVER_IDLE || sv->state == SERVER_TESTED)
 		said_bye = stream_write_raw(&sv->s, "X\0\0\0\4", 5);   /* polite Terminate */
@@ -1240,13 +1237,7 @@ static void server_on_event(struct stream *s, enum stream_event ev)
 
 void server_release(struct server *sv)
 {
-	struct client *c = sv->link;
-	if (c) {
-		c->link = NULL;
-		c->s.peer = NULL;
-	}
-	sv->link = NULL;
-	sv->s.peer = NULL;
+	(void)link_detach_server(sv, LINK_RELEASE);
 	if (sv->cancels_pending > 0) {
 		server_set_state(sv, SERVER_BEING_CANCELED);
 		return;
@@ -1262,13 +1253,7 @@ void server_release(struct server *sv)
  * client told why (PgBouncer's behaviour: the session's state is gone). */
 void server_close_with_client(struct server *sv, const char *reason)
 {
-	struct client *c = sv->link;
-	if (c) {
-		sv->link = NULL;
-		c->link = NULL;
-		stream_forget_peer(&c->s, &sv->s);
-		stream_forget_peer(&sv->s, &c->s);
-	}
+	struct client *c = link_detach_server(sv, LINK_BOTH_GO);
 	server_close(sv, reason);
 	if (c)
 		client_close_sqlstate(c, "08P01", reason);
@@ -1293,13 +1278,7 @@ void server_client_gone(struct server *sv)
 	/* A pipeline without its Sync yet leaves the backend mid-request too. */
 	bool busy = c && (c->query_running || sv->unsynced);
 
-	if (c) {
-		stream_forget_peer(&sv->s, &c->s);
-		c->link = NULL;
-		c->s.peer = NULL;
-	}
-	sv->link = NULL;
-	sv->s.peer = NULL;
+	(void)link_detach_server(sv, LINK_CLIENT_GONE);
 	psrelay_client_gone(sv);
 	if (sv->repl != REPL_NONE) {
 		/* Never pooled: a walsender goes with its client. */

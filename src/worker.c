@@ -9,7 +9,7 @@
 #include "admin.h"
 #include "auth/crypto.h"
 #include "auth/authpool.h"
-#include "auth/authquery.h"
+#include "authquery.h"
 #include "auth/hba.h"
 #include "auth/scram.h"
 #include "cancel.h"

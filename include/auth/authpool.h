@@ -10,19 +10,21 @@
 #define AUTHPOOL_THREADS 2
 #define AUTHPOOL_QUEUE_MAX 64             /* jobs queued or running, per worker */
 
-struct client;
 struct authpool_job;
+struct event_base;
 
 /* Runs in a pool thread: must touch nothing but the job's own fields (no
  * client, no worker state, no logging). Sets ok and, on failure, why. */
 typedef void (*authpool_run_fn)(struct authpool_job *j);
-/* Runs in the event loop when the job is done and its client is still
- * there; the job is freed after it returns. */
-typedef void (*authpool_done_fn)(struct client *c, struct authpool_job *j);
+/* Runs in the event loop when the job is done and its owner (the client
+ * that asked) is still there; the job is freed after it returns. The owner
+ * logs why and acts on ok. */
+typedef void (*authpool_done_fn)(void *owner, struct authpool_job *j);
 
 struct authpool_job {
 	struct authpool_job *next;        /* queue / done list */
-	struct client *client;            /* loop only; NULL once the client closed */
+	void *owner;                      /* loop only; NULL once the owner went */
+	struct authpool_job **slot;       /* the owner's pointer to its job, cleared when done */
 	bool queued;                      /* submitted: a thread may be running it */
 	authpool_run_fn run;
 	authpool_done_fn done;
@@ -35,13 +37,15 @@ struct authpool_job {
 	char why[512];                    /* failure reason, logged by the loop */
 };
 
-/* Queue j for c (which must not have another job). False when the queue is
- * full or the threads cannot start: the WARNING is logged here, j is freed
- * and the caller refuses the client. */
-bool authpool_submit(struct client *c, struct authpool_job *j) MUSTCHECK;
-/* c is closing: its job, if any, is freed, or dropped unanswered when it
- * comes back from a thread. */
-void authpool_client_closed(struct client *c);
+/* Queue j (run, done and method set) for owner, whose *slot points at j
+ * until done runs. The threads start on first use, watched from base.
+ * False when the queue is full or the threads cannot start: the WARNING is
+ * logged here, j is freed and the caller refuses its client. */
+bool authpool_submit(struct event_base *base, struct authpool_job *j, void *owner,
+		     struct authpool_job **slot) MUSTCHECK;
+/* The owner of *slot is going: its job, if any, is freed, or dropped
+ * unanswered when it comes back from a thread. */
+void authpool_owner_gone(struct authpool_job **slot);
 /* The worker is exiting: threads take no further job. False while one is
  * still inside a job; libldap and PAM then hold process state that exit()
  * would free under them, so the caller must leave with _exit() and skip its

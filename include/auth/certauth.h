@@ -4,13 +4,16 @@
 #ifndef PGCREW_AUTH_CERTAUTH_H
 #define PGCREW_AUTH_CERTAUTH_H
 
-#include "types.h"
+#include "auth/verdict.h"
 
-struct client;
+struct hba_ident;
 
-/* True when the certificate lets c log in as its user; otherwise c is
- * closed with PostgreSQL's wording and the reason logged with PgBouncer's
- * text. map is the HBA line's map= (NULL: the CN must equal the user). */
-bool certauth_check(struct client *c, const char *map) MUSTCHECK;
+/* The login of `user` (user_known: in auth_file or found by auth_query)
+ * over a connection with or without TLS whose verified certificate has the
+ * CN `cn` (NULL: none). map is the HBA line's map= (NULL: the CN must equal
+ * the user). Rejections carry PostgreSQL's wording and PgBouncer's log. */
+enum auth_outcome certauth_check(bool tls, const char *cn, const char *user, bool user_known,
+				 const struct hba_ident *ident, const char *map,
+				 struct auth_verdict *v);
 
 #endif

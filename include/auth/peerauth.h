@@ -4,15 +4,18 @@
 #ifndef PGCREW_AUTH_PEERAUTH_H
 #define PGCREW_AUTH_PEERAUTH_H
 
-#include "types.h"
+#include "auth/verdict.h"
 
-struct client;
+struct hba_ident;
 
-/* True when the client's OS user may log in as its user; otherwise c is
- * closed with PostgreSQL's wording ("Peer authentication failed for user")
- * and the reason logged. map is the HBA line's map= (NULL: the OS user name
- * must equal the user). */
-bool peerauth_check(struct client *c, const char *map) MUSTCHECK;
+/* May the OS user at the other end of Unix socket fd (is_unix false: a TCP
+ * client, always refused) log in as `user` (user_known: in auth_file or
+ * found by auth_query)? map is the HBA line's map= (NULL: the OS user name
+ * must equal the user). Rejections say "Peer authentication failed for
+ * user", with the reason for the log. */
+enum auth_outcome peerauth_check(bool is_unix, int fd, const char *user, bool user_known,
+				 const struct hba_ident *ident, const char *map,
+				 struct auth_verdict *v);
 
 /* The OS user name of the process at the other end of Unix socket fd, in
  * buf. False with errno-free reason in why when it cannot be known. */

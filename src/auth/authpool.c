@@ -1,12 +1,10 @@
 /* pgcrew — the authentication thread pool (see authpool.h). One mutex
  * guards the queue and the done list; the loop learns of finished jobs from
- * an eventfd and is the only side that ever looks at job->client, so a
+ * an eventfd and is the only side that ever looks at job->owner, so a
  * client that disconnects while its bind is pending is simply forgotten. */
 #include "auth/authpool.h"
-#include "client.h"
 #include "log.h"
-#include "objects.h"
-#include "worker.h"
+#include "util.h"
 
 #include <errno.h>
 #include <event2/event.h>
@@ -81,12 +79,9 @@ static void on_done(evutil_socket_t fd, short what, void *arg)
 		struct authpool_job *j = list;
 		list = j->next;
 		P.pending--;
-		if (j->client) {
-			struct client *c = j->client;
-			c->auth_job = NULL;
-			if (!j->ok && j->why[0])
-				log_client(c, LG_WARNING, "%s", j->why);
-			j->done(c, j);
+		if (j->owner) {
+			*j->slot = NULL;
+			j->done(j->owner, j);
 		} else {
 			if (!j->ok && j->why[0])
 				log_warning("%s", j->why);
@@ -98,7 +93,7 @@ static void on_done(evutil_socket_t fd, short what, void *arg)
 
 /* Threads block every signal: the worker's signals are libevent events
  * that must be delivered to the loop's thread. */
-static bool start(void)
+static bool start(struct event_base *base)
 {
 	sigset_t all, old;
 	pthread_t t;
@@ -110,7 +105,7 @@ static bool start(void)
 		log_error("authpool: eventfd failed: %s", strerror(errno));
 		return false;
 	}
-	P.ev = event_new(W->base, P.efd, EV_READ | EV_PERSIST, on_done, NULL);
+	P.ev = event_new(base, P.efd, EV_READ | EV_PERSIST, on_done, NULL);
 	if (!P.ev || event_add(P.ev, NULL) < 0) {
 		log_error("authpool: cannot watch its eventfd");
 		return false;
@@ -132,9 +127,10 @@ static bool start(void)
 	return true;
 }
 
-bool authpool_submit(struct client *c, struct authpool_job *j)
+bool authpool_submit(struct event_base *base, struct authpool_job *j, void *owner,
+		     struct authpool_job **slot)
 {
-	if (!P.started && !start()) {
+	if (!P.started && !start(base)) {
 		authpool_job_free(j);
 		return false;
 	}
@@ -144,10 +140,11 @@ bool authpool_submit(struct client *c, struct authpool_job *j)
 		authpool_job_free(j);
 		return false;
 	}
-	j->client = c;
+	j->owner = owner;
+	j->slot = slot;
 	j->queued = true;
 	j->next = NULL;
-	c->auth_job = j;
+	*slot = j;
 	P.pending++;
 	pthread_mutex_lock(&P.lock);
 	*P.queue_tail = j;
@@ -157,14 +154,14 @@ bool authpool_submit(struct client *c, struct authpool_job *j)
 	return true;
 }
 
-void authpool_client_closed(struct client *c)
+void authpool_owner_gone(struct authpool_job **slot)
 {
-	struct authpool_job *j = c->auth_job;
+	struct authpool_job *j = *slot;
 	if (!j)
 		return;
-	c->auth_job = NULL;
+	*slot = NULL;
 	if (j->queued)
-		j->client = NULL;      /* a thread may hold it: freed when done */
+		j->owner = NULL;       /* a thread may hold it: freed when done */
 	else
 		authpool_job_free(j);
 }

@@ -1,50 +1,52 @@
 /* pgcrew — certificate authentication (see certauth.h). The handshake has
  * already verified the chain (tls.c asks for a certificate whenever
- * auth_type is cert or hba); only a verified certificate yields a CN here. */
+ * auth_type is cert or hba); only a verified certificate yields a CN, which
+ * the client code reads and passes in. */
 #include "auth/certauth.h"
 #include "auth/hba.h"
-#include "client.h"
-#include "tls.h"
-#include "worker.h"
 
 #include <stdio.h>
+#include <string.h>
 
 /* PostgreSQL's answer when there is no usable certificate. */
-static bool no_certificate(struct client *c, const char *why)
+static enum auth_outcome no_certificate(struct auth_verdict *v, const char *why)
 {
-	log_client(c, LG_ERROR, "%s", why);
-	client_close_sqlstate(c, "28000", "connection requires a valid client certificate");
-	return false;
+	v->outcome = AUTH_REJECT;
+	v->sqlstate = "28000";
+	snprintf(v->message, sizeof(v->message), "connection requires a valid client certificate");
+	snprintf(v->log, sizeof(v->log), "%s", why);
+	return v->outcome;
 }
 
-static bool refused(struct client *c)
+static enum auth_outcome refused(struct auth_verdict *v, const char *user)
 {
-	char msg[160];
-	snprintf(msg, sizeof(msg), "certificate authentication failed for user \"%s\"", c->user_name);
-	client_close_sqlstate(c, "28000", msg);
-	return false;
+	v->outcome = AUTH_REJECT;
+	v->sqlstate = "28000";
+	snprintf(v->message, sizeof(v->message), "certificate authentication failed for user \"%s\"", user);
+	return v->outcome;
 }
 
-bool certauth_check(struct client *c, const char *map)
+enum auth_outcome certauth_check(bool tls, const char *cn, const char *user, bool user_known,
+				 const struct hba_ident *ident, const char *map,
+				 struct auth_verdict *v)
 {
-	char cn[256];
-
-	if (!c->s.tls)
-		return no_certificate(c, "TLS connection required");
-	if (!tls_conn_peer_cn(c->s.tls, cn, sizeof(cn)))
-		return no_certificate(c, "TLS client certificate required");
-	client_debug(c, "TLS cert login: CN=%s", cn);
+	memset(v, 0, sizeof(*v));
+	if (!tls)
+		return no_certificate(v, "TLS connection required");
+	if (!cn)
+		return no_certificate(v, "TLS client certificate required");
+	snprintf(v->detail, sizeof(v->detail), "TLS cert login: CN=%s", cn);
 	/* As PgBouncer: the user must exist (auth_file or auth_query). */
-	if (!c->login_user)
-		return refused(c);
+	if (!user_known)
+		return refused(v, user);
 	if (map) {
-		if (hba_ident_match(W->hba_ident, map, cn, c->user_name))
-			return true;
-		log_client(c, LG_ERROR, "ident map: %s does not have a match", map);
-		return refused(c);
+		if (hba_ident_match(ident, map, cn, user))
+			return v->outcome = AUTH_ACCEPT;
+		snprintf(v->log, sizeof(v->log), "ident map: %s does not have a match", map);
+		return refused(v, user);
 	}
-	if (strcmp(cn, c->user_name) == 0)
-		return true;
-	log_client(c, LG_ERROR, "TLS certificate name mismatch");
-	return refused(c);
+	if (strcmp(cn, user) == 0)
+		return v->outcome = AUTH_ACCEPT;
+	snprintf(v->log, sizeof(v->log), "TLS certificate name mismatch");
+	return refused(v, user);
 }

@@ -6,10 +6,7 @@
 #include "auth/hba.h"
 #include "auth/ldapconf.h"
 #include "build-config.h"
-#include "client.h"
-#include "config.h"
-#include "objects.h"
-#include "worker.h"
+#include "util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,10 +19,14 @@ static const char *method_name(enum extauth_method m)
 	return m == EXTAUTH_LDAP ? "LDAP" : "PAM";
 }
 
-/* The client's text on failure, PgBouncer's. */
-static const char *failure_text(enum extauth_method m)
+const char *extauth_failure_text(enum extauth_method m)
 {
 	return m == EXTAUTH_LDAP ? "LDAP authentication failed" : "auth failed";
+}
+
+const char *extauth_job_failure_text(const struct authpool_job *j)
+{
+	return extauth_failure_text(strcmp(j->method, "LDAP") == 0 ? EXTAUTH_LDAP : EXTAUTH_PAM);
 }
 
 bool extauth_available(enum extauth_method m)
@@ -41,10 +42,11 @@ bool extauth_available(enum extauth_method m)
 	return false;
 }
 
-static bool ldap_settings(const struct hba_rule *rule, struct ldapconf *lc, char *err, size_t errlen)
+static bool ldap_settings(const struct hba_rule *rule, const char *options, struct ldapconf *lc,
+			  char *err, size_t errlen)
 {
 	if (!rule)
-		return ldapconf_parse(lc, W->cfg->auth_ldap_options, err, errlen);
+		return ldapconf_parse(lc, options, err, errlen);
 	ldapconf_init(lc);
 	for (size_t i = 0; i < hba_rule_option_count(rule); i++) {
 		const char *name, *value;
@@ -55,29 +57,22 @@ static bool ldap_settings(const struct hba_rule *rule, struct ldapconf *lc, char
 	return ldapconf_finish(lc, err, errlen);
 }
 
-static bool refuse(struct client *c, enum extauth_method m, const char *why)
+struct authpool_job *extauth_prepare(enum extauth_method m, const struct hba_rule *rule,
+				     const char *ldap_options, const char *user, const char *rhost,
+				     char *why, size_t whylen)
 {
-	log_client(c, LG_WARNING, "%s", why);
-	client_close(c, true, failure_text(m));
-	return false;
-}
-
-bool extauth_begin(struct client *c, enum extauth_method m, const struct hba_rule *rule)
-{
-	char err[512];
-
 	if (!extauth_available(m)) {
-		snprintf(err, sizeof(err), "%s authentication is not supported by this build (configure --with-%s)",
+		snprintf(why, whylen, "%s authentication is not supported by this build (configure --with-%s)",
 			 method_name(m), m == EXTAUTH_LDAP ? "ldap" : "pam");
-		return refuse(c, m, err);
+		return NULL;
 	}
 	struct authpool_job *j = xcalloc(1, sizeof(*j));
 	if (m == EXTAUTH_LDAP) {
 		struct ldapconf *lc = xcalloc(1, sizeof(*lc));
 		j->arg = lc;
-		if (!ldap_settings(rule, lc, err, sizeof(err))) {
+		if (!ldap_settings(rule, ldap_options, lc, why, whylen)) {
 			authpool_job_free(j);
-			return refuse(c, m, err);
+			return NULL;
 		}
 		j->run = ldapauth_run;
 	} else {
@@ -86,37 +81,15 @@ bool extauth_begin(struct client *c, enum extauth_method m, const struct hba_rul
 		j->run = pamauth_run;
 	}
 	j->method = method_name(m);
-	strlcpy_(j->user, c->user_name, sizeof(j->user));
-	strlcpy_(j->rhost, c->is_unix ? "[local]" : c->addr, sizeof(j->rhost));
-	c->auth_job = j;
-	return true;
+	strlcpy_(j->user, user, sizeof(j->user));
+	strlcpy_(j->rhost, rhost, sizeof(j->rhost));
+	return j;
 }
 
-static void done(struct client *c, struct authpool_job *j)
+bool extauth_set_password(struct authpool_job *j, const char *password)
 {
-	if (!j->ok) {
-		client_close(c, true, strcmp(j->method, "LDAP") == 0 ? failure_text(EXTAUTH_LDAP)
-								 : failure_text(EXTAUTH_PAM));
-		return;
-	}
-	client_extauth_done(c, j->password);
-}
-
-void extauth_password(struct client *c, const char *password)
-{
-	struct authpool_job *j = c->auth_job;
-
-	if (!j) {
-		client_close(c, true, "unexpected password packet");
-		return;
-	}
-	if (strlen(password) >= sizeof(j->password)) {
-		client_close(c, true, "password too long");
-		return;
-	}
+	if (strlen(password) >= sizeof(j->password))
+		return false;
 	strcpy(j->password, password);
-	j->done = done;
-	c->auth_job = NULL;      /* authpool_submit sets it again */
-	if (!authpool_submit(c, j))
-		client_close_sqlstate(c, "53300", "too many authentication requests in progress, try again");
+	return true;
 }

@@ -3,8 +3,6 @@
  * change it afterwards); the name comes from the password database. */
 #include "auth/peerauth.h"
 #include "auth/hba.h"
-#include "client.h"
-#include "worker.h"
 
 #include <pwd.h>
 #include <stdio.h>
@@ -35,42 +33,46 @@ bool peerauth_os_user(int fd, char *buf, size_t len, const char **why)
 	return true;
 }
 
-static bool refused(struct client *c)
+static enum auth_outcome refused(struct auth_verdict *v, const char *user)
 {
-	char msg[160];
-	snprintf(msg, sizeof(msg), "Peer authentication failed for user \"%s\"", c->user_name);
-	client_close_sqlstate(c, "28000", msg);
-	return false;
+	v->outcome = AUTH_REJECT;
+	v->sqlstate = "28000";
+	snprintf(v->message, sizeof(v->message), "Peer authentication failed for user \"%s\"", user);
+	return v->outcome;
 }
 
-bool peerauth_check(struct client *c, const char *map)
+enum auth_outcome peerauth_check(bool is_unix, int fd, const char *user, bool user_known,
+				 const struct hba_ident *ident, const char *map,
+				 struct auth_verdict *v)
 {
 	char osuser[256];
 	const char *why = NULL;
 
-	if (!c->is_unix) {
-		log_client(c, LG_ERROR, "peer authentication is only available on local connections");
-		return refused(c);
+	memset(v, 0, sizeof(*v));
+	if (!is_unix) {
+		snprintf(v->log, sizeof(v->log), "peer authentication is only available on local connections");
+		return refused(v, user);
 	}
-	if (!peerauth_os_user(c->s.fd, osuser, sizeof(osuser), &why)) {
-		log_client(c, LG_ERROR, "%s", why);
-		return refused(c);
+	if (!peerauth_os_user(fd, osuser, sizeof(osuser), &why)) {
+		snprintf(v->log, sizeof(v->log), "%s", why);
+		return refused(v, user);
 	}
-	client_debug(c, "peer login: os_user=%s", osuser);
+	snprintf(v->detail, sizeof(v->detail), "peer login: os_user=%s", osuser);
 	/* As for cert: the user must exist (auth_file or auth_query). */
-	if (!c->login_user) {
-		log_client(c, LG_ERROR, "no such user: %s", c->user_name);
-		return refused(c);
+	if (!user_known) {
+		snprintf(v->log, sizeof(v->log), "no such user: %s", user);
+		return refused(v, user);
 	}
 	if (map) {
-		if (hba_ident_match(W->hba_ident, map, osuser, c->user_name))
-			return true;
-		log_client(c, LG_ERROR, "no match in ident map \"%s\" for OS user \"%s\"", map, osuser);
-		return refused(c);
+		if (hba_ident_match(ident, map, osuser, user))
+			return v->outcome = AUTH_ACCEPT;
+		snprintf(v->log, sizeof(v->log), "no match in ident map \"%s\" for OS user \"%s\"", map,
+			 osuser);
+		return refused(v, user);
 	}
-	if (strcmp(osuser, c->user_name) == 0)
-		return true;
-	log_client(c, LG_ERROR, "provided user name (%s) and authenticated user name (%s) do not match",
-		   c->user_name, osuser);
-	return refused(c);
+	if (strcmp(osuser, user) == 0)
+		return v->outcome = AUTH_ACCEPT;
+	snprintf(v->log, sizeof(v->log),
+		 "provided user name (%s) and authenticated user name (%s) do not match", user, osuser);
+	return refused(v, user);
 }

@@ -79,3 +79,9 @@ TESTS += test/unit/test_hostrole
 test_unit_test_hostrole_SOURCES = test/unit/test_hostrole.c
 test_unit_test_hostrole_CFLAGS = $(UNIT_CFLAGS)
 test_unit_test_hostrole_LDADD = $(UNIT_LDADD)
+
+check_PROGRAMS += test/unit/test_link
+TESTS += test/unit/test_link
+test_unit_test_link_SOURCES = test/unit/test_link.c
+test_unit_test_link_CFLAGS = $(UNIT_CFLAGS)
+test_unit_test_link_LDADD = $(UNIT_LDADD)

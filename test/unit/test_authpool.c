@@ -1,7 +1,7 @@
 /* pgcrew — unit tests for auth/authpool on a private event_base: answers
- * come back to the loop, a client that went away is never touched, and the
+ * come back to the loop, an owner that went away is never touched, and the
  * queue limit refuses the job after the 64th. The "checks" block on a pipe
- * the test controls. */
+ * the test controls; the owners are plain structs, not clients. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,13 +16,16 @@
 #include <unistd.h>
 
 #include "auth/authpool.h"
-#include "objects.h"
 #include "util.h"
-#include "worker.h"
 
+struct owner {
+	struct authpool_job *auth_job;
+};
+
+static struct event_base *base;
 static int gate[2];                /* a byte written per check to let through */
 static int done_calls;
-static struct client *done_client;
+static struct owner *done_owner;
 static char done_password[64];
 
 static void run_wait_gate(struct authpool_job *j)
@@ -31,10 +34,10 @@ static void run_wait_gate(struct authpool_job *j)
 	j->ok = read(gate[0], &b, 1) == 1 && strcmp(j->password, "right") == 0;
 }
 
-static void on_done(struct client *c, struct authpool_job *j)
+static void on_done(void *owner, struct authpool_job *j)
 {
 	done_calls++;
-	done_client = c;
+	done_owner = owner;
 	strlcpy_(done_password, j->ok ? j->password : "", sizeof(done_password));
 }
 
@@ -54,8 +57,8 @@ static void drain(void)
 {
 	for (int i = 0; i < 1000 && authpool_pending() > 0; i++) {
 		struct timeval tv = { 0, 10000 };
-		event_base_loopexit(W->base, &tv);
-		event_base_dispatch(W->base);
+		event_base_loopexit(base, &tv);
+		event_base_dispatch(base);
 	}
 	assert_int_equal(authpool_pending(), 0);
 }
@@ -66,30 +69,35 @@ static void open_gate(int n)
 		assert_int_equal(write(gate[1], "x", 1), 1);
 }
 
+static bool submit(struct owner *o, struct authpool_job *j)
+{
+	return authpool_submit(base, j, o, &o->auth_job);
+}
+
 static void test_answer_reaches_client(void **state)
 {
-	struct client c = { 0 };
+	struct owner c = { 0 };
 
 	(void)state;
 	done_calls = 0;
-	assert_true(authpool_submit(&c, job("right")));
-	assert_ptr_equal(c.auth_job->client, &c);
+	assert_true(submit(&c, job("right")));
+	assert_ptr_equal(c.auth_job->owner, &c);
 	open_gate(1);
 	drain();
 	assert_int_equal(done_calls, 1);
-	assert_ptr_equal(done_client, &c);
+	assert_ptr_equal(done_owner, &c);
 	assert_string_equal(done_password, "right");
 	assert_null(c.auth_job);
 }
 
 static void test_client_gone_is_not_touched(void **state)
 {
-	struct client c = { 0 };
+	struct owner c = { 0 };
 
 	(void)state;
 	done_calls = 0;
-	assert_true(authpool_submit(&c, job("right")));
-	authpool_client_closed(&c);
+	assert_true(submit(&c, job("right")));
+	authpool_owner_gone(&c.auth_job);
 	assert_null(c.auth_job);
 	open_gate(1);
 	drain();
@@ -98,22 +106,22 @@ static void test_client_gone_is_not_touched(void **state)
 
 static void test_queue_limit(void **state)
 {
-	static struct client cs[AUTHPOOL_QUEUE_MAX + 1];
+	static struct owner cs[AUTHPOOL_QUEUE_MAX + 1];
 
 	(void)state;
 	done_calls = 0;
 	memset(cs, 0, sizeof(cs));
 	for (int i = 0; i < AUTHPOOL_QUEUE_MAX; i++)
-		assert_true(authpool_submit(&cs[i], job("wrong")));
+		assert_true(submit(&cs[i], job("wrong")));
 	assert_int_equal(authpool_pending(), AUTHPOOL_QUEUE_MAX);
-	assert_false(authpool_submit(&cs[AUTHPOOL_QUEUE_MAX], job("right")));
+	assert_false(submit(&cs[AUTHPOOL_QUEUE_MAX], job("right")));
 	assert_null(cs[AUTHPOOL_QUEUE_MAX].auth_job);
 	open_gate(AUTHPOOL_QUEUE_MAX);
 	drain();
 	assert_int_equal(done_calls, AUTHPOOL_QUEUE_MAX);
 	assert_string_equal(done_password, "");     /* wrong password: ok false */
 	/* Room again. */
-	assert_true(authpool_submit(&cs[0], job("right")));
+	assert_true(submit(&cs[0], job("right")));
 	open_gate(1);
 	drain();
 	assert_string_equal(done_password, "right");
@@ -121,25 +129,23 @@ static void test_queue_limit(void **state)
 
 static void test_unsubmitted_job_freed_on_close(void **state)
 {
-	struct client c = { 0 };
+	struct owner c = { 0 };
 
 	(void)state;
 	c.auth_job = job("x");         /* prepared, never queued (ASan checks the free) */
-	authpool_client_closed(&c);
+	authpool_owner_gone(&c.auth_job);
 	assert_null(c.auth_job);
 }
 
 int main(void)
 {
-	static struct worker w;
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_answer_reaches_client),
 		cmocka_unit_test(test_client_gone_is_not_touched),
 		cmocka_unit_test(test_queue_limit),
 		cmocka_unit_test(test_unsubmitted_job_freed_on_close),
 	};
-	W = &w;
-	W->base = event_base_new();
+	base = event_base_new();
 	if (pipe(gate) < 0)
 		return 1;
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "auth/authquery.h"
+#include "authquery.h"
 #include "proto/build.h"
 #include "proto/packet.h"
 

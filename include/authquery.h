@@ -3,8 +3,8 @@
  * on a pooled server connection of auth_user in auth_dbname (or the client's
  * database). Answers are cached per worker for auth_query_cache_ttl, and
  * logins for the same user share one query in flight. */
-#ifndef PGCREW_AUTH_AUTHQUERY_H
-#define PGCREW_AUTH_AUTHQUERY_H
+#ifndef PGCREW_AUTHQUERY_H
+#define PGCREW_AUTHQUERY_H
 
 #include "stream.h"
 #include "types.h"

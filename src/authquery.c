@@ -3,7 +3,7 @@
  * hands the answer to every login waiting for that user. The logging-in
  * client is never linked to that server, so none of its startup parameters
  * (search_path, options) can reach the query (PgBouncer CVE-2025-12819). */
-#include "auth/authquery.h"
+#include "authquery.h"
 #include "admin.h"
 #include "auth/authcache.h"
 #include "client.h"
