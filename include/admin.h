@@ -6,7 +6,9 @@
 #include "objects.h"
 #include "proto/startup.h"
 
-bool admin_is_console_db(const char *name);
+/* The worker's start: client.c learns how console clients log in, are
+ * welcomed, served and freed (client_set_console). */
+void admin_register(void);
 /* Startup for the console: checks admin_users/stats_users, authenticates. */
 void admin_client_login(struct client *c, const struct startup_msg *m);
 /* Authenticated: send the console's welcome. */

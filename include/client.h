@@ -43,4 +43,17 @@ void client_free(struct client *c);              /* reaper only */
 void log_client(const struct client *c, enum log_level lvl, const char *fmt, ...) PRINTF(3, 4);
 #define client_debug(c, ...) do { if (log_verbose >= 1) log_client(c, LG_DEBUG, __VA_ARGS__); } while (0)
 
+struct startup_msg;
+
+/* The console (admin.c) registers how its clients log in, are welcomed,
+ * served and freed, so that client.c never calls up into it. */
+struct client_console_ops {
+	void (*login)(struct client *c, const struct startup_msg *m);
+	void (*welcome)(struct client *c);
+	enum stream_action (*on_pkt)(struct client *c, const struct pkt_hdr *h, const uint8_t *data,
+				     size_t avail);
+	void (*freed)(struct client *c);
+};
+void client_set_console(const struct client_console_ops *ops);
+
 #endif

@@ -202,6 +202,8 @@ struct config_error { char msg[512]; };   /* e.g. "/etc/x.ini:12: unknown key 'f
  * taken relative to the directory of the file that names them. */
 int config_load(const char *path, struct config **out, struct config_error *err) MUSTCHECK;
 void config_free(struct config *cfg);
+/* The admin console's database names, "pgbouncer" and its alias "pgcrew". */
+bool config_is_console_db(const char *name);
 const struct db_def *config_find_db(const struct config *cfg, const char *name);   /* not the autodb */
 const struct user_def *config_find_user(const struct config *cfg, const char *name);
 const struct peer_def *config_find_peer(const struct config *cfg, int peer_id);

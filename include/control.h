@@ -28,8 +28,6 @@ enum ctl_result control_apply(enum ctl_cmd cmd, const char *arg, uint32_t fanid,
 /* Janitor tick: answer PAUSE/WAIT_CLOSE whose servers are gone, SUSPEND
  * once flushed (closing what is not after suspend_timeout). */
 void control_janitor(void);
-/* A paused database's server became free: close it instead of parking it. */
-bool control_close_if_paused(struct server *sv);
 void control_free(void);
 /* RESUME without a database (also SIGUSR2): undo PAUSE and SUSPEND. */
 void control_resume_all(void);

@@ -10,10 +10,22 @@
 struct event_base;
 struct config;
 
+/* What the endpoint needs from its process (the supervisor registers it,
+ * so this module never calls up): the configuration in force, and a
+ * console command run by every worker, whose result messages go to on_part
+ * as they come, then on_done once with "" or the first error. */
+typedef void (*metrics_part_fn)(void *arg, const void *data, size_t len);
+typedef void (*metrics_done_fn)(void *arg, const char *err);
+struct metrics_source {
+	const struct config *(*config)(void);
+	void (*fanout)(const char *cmd, metrics_part_fn on_part, metrics_done_fn on_done, void *arg);
+};
+
 /* Bind metrics_listen (nothing when empty). -1 when it cannot be bound;
  * with retry (online restart: the old process still has it), a taken port
  * is tried again every 100 ms for 10 s instead. */
-int metrics_start(struct event_base *base, const struct config *cfg, bool retry) MUSTCHECK;
+int metrics_start(struct event_base *base, const struct config *cfg, const struct metrics_source *src,
+		  bool retry) MUSTCHECK;
 /* Online restart: stop accepting; scrapes under way still finish. */
 void metrics_close_listener(void);
 /* At exit: close everything, drop scrapes still waiting for workers. */

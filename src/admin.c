@@ -43,11 +43,6 @@
 
 static struct database *admin_db;
 
-bool admin_is_console_db(const char *name)
-{
-	return strcmp(name, "pgbouncer") == 0 || strcmp(name, "pgcrew") == 0;
-}
-
 static bool in_list(const char *list, const char *name)
 {
 	size_t n = strlen(name);
@@ -1091,4 +1086,22 @@ enum stream_action admin_on_pkt(struct client *c, const struct pkt_hdr *h,
 void admin_free(void)
 {
 	admin_db = NULL;
+}
+
+/* A console client goes: its fan-out wait and its extended-protocol state. */
+static void console_client_freed(struct client *c)
+{
+	admin_fanout_free(c);
+	admin_ext_free(c);
+}
+
+void admin_register(void)
+{
+	static const struct client_console_ops ops = {
+		.login = admin_client_login,
+		.welcome = admin_welcome,
+		.on_pkt = admin_on_pkt,
+		.freed = console_client_freed,
+	};
+	client_set_console(&ops);
 }

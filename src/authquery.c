@@ -4,7 +4,6 @@
  * client is never linked to that server, so none of its startup parameters
  * (search_path, options) can reach the query (PgBouncer CVE-2025-12819). */
 #include "authquery.h"
-#include "admin.h"
 #include "auth/authcache.h"
 #include "client.h"
 #include "config.h"
@@ -166,7 +165,7 @@ static struct database *auth_database(struct client *c)
 
 	if (!*name)
 		return c->db;
-	if (admin_is_console_db(name)) {
+	if (config_is_console_db(name)) {
 		log_client(c, LG_ERROR, "cannot use the reserved \"%s\" database as an auth_dbname", name);
 		client_close(c, true, "bouncer config error");
 		return NULL;

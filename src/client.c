@@ -4,8 +4,6 @@
  * connection and nobody else anything. */
 #include "client.h"
 #include "proxy_accept.h"
-#include "admin.h"
-#include "admin_ext.h"
 #include "authquery.h"
 #include "auth/certauth.h"
 #include "auth/peerauth.h"
@@ -49,6 +47,14 @@ enum auth_step {
 	AS_EXTERNAL_WAIT,   /* an authentication thread checks it */
 };
 
+
+/* The console's hooks (admin_register at the worker's start). */
+static const struct client_console_ops *console;
+
+void client_set_console(const struct client_console_ops *ops)
+{
+	console = ops;
+}
 static const char *const state_names[] = {
 	[CLIENT_LOGIN] = "login", [CLIENT_WAITING_LOGIN] = "waiting_login",
 	[CLIENT_ACTIVE] = "active", [CLIENT_WAITING] = "waiting",
@@ -252,8 +258,8 @@ void client_free(struct client *c)
 	list_del(&c->all_node);
 	client_set_names(c, NULL, NULL);
 	varcache_clear(&c->vars);
-	admin_fanout_free(c);
-	admin_ext_free(c);
+	if (console)
+		console->freed(c);    /* a console client's waits and statements */
 	ps_client_free(c->ps);
 	free(c->repl_options);
 	free(c);
@@ -450,7 +456,7 @@ static void finish_login(struct client *c)
 	 * users and tests read it), and a cancel for them is simply dropped. */
 	cancel_register(c);
 	if (c->db->admin) {
-		admin_welcome(c);
+		console->welcome(c);
 		return;
 	}
 	if (p->welcome_ready) {
@@ -1058,12 +1064,16 @@ static void handle_startup(struct client *c, const struct startup_msg *m)
 		client_close(c, true, msg);
 		return;
 	}
-	if (admin_is_console_db(c->db_name) && c->repl != REPL_NONE) {
+	if (config_is_console_db(c->db_name) && c->repl != REPL_NONE) {
 		client_close(c, true, "replication connections are not supported by the admin console");
 		return;
 	}
-	if (admin_is_console_db(c->db_name)) {
-		admin_client_login(c, m);
+	if (config_is_console_db(c->db_name)) {
+		if (!console) {
+			client_close(c, true, "no such database: pgbouncer");
+			return;
+		}
+		console->login(c, m);
 		return;
 	}
 	if (!apply_params(c, m))
@@ -1235,7 +1245,7 @@ static enum stream_action startup_pkt(struct client *c, const struct pkt_hdr *h,
 		 * handing over to a new process, a login under way completes
 		 * (the client then moves). */
 		if (!c->close_reason && W->shutting_down && W->shutdown_mode != SHUTDOWN_HANDOVER &&
-		    !admin_is_console_db(c->db_name))
+		    !config_is_console_db(c->db_name))
 			c->close_reason = "pooler is shutting down";
 		if (c->close_reason) {
 			client_close(c, true, c->close_reason);
@@ -1343,7 +1353,7 @@ static enum stream_action client_on_pkt(struct stream *s, const struct pkt_hdr *
 	struct client *c = s->owner;
 
 	if (c->admin)
-		return admin_on_pkt(c, h, data, avail);
+		return console->on_pkt(c, h, data, avail);
 	switch (c->state) {
 	case CLIENT_LOGIN:
 		if (s->startup)

@@ -126,14 +126,6 @@ static enum ctl_result later(enum ctl_cmd cmd, const char *db, uint32_t fanid)
 	return CTL_LATER;
 }
 
-bool control_close_if_paused(struct server *sv)
-{
-	if (!(W->paused || sv->pool->db->paused))
-		return false;
-	server_close_soon(sv, "pause mode");
-	return true;
-}
-
 /* The named database, or an error/"not here" text. Auto-databases exist
  * only in the workers whose clients made them. */
 static struct database *find_db(const char *arg, char *err, size_t len, enum ctl_result *why)

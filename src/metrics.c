@@ -12,7 +12,6 @@
 #include "log.h"
 #include "rowmerge.h"
 #include "shm.h"
-#include "supervisor.h"
 #include "util.h"
 
 #include <dirent.h>
@@ -61,6 +60,7 @@ static struct {
 	bool started;
 	struct event *retry;
 	int tries;
+	const struct metrics_source *src;
 } m;
 
 /* ---- text format helpers ---- */
@@ -382,7 +382,7 @@ static void render_servers(struct evbuffer *b, const struct rowset *rs)
 
 static void render(struct evbuffer *b, const struct scrape *s)
 {
-	const struct config *cfg = supervisor_config();
+	const struct config *cfg = m.src->config();
 	family(b, "pgbouncer_up", "gauge", "The pgbouncer scrape succeeded");
 	evbuffer_add_printf(b, "pgbouncer_up %d\n", s->failed ? 0 : 1);
 	family(b, "pgbouncer_version_info", "gauge", "The pgbouncer version info");
@@ -477,7 +477,7 @@ static void scrape_start(struct evhttp_request *req)
 	}
 	/* on_done may finish (and free) the scrape inside the last call. */
 	for (int v = 0; v < N_VIEWS; v++)
-		supervisor_fanout(view_cmd[v], on_part, on_done, &s->parts[v]);
+		m.src->fanout(view_cmd[v], on_part, on_done, &s->parts[v]);
 }
 
 static void on_request(struct evhttp_request *req, void *arg)
@@ -520,10 +520,12 @@ static void on_retry(evutil_socket_t fd, short what, void *arg)
 		log_msg_errno(LG_ERROR, "metrics: could not bind %s:%d; no metrics endpoint", m.host, m.port);
 }
 
-int metrics_start(struct event_base *base, const struct config *cfg, bool retry)
+int metrics_start(struct event_base *base, const struct config *cfg, const struct metrics_source *src,
+		  bool retry)
 {
 	if (!cfg->metrics_listen[0])
 		return 0;
+	m.src = src;
 	if (value_parse_hostport(cfg->metrics_listen, m.host, sizeof(m.host), &m.port) < 0)
 		return -1;              /* the config check refused it already */
 	m.base = base;

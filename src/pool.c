@@ -9,7 +9,6 @@
 #include "client.h"
 #include "config.h"
 #include "hist.h"
-#include "control.h"
 #include "config/userlist.h"
 #include "link.h"
 #include "log.h"
@@ -1311,8 +1310,12 @@ void pool_server_ready(struct server *sv)
 			return;
 		}
 	}
-	if (control_close_if_paused(sv))
+	/* PAUSE (of all, or of this database) closes servers as they come
+	 * back, as PgBouncer's does. */
+	if (W->paused || p->db->paused) {
+		server_close_soon(sv, "pause mode");
 		return;
+	}
 	server_set_state(sv, SERVER_IDLE);
 	/* Someone elsewhere waits: unless our own client takes it back at
 	 * once, the server goes in a moment. */

@@ -374,8 +374,8 @@ struct fan {
 	uint32_t id;
 	int origin;                /* -1 once the asking worker is gone, FAN_HERE: ours */
 	uint32_t origin_req;
-	supervisor_part_fn on_part;      /* FAN_HERE: where the rows go */
-	supervisor_done_fn on_done;
+	metrics_part_fn on_part;       /* FAN_HERE: where the rows go */
+	metrics_done_fn on_done;
 	void *arg;
 	int pending;
 	bool *owed;
@@ -479,7 +479,8 @@ static void fan_send(struct fan *f, const void *cmd, uint32_t len)
 	}
 }
 
-void supervisor_fanout(const char *cmd, supervisor_part_fn on_part, supervisor_done_fn on_done, void *arg)
+/* The metrics endpoint's console command, run by every worker. */
+static void supervisor_fanout(const char *cmd, metrics_part_fn on_part, metrics_done_fn on_done, void *arg)
 {
 	struct fan *f = fan_new(FAN_HERE, 0);
 	f->on_part = on_part;
@@ -488,7 +489,7 @@ void supervisor_fanout(const char *cmd, supervisor_part_fn on_part, supervisor_d
 	fan_send(f, cmd, (uint32_t)strlen(cmd) + 1);
 }
 
-const struct config *supervisor_config(void)
+static const struct config *supervisor_config(void)
 {
 	return sup.cfg;
 }
@@ -1095,7 +1096,10 @@ int supervisor_run(const struct run_options *opt, struct config *cfg)
 		log_warning("so_reuseport: sharing port %d with another pgcrew; -R cannot reach this one",
 			    cfg->listen_port);
 	}
-	if (metrics_start(sup.base, cfg, sup.takeover) < 0)
+	static const struct metrics_source metrics_src = {
+		.config = supervisor_config, .fanout = supervisor_fanout,
+	};
+	if (metrics_start(sup.base, cfg, &metrics_src, sup.takeover) < 0)
 		goto fail_metrics;
 	static const int sigs[] = { SIGHUP, SIGINT, SIGTERM, SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD };
 	for (size_t i = 0; i < ARRAY_SIZE(sigs); i++)

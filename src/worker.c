@@ -613,6 +613,7 @@ void worker_main(int id, struct config *cfg, int ipc_fd, struct listen_set *ls)
 	dns_settings_of(cfg, &ds);
 	if (dns_init(W->base, &ds) < 0)
 		fatal("worker %d: DNS resolver initialisation failed", id);
+	admin_register();
 	pool_apply_config(cfg);
 	load_hba(cfg);
 	(void)proxy_accept_configure(cfg);

@@ -20,6 +20,11 @@
 /* Reserved for the admin console, as in PgBouncer. */
 #define ADMIN_DB_NAME "pgbouncer"
 
+bool config_is_console_db(const char *name)
+{
+	return strcmp(name, "pgbouncer") == 0 || strcmp(name, "pgcrew") == 0;
+}
+
 void config_error_set(struct config_error *err, const char *fmt, ...)
 {
 	va_list ap;
@@ -239,7 +244,7 @@ static int validate(struct config *cfg, struct config_error *err)
 {
 	if (validate_external_auth(cfg, err) < 0)
 		return -1;
-	if (strcmp(cfg->auth_dbname, "pgbouncer") == 0 || strcmp(cfg->auth_dbname, "pgcrew") == 0) {
+	if (config_is_console_db(cfg->auth_dbname)) {
 		/* PgBouncer's words: the console has no auth_query to run. */
 		config_error_set(err, "%s: cannot use the reserved \"pgbouncer\" database as an auth_dbname",
 				 cfg->path);
