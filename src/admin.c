@@ -28,7 +28,7 @@
 #include "log.h"
 #include "rowmerge.h"
 #include "tls.h"
-#include "worker.h"
+#include "world.h"
 
 #include <ctype.h>
 #include <signal.h>
@@ -972,7 +972,7 @@ void admin_remote_run(uint32_t fanid, const char *text, size_t len)
 			char key[64], val[1024];
 			if (ctl_parse_set(sql, key, sizeof(key), val, sizeof(val)) &&
 			    ctl_apply_set(W->cfg, key, val, err, sizeof(err)) == 0)
-				worker_refresh_config();
+				world_refresh_config();
 		} else {
 			snprintf(err, sizeof(err), "not a command for every worker");
 		}

@@ -13,7 +13,7 @@
 #include "server.h"
 #include "stream.h"
 #include "tls.h"
-#include "worker.h"
+#include "world.h"
 
 #include <stdio.h>
 #include <sys/socket.h>

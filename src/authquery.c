@@ -15,7 +15,7 @@
 #include "proto/packet.h"
 #include "server.h"
 #include "varcache.h"
-#include "worker.h"
+#include "world.h"
 
 #include <openssl/crypto.h>
 #include <stdio.h>

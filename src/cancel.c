@@ -15,7 +15,7 @@
 #include "proto/packet.h"
 #include "server.h"
 #include "shm.h"
-#include "worker.h"
+#include "world.h"
 
 #include <errno.h>
 #include <event2/event.h>

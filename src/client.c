@@ -27,7 +27,7 @@
 #include "shm.h"
 #include "strpool.h"
 #include "tls.h"
-#include "worker.h"
+#include "world.h"
 
 #include <errno.h>
 #include <openssl/crypto.h>
@@ -225,8 +225,8 @@ void client_close_sqlstate(struct client *c, const char *sqlstate, const char *r
 	c->scram = NULL;
 	client_set_state(c, CLIENT_JUSTFREE);
 	stream_close(&c->s);
-	worker_schedule_reap();
-	worker_check_shutdown();
+	world_schedule_reap();
+	world_check_shutdown();
 }
 
 void client_close(struct client *c, bool send_err, const char *reason)
@@ -388,8 +388,8 @@ void client_forget(struct client *c)
 	W->n_clients--;
 	client_set_state(c, CLIENT_JUSTFREE);
 	stream_close(&c->s);
-	worker_schedule_reap();
-	worker_check_shutdown();
+	world_schedule_reap();
+	world_check_shutdown();
 }
 
 /* ---- welcome ---- */

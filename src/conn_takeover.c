@@ -18,7 +18,7 @@
 #include "stream.h"
 #include "util.h"
 #include "varcache.h"
-#include "worker.h"
+#include "world.h"
 
 #include <event2/event.h>
 #include <unistd.h>
@@ -140,7 +140,7 @@ static void sweep(void)
 	}
 	give_idle_servers();
 	sweeping = false;
-	worker_check_shutdown();
+	world_check_shutdown();
 }
 
 static void on_sweep(evutil_socket_t fd, short what, void *arg)

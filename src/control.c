@@ -14,7 +14,7 @@
 #include "server.h"
 #include "stream.h"
 #include "util.h"
-#include "worker.h"
+#include "world.h"
 
 #include <ctype.h>
 #include <stdio.h>

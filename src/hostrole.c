@@ -8,7 +8,7 @@
 #include "log.h"
 #include "proto/packet.h"
 #include "util.h"
-#include "worker.h"
+#include "world.h"
 
 static const char *const role_names[] = {
 	[ROLE_UNKNOWN] = "unknown", [ROLE_PRIMARY] = "primary", [ROLE_READ_ONLY] = "read-only",

@@ -9,7 +9,7 @@
 #include "pool.h"
 #include "server.h"
 #include "stats.h"
-#include "worker.h"
+#include "world.h"
 
 #include <event2/event.h>
 #include <stdio.h>

@@ -6,7 +6,7 @@ libpgcrew_a_SOURCES += \
 	src/shm.c src/ledger.c src/rowmerge.c src/takeover.c src/peer.c src/control.c \
 	src/admin_ext.c src/admin_sockets.c src/sdnotify.c src/hist.c src/metrics.c \
 	src/prepared.c src/psrelay.c src/handover.c src/server_move.c src/conn_takeover.c \
-	src/proxy_accept.c src/hostrole.c src/authquery.c
+	src/proxy_accept.c src/hostrole.c src/authquery.c src/world.c
 noinst_HEADERS += \
 	include/admin.h \
 	include/admin_ext.h \
@@ -45,4 +45,4 @@ noinst_HEADERS += \
 	include/types.h \
 	include/util.h \
 	include/varcache.h include/strpool.h \
-	include/worker.h
+	include/worker.h include/world.h

@@ -18,7 +18,7 @@
 #include "shm.h"
 #include "ledger.h"
 #include "ipc.h"
-#include "worker.h"
+#include "world.h"
 
 #include <event2/event.h>
 #include <stdio.h>
@@ -1321,7 +1321,7 @@ void pool_server_ready(struct server *sv)
 	 * once, the server goes in a moment. */
 	if (server_may_move(sv) && waiting_elsewhere(p))
 		arm_give_timer(move_delay(p, sv, util_monotonic()));
-	worker_check_shutdown();
+	world_check_shutdown();
 }
 
 /* ---- reload ---- */

@@ -8,7 +8,7 @@
 #include "log.h"
 #include "proto/proxyproto.h"
 #include "util.h"
-#include "worker.h"
+#include "world.h"
 
 #include <errno.h>
 #include <event2/event.h>

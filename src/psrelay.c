@@ -8,7 +8,7 @@
 #include "config.h"
 #include "pool.h"
 #include "server.h"
-#include "worker.h"
+#include "world.h"
 
 /* Injected messages and replacement replies are built here, one at a time;
  * the memory is kept, so the hot path does not allocate. */

@@ -23,7 +23,7 @@
 #include "proto/error.h"
 #include "psrelay.h"
 #include "tls.h"
-#include "worker.h"
+#include "world.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -223,8 +223,8 @@ void server_close(struct server *sv, const char *reason)
 	server_set_state(sv, SERVER_JUSTFREE);
 	free(sv->scram);
 	sv->scram = NULL;
-	worker_schedule_reap();
-	worker_check_shutdown();
+	world_schedule_reap();
+	world_check_shutdown();
 }
 
 void server_free(struct server *sv)
@@ -1269,7 +1269,7 @@ void server_close_soon(struct server *sv, const char *reason)
 	server_set_state(sv, SERVER_IDLE);
 	list_del(&sv->close_node);
 	list_append(&W->closing_servers, &sv->close_node);
-	worker_schedule_reap();
+	world_schedule_reap();
 }
 
 void server_client_gone(struct server *sv)

@@ -13,7 +13,7 @@
 #include "server.h"
 #include "shm.h"
 #include "tls.h"
-#include "worker.h"
+#include "world.h"
 
 #include <unistd.h>
 
@@ -89,8 +89,8 @@ static void forget(struct server *sv)
 	p->db->n_servers--;
 	p->user->n_servers--;
 	server_set_state(sv, SERVER_JUSTFREE);
-	worker_schedule_reap();
-	worker_check_shutdown();
+	world_schedule_reap();
+	world_check_shutdown();
 }
 
 bool server_send(struct server *sv, enum ipc_type type, uint32_t reqid, const struct client *owner)

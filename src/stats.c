@@ -8,7 +8,7 @@
 #include "objects.h"
 #include "shm.h"
 #include "util.h"
-#include "worker.h"
+#include "world.h"
 
 #include <event2/event.h>
 

@@ -36,8 +36,11 @@
 #include <stdio.h>
 #include <unistd.h>
 
-struct worker *W;
-static struct worker the_worker;
+static struct world the_worker;
+
+static void worker_schedule_reap(void);
+static void worker_check_shutdown(void);
+static void worker_refresh_config(void);
 
 static void reap(evutil_socket_t fd, short what, void *arg)
 {
@@ -56,7 +59,7 @@ static void reap(evutil_socket_t fd, short what, void *arg)
 		server_free(container_of(it, struct server, node));
 }
 
-void worker_schedule_reap(void)
+static void worker_schedule_reap(void)
 {
 	if (W->reaper)
 		event_active(W->reaper, EV_TIMEOUT, 0);
@@ -203,7 +206,7 @@ static void finish(void)
 	event_base_loopexit(W->base, NULL);
 }
 
-void worker_check_shutdown(void)
+static void worker_check_shutdown(void)
 {
 	if (!W->shutting_down)
 		return;
@@ -283,7 +286,7 @@ static void load_hba(const struct config *cfg)
 }
 
 /* The current generation changed in place (the console's SET). */
-void worker_refresh_config(void)
+static void worker_refresh_config(void)
 {
 	struct config *cfg = W->cfg;
 	load_hba(cfg);
@@ -574,7 +577,13 @@ static void worker_cleanup(void)
 
 void worker_main(int id, struct config *cfg, int ipc_fd, struct listen_set *ls)
 {
+	static const struct world_hooks hooks = {
+		.schedule_reap = worker_schedule_reap,
+		.check_shutdown = worker_check_shutdown,
+		.refresh_config = worker_refresh_config,
+	};
 	W = &the_worker;
+	world_set_hooks(&hooks);
 	W->id = id;
 	W->cfg = cfg;
 	W->lset = ls;

@@ -1,0 +1,31 @@
+/* pgcrew — the world of a worker's sessions (world.h): the one `W` and
+ * the hooks by which the session layer tells the loop that runs it, so it
+ * never calls up into worker.c. */
+#include "world.h"
+
+struct world *W;
+
+static const struct world_hooks *hooks;
+
+void world_set_hooks(const struct world_hooks *h)
+{
+	hooks = h;
+}
+
+void world_schedule_reap(void)
+{
+	if (hooks && hooks->schedule_reap)
+		hooks->schedule_reap();
+}
+
+void world_check_shutdown(void)
+{
+	if (hooks && hooks->check_shutdown)
+		hooks->check_shutdown();
+}
+
+void world_refresh_config(void)
+{
+	if (hooks && hooks->refresh_config)
+		hooks->refresh_config();
+}
