@@ -1,12 +1,21 @@
-# Core: processes, event loop, connections, pools.
+# The pooler's layers, one folder each, from the top (see the rule at the
+# top of doc/architecture.md): sup (the supervisor process), worker (a
+# worker's loop), console, session, net; below them config, auth and proto
+# (their own local.mk files) and base.
 libpgcrew_a_SOURCES += \
-	src/log.c src/util.c src/ipc.c src/supervisor.c src/worker.c \
-	src/listen.c src/stream.c src/client.c src/server.c src/pool.c src/link.c \
-	src/varcache.c src/strpool.c src/cancel.c src/janitor.c src/stats.c src/admin.c \
-	src/shm.c src/ledger.c src/rowmerge.c src/takeover.c src/peer.c src/control.c \
-	src/admin_ext.c src/admin_sockets.c src/sdnotify.c src/hist.c src/metrics.c \
-	src/prepared.c src/psrelay.c src/handover.c src/server_move.c src/conn_takeover.c \
-	src/proxy_accept.c src/hostrole.c src/authquery.c src/world.c
+	src/sup/supervisor.c src/sup/ledger.c src/sup/metrics.c src/sup/takeover.c \
+	src/sup/sdnotify.c \
+	src/worker/worker.c src/worker/janitor.c \
+	src/console/admin.c src/console/admin_ext.c src/console/admin_sockets.c \
+	src/console/control.c src/console/rowmerge.c \
+	src/session/client.c src/session/server.c src/session/pool.c src/session/link.c \
+	src/session/cancel.c src/session/psrelay.c src/session/peer.c src/session/stats.c \
+	src/session/authquery.c src/session/hostrole.c src/session/server_move.c \
+	src/session/handover.c src/session/proxy_accept.c src/session/conn_takeover.c \
+	src/session/world.c \
+	src/net/stream.c src/net/tls.c src/net/dns.c src/net/listen.c \
+	src/base/log.c src/base/util.c src/base/ipc.c src/base/shm.c src/base/hist.c \
+	src/base/strpool.c
 noinst_HEADERS += \
 	include/admin.h \
 	include/admin_ext.h \
@@ -45,4 +54,4 @@ noinst_HEADERS += \
 	include/types.h \
 	include/util.h \
 	include/varcache.h include/strpool.h \
-	include/worker.h include/world.h
+	include/worker.h include/world.h include/dns.h include/tls.h

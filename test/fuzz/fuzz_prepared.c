@@ -1,4 +1,4 @@
-/* pgcrew — fuzz target: the prepared-statement rewriter (src/prepared.c) fed
+/* pgcrew — fuzz target: the prepared-statement rewriter (src/proto/prepared.c) fed
  * an interleaving of client messages and server replies. Each unit of the
  * input is one direction byte (even: client, odd: server) and one framed
  * message. Checks beyond the sanitizers: a rewritten message's length word
