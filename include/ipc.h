@@ -94,6 +94,51 @@ struct ipc_hdr {
 
 #define IPC_MAX_PAYLOAD 65536
 
+#define LEDGER_NAME 64
+
+/* One request, as a worker sends it (IPC_SLOT_REQ payload). Limits <= 0
+ * mean none. The worker resolves them from its config: pool_limit is
+ * pool_size, plus reserve_pool_size when its waiter may use the reserve. */
+struct slot_req {
+	char db[LEDGER_NAME];
+	char user[LEDGER_NAME];
+	int32_t pool_limit;
+	int32_t db_limit;
+	int32_t user_limit;
+	uint8_t wait;              /* queue when at a limit instead of refusing */
+	uint8_t own;               /* for a server of a client's own (replication): an
+	                              idle server of the pool elsewhere cannot serve it,
+	                              only be closed to make room */
+	uint8_t pad[2];
+};
+
+/* IPC_POOL_WANT payload. n: queued requests elsewhere this pool's idle
+ * servers could serve (give up servers idle for a while); soon: how many of
+ * those come from a worker below its fair share of the pool, or from
+ * another pool (a full max_db/user_connections), which should not wait
+ * long; over: servers held beyond the fair share while others queue (give
+ * up as soon as idle); other_since: when the oldest request of another
+ * pool among them was queued (first come, first served across pools). */
+struct pool_want {
+	struct slot_req pool;      /* names only */
+	int32_t n;
+	int32_t soon;
+	int32_t over;
+	int32_t pad;
+	int64_t other_since;       /* oldest of those for another pool: queued since
+	                              (CLOCK_MONOTONIC), 0 for none */
+};
+
+/* IPC_LOGIN_FAILED payload: a pool's server login failed; every worker
+ * serves the cached error until server_login_retry, as one PgBouncer would. */
+struct login_failure {
+	struct slot_req pool;      /* names only */
+	char code[6];
+	char msg[512];
+	char pad[2];
+	int64_t age_usec;          /* how long ago it failed */
+};
+
 struct ipc_chan;
 typedef void (*ipc_handler_fn)(struct ipc_chan *ch, const struct ipc_hdr *hdr,
 			       const void *payload, int fd, void *arg);
@@ -113,5 +158,29 @@ int ipc_chan_fd(const struct ipc_chan *ch);
 int ipc_send(struct ipc_chan *ch, enum ipc_type type, uint32_t reqid,
 	     const void *payload, uint32_t len, int fd) MUSTCHECK;
 const char *ipc_type_name(enum ipc_type t);
+
+/* Typed messages: one builder and one reader per payload shape. Builders
+ * return ipc_send's result. A reader checks the length (and the
+ * terminating NUL of strings) and copies out; a bad payload is logged here,
+ * the same way for every type ("ipc: bad <TYPE> payload (<n> bytes) from
+ * worker <w>"), and the reader returns false: the caller drops the message. */
+int ipc_send_empty(struct ipc_chan *ch, enum ipc_type type) MUSTCHECK;
+int ipc_send_i32(struct ipc_chan *ch, enum ipc_type type, uint32_t reqid, int32_t v, int fd) MUSTCHECK;
+bool ipc_get_i32(const struct ipc_hdr *hdr, const void *payload, int32_t *v) MUSTCHECK;
+int ipc_send_slot(struct ipc_chan *ch, enum ipc_type type, uint32_t reqid,
+		  const struct slot_req *r) MUSTCHECK;
+bool ipc_get_slot(const struct ipc_hdr *hdr, const void *payload, struct slot_req *r) MUSTCHECK;
+int ipc_send_want(struct ipc_chan *ch, const struct pool_want *w) MUSTCHECK;
+bool ipc_get_want(const struct ipc_hdr *hdr, const void *payload, struct pool_want *w) MUSTCHECK;
+int ipc_send_login_failure(struct ipc_chan *ch, const struct login_failure *f) MUSTCHECK;
+bool ipc_get_login_failure(const struct ipc_hdr *hdr, const void *payload,
+			   struct login_failure *f) MUSTCHECK;
+/* IPC_CANCEL_FWD: a cancel request's backend pid and key. */
+int ipc_send_cancel(struct ipc_chan *ch, uint32_t pid, uint32_t key) MUSTCHECK;
+bool ipc_get_cancel(const struct ipc_hdr *hdr, const void *payload, uint32_t *pid,
+		    uint32_t *key) MUSTCHECK;
+/* A NUL-terminated text (console commands and their errors). */
+int ipc_send_text(struct ipc_chan *ch, enum ipc_type type, uint32_t reqid, const char *text) MUSTCHECK;
+bool ipc_get_text(const struct ipc_hdr *hdr, const void *payload, const char **text) MUSTCHECK;
 
 #endif

@@ -9,51 +9,10 @@
 #define PGCREW_LEDGER_H
 
 #include "types.h"
+#include "ipc.h"
 
-#define LEDGER_NAME 64
-
-/* One request, as a worker sends it (IPC_SLOT_REQ payload). Limits <= 0
- * mean none. The worker resolves them from its config: pool_limit is
- * pool_size, plus reserve_pool_size when its waiter may use the reserve. */
-struct slot_req {
-	char db[LEDGER_NAME];
-	char user[LEDGER_NAME];
-	int32_t pool_limit;
-	int32_t db_limit;
-	int32_t user_limit;
-	uint8_t wait;              /* queue when at a limit instead of refusing */
-	uint8_t own;               /* for a server of a client's own (replication): an
-	                              idle server of the pool elsewhere cannot serve it,
-	                              only be closed to make room */
-	uint8_t pad[2];
-};
-
-/* IPC_POOL_WANT payload. n: queued requests elsewhere this pool's idle
- * servers could serve (give up servers idle for a while); soon: how many of
- * those come from a worker below its fair share of the pool, or from
- * another pool (a full max_db/user_connections), which should not wait
- * long; over: servers held beyond the fair share while others queue (give
- * up as soon as idle); other_since: when the oldest request of another
- * pool among them was queued (first come, first served across pools). */
-struct pool_want {
-	struct slot_req pool;      /* names only */
-	int32_t n;
-	int32_t soon;
-	int32_t over;
-	int32_t pad;
-	int64_t other_since;       /* oldest of those for another pool: queued since
-	                              (CLOCK_MONOTONIC), 0 for none */
-};
-
-/* IPC_LOGIN_FAILED payload: a pool's server login failed; every worker
- * serves the cached error until server_login_retry, as one PgBouncer would. */
-struct login_failure {
-	struct slot_req pool;      /* names only */
-	char code[6];
-	char msg[512];
-	char pad[2];
-	int64_t age_usec;          /* how long ago it failed */
-};
+/* The payloads (struct slot_req, pool_want, login_failure) are IPC wire
+ * formats: ipc.h. */
 
 enum ledger_result { LEDGER_GRANTED, LEDGER_QUEUED, LEDGER_DENIED };
 

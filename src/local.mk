@@ -14,7 +14,7 @@ libpgcrew_a_SOURCES += \
 	src/session/handover.c src/session/proxy_accept.c src/session/conn_takeover.c \
 	src/session/world.c \
 	src/net/stream.c src/net/tls.c src/net/dns.c src/net/listen.c \
-	src/base/log.c src/base/util.c src/base/ipc.c src/base/shm.c src/base/hist.c \
+	src/base/log.c src/base/util.c src/base/ipc.c src/base/ipc_msg.c src/base/shm.c src/base/hist.c \
 	src/base/strpool.c
 noinst_HEADERS += \
 	include/admin.h \

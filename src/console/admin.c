@@ -835,7 +835,7 @@ static bool start_fanout(struct client *c, enum cmd_kind k, const struct view *v
 	c->fanout = f;
 	if (k == CMD_RELOAD)
 		sql = ADMIN_RELOAD_REQ;
-	if (ipc_send(W->sup, IPC_ADMIN_REQ, (uint32_t)c->id, sql, (uint32_t)strlen(sql) + 1, -1) < 0) {
+	if (ipc_send_text(W->sup, IPC_ADMIN_REQ, (uint32_t)c->id, sql) < 0) {
 		admin_fanout_free(c);
 		return false;
 	}
@@ -977,7 +977,7 @@ void admin_remote_run(uint32_t fanid, const char *text, size_t len)
 			snprintf(err, sizeof(err), "not a command for every worker");
 		}
 	}
-	if (ipc_send(W->sup, IPC_ADMIN_DONE, fanid, err, (uint32_t)strlen(err) + 1, -1) < 0)
+	if (ipc_send_text(W->sup, IPC_ADMIN_DONE, fanid, err) < 0)
 		log_warning("could not answer a console command of another worker");
 }
 

@@ -90,7 +90,7 @@ static int remaining(const struct waiting *w)
 
 static void answer(uint32_t fanid, const char *err)
 {
-	if (ipc_send(W->sup, IPC_ADMIN_DONE, fanid, err, (uint32_t)strlen(err) + 1, -1) < 0)
+	if (ipc_send_text(W->sup, IPC_ADMIN_DONE, fanid, err) < 0)
 		log_warning("could not answer a console command");
 }
 

@@ -127,8 +127,7 @@ void cancel_handle_request(struct client *c, uint32_t pid, uint32_t key)
 	int n = shm_n_workers();
 	if ((n > 0 ? owner % n : owner) != W->id) {
 		/* The kernel picked this worker; the client lives in another. */
-		uint32_t v[2] = { pid, key };
-		if (ipc_send(W->sup, IPC_CANCEL_FWD, 0, v, sizeof(v), -1) < 0)
+		if (ipc_send_cancel(W->sup, pid, key) < 0)
 			log_warning("could not forward a cancel request to worker %d", owner);
 		client_close(c, false, "cancel request handled");
 		return;

@@ -383,7 +383,7 @@ static bool ask_slot(struct pool *p, enum slot_why why)
 	else if (why == SLOT_FOR_MIN && p->db->min_pool_size < size)
 		r.pool_limit = p->db->min_pool_size;
 	r.wait = why == SLOT_FOR_WAITER;
-	if (ipc_send(W->sup, IPC_SLOT_REQ, why, &r, sizeof(r), -1) < 0)
+	if (ipc_send_slot(W->sup, IPC_SLOT_REQ, why, &r) < 0)
 		return false;
 	p->n_slot_wait++;
 	if (why == SLOT_FOR_RESERVE)
@@ -397,7 +397,7 @@ void pool_slot_release_names(const char *db, const char *user)
 	memset(&r, 0, sizeof(r));
 	strlcpy_(r.db, db, sizeof(r.db));
 	strlcpy_(r.user, user, sizeof(r.user));
-	if (ipc_send(W->sup, IPC_SLOT_RELEASE, 0, &r, sizeof(r), -1) < 0)
+	if (ipc_send_slot(W->sup, IPC_SLOT_RELEASE, 0, &r) < 0)
 		log_warning("could not return a server slot of %s/%s to the supervisor", db, user);
 }
 
@@ -496,7 +496,7 @@ void pool_slot_answer(const struct slot_req *r, uint32_t why, bool granted)
 	if (!granted)
 		return;
 	if (!p || !slot_still_needed(p, (enum slot_why)why)) {
-		if (ipc_send(W->sup, IPC_SLOT_RELEASE, 0, r, sizeof(*r), -1) < 0)
+		if (ipc_send_slot(W->sup, IPC_SLOT_RELEASE, 0, r) < 0)
 			log_warning("could not return an unneeded server slot");
 		return;
 	}
@@ -802,7 +802,7 @@ static bool ask_repl_slot(struct pool *p)
 	r.pool_limit = pool_size_of(p);
 	r.wait = 1;
 	r.own = 1;
-	if (ipc_send(W->sup, IPC_SLOT_REQ, SLOT_FOR_REPL, &r, sizeof(r), -1) < 0)
+	if (ipc_send_slot(W->sup, IPC_SLOT_REQ, SLOT_FOR_REPL, &r) < 0)
 		return false;
 	p->n_repl_slot_wait++;
 	return true;
@@ -819,7 +819,7 @@ static void repl_trim_asks(struct pool *p)
 	if (!shared_limits() || extra <= 0)
 		return;
 	fill_req(p, &r);
-	while (extra-- > 0 && ipc_send(W->sup, IPC_SLOT_WITHDRAW, SLOT_FOR_REPL, &r, sizeof(r), -1) == 0)
+	while (extra-- > 0 && ipc_send_slot(W->sup, IPC_SLOT_WITHDRAW, SLOT_FOR_REPL, &r) == 0)
 		p->n_repl_withdrawing++;
 }
 
@@ -870,7 +870,7 @@ static void repl_slot_answer(struct pool *p, const struct slot_req *r, bool gran
 	}
 	struct client *c = launch_blocked(p) ? NULL : repl_waiter(p, 0);
 	if (!c) {
-		if (ipc_send(W->sup, IPC_SLOT_RELEASE, 0, r, sizeof(r[0]), -1) < 0)
+		if (ipc_send_slot(W->sup, IPC_SLOT_RELEASE, 0, &r[0]) < 0)
 			log_warning("could not return an unneeded server slot");
 		return;
 	}
@@ -1084,7 +1084,7 @@ void pool_login_failed_share(struct pool *p)
 	fill_req(p, &f.pool);
 	strlcpy_(f.code, p->login_error_code, sizeof(f.code));
 	strlcpy_(f.msg, p->login_error, sizeof(f.msg));
-	if (ipc_send(W->sup, IPC_LOGIN_FAILED, 0, &f, sizeof(f), -1) < 0)
+	if (ipc_send_login_failure(W->sup, &f) < 0)
 		log_warning("could not tell the other workers about a failed login");
 }
 

@@ -151,23 +151,11 @@ static void ledger_settle(void)
 	ledger_want_changes(sup.ledger, send_want, NULL);
 }
 
-static bool slot_payload(const struct ipc_hdr *hdr, const void *payload, struct slot_req *r)
-{
-	if (hdr->len != sizeof(*r))
-		return false;
-	memcpy(r, payload, sizeof(*r));
-	r->db[sizeof(r->db) - 1] = 0;
-	r->user[sizeof(r->user) - 1] = 0;
-	return true;
-}
-
 static void on_slot_msg(int slot, const struct ipc_hdr *hdr, const void *payload)
 {
 	struct slot_req r;
-	if (!slot_payload(hdr, payload, &r)) {
-		log_error("ipc: bad %s payload from worker %d", ipc_type_name(hdr->type), slot);
+	if (!ipc_get_slot(hdr, payload, &r))
 		return;
-	}
 	if (hdr->type == IPC_SLOT_RELEASE) {
 		if (!ledger_release(sup.ledger, slot, r.db, r.user))
 			log_warning("worker %d returned a slot of %s/%s it did not hold", slot, r.db, r.user);
@@ -253,9 +241,8 @@ static void route_server(int from, const struct ipc_hdr *hdr, const void *payloa
 static void forward_cancel(int from, const struct ipc_hdr *hdr, const void *payload)
 {
 	uint32_t v[2];
-	if (hdr->len != sizeof(v))
+	if (!ipc_get_cancel(hdr, payload, &v[0], &v[1]))
 		return;
-	memcpy(v, payload, sizeof(v));
 	int owner = (int)((v[0] >> 24) & 0x7f) % sup.n_slots;
 	if (owner >= sup.n_slots || !sup.slots[owner].ch) {
 		log_debug("cancel request for worker %d (from worker %d): no such worker, dropped", owner, from);
@@ -333,17 +320,18 @@ static struct failure *find_failure(const void *key)
 
 static void on_login_failed(int slot, const struct ipc_hdr *hdr, const void *payload)
 {
-	if (hdr->len != sizeof(struct login_failure))
+	struct login_failure f;
+	if (!ipc_get_login_failure(hdr, payload, &f))
 		return;
 	for (int i = 0; i < sup.n_slots; i++)
 		if (i != slot)
-			send_to(i, IPC_LOGIN_FAILED, 0, payload, hdr->len);
-	struct failure *x = find_failure(payload);
+			send_to(i, IPC_LOGIN_FAILED, 0, &f, sizeof(f));
+	struct failure *x = find_failure(&f);
 	if (!x) {
 		x = xcalloc(1, sizeof(*x));
 		list_append(&sup.failures, &x->node);
 	}
-	memcpy(&x->f, payload, sizeof(x->f));
+	x->f = f;
 	x->at = util_monotonic();
 }
 
@@ -434,12 +422,9 @@ static void fan_answered(struct fan *f, int slot, const char *err)
 /* SET: the supervisor's copy first, so a bad value or a key that cannot be
  * changed online reaches no worker, and respawned workers keep the value.
  * False when it answered the asker itself. */
-static bool admin_set_here(int slot, const struct ipc_hdr *hdr, const void *payload)
+static bool admin_set_here(int slot, const struct ipc_hdr *hdr, const char *text)
 {
 	char key[64], val[1024], err[256];
-	const char *text = payload;
-	if (hdr->len == 0 || text[hdr->len - 1] != 0)
-		return true;
 	while (*text == ' ' || *text == '\t')
 		text++;
 	if (!ctl_parse_set(text, key, sizeof(key), val, sizeof(val)))
@@ -498,10 +483,9 @@ static void do_reload(bool from_console);
 
 /* The console's RELOAD: the reload runs here, as for SIGHUP, and the
  * console answers once every worker has applied it (or it failed). */
-static bool admin_reload_here(int slot, const struct ipc_hdr *hdr, const void *payload)
+static bool admin_reload_here(int slot, const struct ipc_hdr *hdr, const char *text)
 {
-	const char *text = payload;
-	if (hdr->len == 0 || text[hdr->len - 1] != 0 || strcmp(text, ADMIN_RELOAD_REQ) != 0)
+	if (strcmp(text, ADMIN_RELOAD_REQ) != 0)
 		return false;
 	if (sup.n_askers == (int)ARRAY_SIZE(sup.askers)) {
 		static const char busy[] = "too many RELOAD commands at once";
@@ -516,11 +500,12 @@ static bool admin_reload_here(int slot, const struct ipc_hdr *hdr, const void *p
 static void on_admin_msg(int slot, const struct ipc_hdr *hdr, const void *payload)
 {
 	struct fan *f;
+	const char *text;
 	switch (hdr->type) {
 	case IPC_ADMIN_REQ:
-		if (admin_reload_here(slot, hdr, payload))
+		if (!ipc_get_text(hdr, payload, &text) || admin_reload_here(slot, hdr, text))
 			break;
-		if (!admin_set_here(slot, hdr, payload))
+		if (!admin_set_here(slot, hdr, text))
 			break;
 		f = fan_new(slot, hdr->reqid);
 		fan_send(f, payload, hdr->len);
@@ -562,8 +547,7 @@ static void pass_client(int from, const struct ipc_hdr *hdr, const void *payload
 	int32_t target;
 	if (fd < 0)
 		return;
-	if (hdr->len == sizeof(target)) {
-		memcpy(&target, payload, sizeof(target));
+	if (ipc_get_i32(hdr, payload, &target)) {
 		if (target >= 0 && target < sup.n_slots && target != from && sup.slots[target].ch) {
 			send_fd(target, fd);
 			return;
@@ -776,10 +760,8 @@ static void on_worker_msg(struct ipc_chan *ch, const struct ipc_hdr *hdr, const 
 		}
 		break;
 	case IPC_RELOAD_DONE:
-		if (hdr->len != sizeof(status))
-			return;
-		memcpy(&status, payload, sizeof(status));
-		reload_answered(slot, status == 0);
+		if (ipc_get_i32(hdr, payload, &status))
+			reload_answered(slot, status == 0);
 		break;
 	case IPC_SLOT_REQ:
 	case IPC_SLOT_RELEASE:

@@ -219,7 +219,7 @@ static void worker_check_shutdown(void)
 		 * worker once none has a server in use. */
 		if (!servers_busy() && !W->shutdown_ready_told) {
 			W->shutdown_ready_told = true;
-			if (ipc_send(W->sup, IPC_SHUTDOWN_READY, 0, NULL, 0, -1) < 0)
+			if (ipc_send_empty(W->sup, IPC_SHUTDOWN_READY) < 0)
 				finish();
 		}
 		break;
@@ -361,7 +361,7 @@ static void stage_reload(void)
 		(void)config_keep_restart_keys(W->cfg, cfg, kept, sizeof(kept));
 		W->staged = cfg;
 	}
-	if (ipc_send(W->sup, IPC_RELOAD_DONE, 0, &status, sizeof(status), -1) < 0)
+	if (ipc_send_i32(W->sup, IPC_RELOAD_DONE, 0, status, -1) < 0)
 		log_warning("could not acknowledge reload");
 }
 
@@ -373,16 +373,8 @@ static void finish_reload(bool commit)
 		worker_apply_config(cfg);
 	else
 		config_free(cfg);
-	if (ipc_send(W->sup, IPC_RELOAD_APPLIED, 0, NULL, 0, -1) < 0)
+	if (ipc_send_empty(W->sup, IPC_RELOAD_APPLIED) < 0)
 		log_warning("could not tell the supervisor the reload is applied");
-}
-
-static bool payload_is(const struct ipc_hdr *hdr, size_t len)
-{
-	if (hdr->len == len)
-		return true;
-	log_error("ipc: bad %s payload (%u bytes)", ipc_type_name(hdr->type), hdr->len);
-	return false;
 }
 
 /* ---- IPC ---- */
@@ -420,18 +412,14 @@ static void on_ipc(struct ipc_chan *ch, const struct ipc_hdr *hdr, const void *p
 	case IPC_SLOT_GRANT:
 	case IPC_SLOT_DENY: {
 		struct slot_req r;
-		if (!payload_is(hdr, sizeof(r)))
-			break;
-		memcpy(&r, payload, sizeof(r));
-		pool_slot_answer(&r, hdr->reqid, hdr->type == IPC_SLOT_GRANT);
+		if (ipc_get_slot(hdr, payload, &r))
+			pool_slot_answer(&r, hdr->reqid, hdr->type == IPC_SLOT_GRANT);
 		break;
 	}
 	case IPC_POOL_WANT: {
 		struct pool_want w;
-		if (!payload_is(hdr, sizeof(w)))
-			break;
-		memcpy(&w, payload, sizeof(w));
-		pool_slot_wanted(&w);
+		if (ipc_get_want(hdr, payload, &w))
+			pool_slot_wanted(&w);
 		break;
 	}
 	case IPC_WELCOME:
@@ -448,27 +436,19 @@ static void on_ipc(struct ipc_chan *ch, const struct ipc_hdr *hdr, const void *p
 		break;
 	case IPC_LOGIN_FAILED: {
 		struct login_failure f;
-		if (!payload_is(hdr, sizeof(f)))
-			break;
-		memcpy(&f, payload, sizeof(f));
-		f.pool.db[sizeof(f.pool.db) - 1] = f.pool.user[sizeof(f.pool.user) - 1] = 0;
-		f.code[sizeof(f.code) - 1] = f.msg[sizeof(f.msg) - 1] = 0;
-		pool_login_failed_heard(&f);
+		if (ipc_get_login_failure(hdr, payload, &f))
+			pool_login_failed_heard(&f);
 		break;
 	}
 	case IPC_CANCEL_FWD: {
-		uint32_t key[2];
-		if (!payload_is(hdr, sizeof(key)))
-			break;
-		memcpy(key, payload, sizeof(key));
-		cancel_local(key[0], key[1]);
+		uint32_t pid, key;
+		if (ipc_get_cancel(hdr, payload, &pid, &key))
+			cancel_local(pid, key);
 		break;
 	}
 	case IPC_SHUTDOWN:
-		if (hdr->len != sizeof(v))
-			fatal("ipc: bad SHUTDOWN payload");
-		memcpy(&v, payload, sizeof(v));
-		start_shutdown((enum shutdown_mode)v);
+		if (ipc_get_i32(hdr, payload, &v))
+			start_shutdown((enum shutdown_mode)v);
 		break;
 	case IPC_PAUSE:
 		W->paused = true;
@@ -520,7 +500,7 @@ static void on_accept(int fd, bool is_unix, void *arg)
 {
 	int32_t target = is_unix ? -1 : pick_lighter_worker();
 	if (target >= 0) {
-		if (ipc_send(W->sup, IPC_CLIENT_FD, 0, &target, sizeof(target), fd) == 0) {
+		if (ipc_send_i32(W->sup, IPC_CLIENT_FD, 0, target, fd) == 0) {
 			log_noise("client socket handed to worker %d", (int)target);
 			close(fd);
 			return;
@@ -631,7 +611,7 @@ void worker_main(int id, struct config *cfg, int ipc_fd, struct listen_set *ls)
 	W->listener = listener_start(W->base, ls, id, on_accept, NULL);
 	janitor_start();
 	stats_start();
-	if (ipc_send(W->sup, IPC_WORKER_READY, 0, NULL, 0, -1) < 0)
+	if (ipc_send_empty(W->sup, IPC_WORKER_READY) < 0)
 		fatal("worker %d: cannot talk to the supervisor", id);
 	log_debug("worker %d started, pid %d", id, (int)getpid());
 	event_base_dispatch(W->base);

@@ -464,6 +464,90 @@ static void test_type_names(void **state)
 	assert_string_equal(ipc_type_name(IPC_TYPE_COUNT), "?");
 }
 
+/* ---- typed messages ---- */
+
+/* Each builder's message, read back by its reader from the other side. */
+static void test_typed_round_trip(void **state)
+{
+	struct fx *fx = *state;
+	struct slot_req r = { .db = "app", .user = "alice", .pool_limit = 5, .wait = 1 };
+	struct pool_want w = { .pool = { .db = "app", .user = "bob" }, .n = 2, .other_since = 77 };
+	struct login_failure f = { .pool = { .db = "d", .user = "u" }, .code = "28P01",
+				   .msg = "password authentication failed", .age_usec = 9 };
+	assert_int_equal(ipc_send_slot(fx->wrk.ch, IPC_SLOT_REQ, 41, &r), 0);
+	assert_int_equal(ipc_send_want(fx->wrk.ch, &w), 0);
+	assert_int_equal(ipc_send_login_failure(fx->wrk.ch, &f), 0);
+	assert_int_equal(ipc_send_cancel(fx->wrk.ch, 0x01020304u, 0xdeadbeefu), 0);
+	assert_int_equal(ipc_send_i32(fx->wrk.ch, IPC_RELOAD_DONE, 0, -1, -1), 0);
+	assert_int_equal(ipc_send_text(fx->wrk.ch, IPC_ADMIN_REQ, 8, "SHOW POOLS"), 0);
+	assert_int_equal(ipc_send_empty(fx->wrk.ch, IPC_WORKER_READY), 0);
+	assert_true(run_until_count(fx, &fx->sup, 7));
+	const struct got *g = fx->sup.msgs;
+
+	struct slot_req r2;
+	assert_true(ipc_get_slot(&g[0].hdr, g[0].payload, &r2));
+	assert_int_equal(g[0].hdr.reqid, 41);
+	assert_string_equal(r2.db, "app");
+	assert_int_equal(r2.pool_limit, 5);
+	struct pool_want w2;
+	assert_true(ipc_get_want(&g[1].hdr, g[1].payload, &w2));
+	assert_string_equal(w2.pool.user, "bob");
+	assert_int_equal(w2.other_since, 77);
+	struct login_failure f2;
+	assert_true(ipc_get_login_failure(&g[2].hdr, g[2].payload, &f2));
+	assert_string_equal(f2.code, "28P01");
+	assert_string_equal(f2.msg, "password authentication failed");
+	uint32_t pid, key;
+	assert_true(ipc_get_cancel(&g[3].hdr, g[3].payload, &pid, &key));
+	assert_int_equal(pid, 0x01020304u);
+	assert_int_equal(key, 0xdeadbeefu);
+	int32_t v;
+	assert_true(ipc_get_i32(&g[4].hdr, g[4].payload, &v));
+	assert_int_equal(v, -1);
+	const char *text;
+	assert_true(ipc_get_text(&g[5].hdr, g[5].payload, &text));
+	assert_string_equal(text, "SHOW POOLS");
+	assert_int_equal(g[6].hdr.type, IPC_WORKER_READY);
+	assert_int_equal(g[6].hdr.len, 0);
+}
+
+/* A payload of the wrong size, or a text without its NUL, is refused by
+ * every reader; names that fill their field come out terminated. */
+static void test_typed_bad_payloads(void **state)
+{
+	uint8_t buf[sizeof(struct login_failure) + 8];
+	struct ipc_hdr h = { .type = IPC_SLOT_REQ, .worker = 2 };
+	struct slot_req r;
+	struct pool_want w;
+	struct login_failure f;
+	uint32_t pid, key;
+	int32_t v;
+	const char *text;
+	(void)state;
+	memset(buf, 'x', sizeof(buf));
+	for (uint32_t len = 0; len < sizeof(buf); len++) {
+		h.len = len;
+		assert_int_equal(ipc_get_slot(&h, buf, &r), len == sizeof(r));
+		assert_int_equal(ipc_get_want(&h, buf, &w), len == sizeof(w));
+		assert_int_equal(ipc_get_login_failure(&h, buf, &f), len == sizeof(f));
+		assert_int_equal(ipc_get_cancel(&h, buf, &pid, &key), len == 8);
+		assert_int_equal(ipc_get_i32(&h, buf, &v), len == 4);
+		assert_false(ipc_get_text(&h, buf, &text));            /* no NUL anywhere */
+	}
+	h.len = sizeof(r);
+	assert_true(ipc_get_slot(&h, buf, &r));
+	assert_int_equal(strlen(r.db), sizeof(r.db) - 1);
+	assert_int_equal(strlen(r.user), sizeof(r.user) - 1);
+	h.len = sizeof(f);
+	assert_true(ipc_get_login_failure(&h, buf, &f));
+	assert_int_equal(strlen(f.msg), sizeof(f.msg) - 1);
+	assert_int_equal(strlen(f.code), sizeof(f.code) - 1);
+	buf[3] = 0;
+	h.len = 4;
+	assert_true(ipc_get_text(&h, buf, &text));
+	assert_string_equal(text, "xxx");
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -479,6 +563,8 @@ int main(void)
 		T(test_send_to_closed_peer),
 		cmocka_unit_test(test_malformed_is_fatal),
 		cmocka_unit_test(test_type_names),
+		T(test_typed_round_trip),
+		cmocka_unit_test(test_typed_bad_payloads),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
