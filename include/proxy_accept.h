@@ -17,9 +17,12 @@ void proxy_accept_free_all(void);
 /* Is the phase due for this new connection? */
 bool proxy_accept_wanted(const struct client *c);
 /* Reads the header (or finds there is none) on c's socket, then calls
- * done(c) with the client's own bytes next on the socket; on any fault c
- * is closed without a word and done is not called. */
-void proxy_accept_start(struct client *c, void (*done)(struct client *c));
+ * done(c) with the client's own bytes next on the socket. On any fault
+ * failed(c, why, warn) is called instead: the caller closes c without a
+ * word, logging why as a WARNING when warn (a refused header; not for a
+ * connection that simply broke). */
+void proxy_accept_start(struct client *c, void (*done)(struct client *c),
+			void (*failed)(struct client *c, const char *why, bool warn));
 /* c goes away during the phase. */
 void proxy_accept_cancel(struct client *c);
 

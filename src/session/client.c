@@ -316,6 +316,15 @@ static struct client *client_new(int fd, bool is_unix)
 	return c;
 }
 
+/* The PROXY phase refused the connection, or it broke: closed without a
+ * word (it may not even speak PostgreSQL's protocol). */
+static void proxy_failed(struct client *c, const char *why, bool warn)
+{
+	if (warn)
+		log_client(c, LG_WARNING, "%s", why);
+	client_close(c, false, why);
+}
+
 /* The client's own first bytes come next on its socket. */
 static void start_reading(struct client *c)
 {
@@ -341,7 +350,7 @@ void client_accept(int fd, bool is_unix)
 	if (!c->counted_conn)
 		c->close_reason = "no more connections allowed (max_client_conn)";
 	if (proxy_accept_wanted(c)) {
-		proxy_accept_start(c, start_reading);
+		proxy_accept_start(c, start_reading, proxy_failed);
 		return;
 	}
 	start_reading(c);

@@ -3,7 +3,6 @@
  * follows (an SSLRequest, a TLS ClientHello, a startup packet) stays there
  * for the client's stream, so TLS on top of PROXY needs nothing else. */
 #include "proxy_accept.h"
-#include "client.h"
 #include "config.h"
 #include "log.h"
 #include "proto/proxyproto.h"
@@ -19,6 +18,7 @@
 struct proxy_wait {
 	struct event *ev;
 	void (*done)(struct client *c);
+	void (*failed)(struct client *c, const char *why, bool warn);
 	size_t have;                      /* header bytes taken off the socket */
 	uint8_t buf[PROXY_V2_MAX];
 };
@@ -104,8 +104,13 @@ static void refuse(struct client *c, const char *why)
 {
 	char msg[160];
 	snprintf(msg, sizeof(msg), "PROXY protocol: %s", why);
-	log_client(c, LG_WARNING, "%s", msg);
-	client_close(c, false, msg);
+	c->proxy->failed(c, msg, true);
+}
+
+/* The socket failed: no header, no client. */
+static void lost(struct client *c, const char *why)
+{
+	c->proxy->failed(c, why, false);
 }
 
 static void on_readable(evutil_socket_t fd, short what, void *arg)
@@ -120,7 +125,7 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
 	if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 		return;
 	if (k <= 0) {
-		client_close(c, false, k == 0 ? "client unexpected eof" : "client connection error");
+		lost(c, k == 0 ? "client unexpected eof" : "client connection error");
 		return;
 	}
 	switch (proxy_parse(w->buf, w->have + (size_t)k, &h, &why)) {
@@ -128,7 +133,7 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
 		/* Every byte so far is the header's: take them, or a level-
 		 * triggered read event would fire again at once. */
 		if (!take(c, (size_t)k))
-			client_close(c, false, "client connection error");
+			lost(c, "client connection error");
 		return;
 	case PROXY_OK:
 		if (!from_balancer(c)) {
@@ -136,7 +141,7 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
 			return;
 		}
 		if (!take(c, h.len - w->have)) {
-			client_close(c, false, "client connection error");
+			lost(c, "client connection error");
 			return;
 		}
 		apply(c, &h);
@@ -155,10 +160,12 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
-void proxy_accept_start(struct client *c, void (*done)(struct client *c))
+void proxy_accept_start(struct client *c, void (*done)(struct client *c),
+			void (*failed)(struct client *c, const char *why, bool warn))
 {
 	struct proxy_wait *w = xcalloc(1, sizeof(*w));
 	w->done = done;
+	w->failed = failed;
 	w->ev = event_new(W->base, c->s.fd, EV_READ | EV_PERSIST, on_readable, c);
 	c->proxy = w;
 	event_add(w->ev, NULL);
