@@ -12,9 +12,13 @@ void cancel_register(struct client *c);
 void cancel_register_key(struct client *c, uint32_t pid, uint32_t key);
 void cancel_unregister(struct client *c);
 struct client *cancel_find(uint32_t pid, uint32_t key);
-/* A CancelRequest arrived on connection c (state CLIENT_CANCEL): forward it
- * if its target is running a query, then close c. */
-void cancel_handle_request(struct client *c, uint32_t pid, uint32_t key);
+/* A CancelRequest arrived (the caller closes its connection afterwards):
+ * sent on if its target is running a query, here, on another worker or on
+ * a [peers] instance. */
+void cancel_handle_request(uint32_t pid, uint32_t key);
+/* The server code's callback for a server whose cancels are all answered
+ * while it waited for them (SERVER_BEING_CANCELED). */
+void cancel_set_server_done(void (*fn)(struct server *sv));
 /* Cancel the query of this worker's client with that key, if it runs one. */
 void cancel_local(uint32_t pid, uint32_t key);
 /* Send a CancelRequest for sv's backend on a new connection. */

@@ -3,6 +3,7 @@
 #ifndef PGCREW_CLIENT_H
 #define PGCREW_CLIENT_H
 
+#include "connlog.h"
 #include "objects.h"
 #include "log.h"
 
@@ -40,8 +41,6 @@ struct client *client_taken(int fd, const struct handover_client *h, struct pool
 void client_forget(struct client *c);
 void client_free(struct client *c);              /* reaper only */
 
-void log_client(const struct client *c, enum log_level lvl, const char *fmt, ...) PRINTF(3, 4);
-#define client_debug(c, ...) do { if (log_verbose >= 1) log_client(c, LG_DEBUG, __VA_ARGS__); } while (0)
 
 struct startup_msg;
 

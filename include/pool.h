@@ -92,4 +92,8 @@ void pool_reconnect_db(struct database *db, const char *why);
 void pool_apply_config(const struct config *cfg);
 void pool_free_all(void);
 
+/* How an idle server is offered to another worker (server_give): true
+ * when it left; false, and the pool closes it instead. */
+void pool_set_mover(bool (*give)(struct server *sv));
+
 #endif

@@ -4,6 +4,7 @@
 #ifndef PGCREW_SERVER_H
 #define PGCREW_SERVER_H
 
+#include "connlog.h"
 #include "objects.h"
 #include "log.h"
 
@@ -33,8 +34,13 @@ void server_release(struct server *sv);
 /* The linked client vanished while the server may be busy. */
 void server_client_gone(struct server *sv);
 void server_free(struct server *sv);             /* reaper only */
+/* Could sv move to another worker at all (several workers, a plain socket
+ * or kTLS, a pooled server counted in the ledger)? Whether it can right
+ * now is server_give's call (server_move.h). */
+bool server_may_move(const struct server *sv);
+/* Nothing in flight either way, nothing owed, nothing pending here: the
+ * socket can change hands (plain, pooled). */
+bool server_at_rest(const struct server *sv);
 
-void log_server(const struct server *sv, enum log_level lvl, const char *fmt, ...) PRINTF(3, 4);
-#define server_debug(sv, ...) do { if (log_verbose >= 1) log_server(sv, LG_DEBUG, __VA_ARGS__); } while (0)
 
 #endif

@@ -9,16 +9,10 @@
 #include "ipc.h"
 #include "objects.h"
 
-/* Could sv move at all (several workers, a plain socket, a pooled server
- * counted in the ledger)? Whether it can right now is server_give's call. */
-bool server_may_move(const struct server *sv);
 /* Offer sv to the supervisor for another worker's waiting client. True:
  * it has left this worker (sv is freed by the reaper); false: it cannot
  * move (TLS, busy, replies owed...) and stays, for the caller to close. */
 bool server_give(struct server *sv);
-/* Nothing in flight either way, nothing owed, nothing pending here: the
- * socket can change hands (plain, pooled). */
-bool server_at_rest(const struct server *sv);
 /* Encode sv, send it with its socket as `type` and forget it here (no
  * Terminate, no slot release); owner: the client it stays linked to, which
  * went just before it (online restart). False: nothing changed. */

@@ -25,17 +25,6 @@ bool config_is_console_db(const char *name)
 	return strcmp(name, "pgbouncer") == 0 || strcmp(name, "pgcrew") == 0;
 }
 
-void config_error_set(struct config_error *err, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
-	va_end(ap);
-}
-
 static void *grow_array(void *arr, int n, size_t elem)
 {
 	void *p = realloc(arr, elem * (size_t)(n + 1));

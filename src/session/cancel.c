@@ -4,7 +4,7 @@
  * query, a CancelRequest with the real backend key goes to PostgreSQL on a
  * new connection. The server is held back from reuse until that completes. */
 #include "cancel.h"
-#include "client.h"
+#include "connlog.h"
 #include "config.h"
 #include "auth/crypto.h"
 #include "ipc.h"
@@ -13,7 +13,6 @@
 #include "config.h"
 #include "proto/build.h"
 #include "proto/packet.h"
-#include "server.h"
 #include "shm.h"
 #include "world.h"
 
@@ -92,6 +91,14 @@ struct client *cancel_find(uint32_t pid, uint32_t key)
 }
 
 /* A cancel for a client of this worker, however it arrived. */
+/* The server code's "your cancels are answered" (cancel_set_server_done). */
+static void (*on_server_done)(struct server *sv);
+
+void cancel_set_server_done(void (*fn)(struct server *sv))
+{
+	on_server_done = fn;
+}
+
 void cancel_local(uint32_t pid, uint32_t key)
 {
 	struct client *target = cancel_find(pid, key);
@@ -106,7 +113,7 @@ void cancel_local(uint32_t pid, uint32_t key)
 		cancel_send(target->link);
 }
 
-void cancel_handle_request(struct client *c, uint32_t pid, uint32_t key)
+void cancel_handle_request(uint32_t pid, uint32_t key)
 {
 	int owner = (int)((pid >> 24) & 0x7f);
 	int peer = peer_of_key(key);
@@ -118,7 +125,6 @@ void cancel_handle_request(struct client *c, uint32_t pid, uint32_t key)
 			peer_forward_cancel(pd, pid, key);
 		else
 			log_debug("cancel request for unknown peer %d: dropped", peer);
-		client_close(c, false, "cancel request handled");
 		return;
 	}
 
@@ -129,11 +135,9 @@ void cancel_handle_request(struct client *c, uint32_t pid, uint32_t key)
 		/* The kernel picked this worker; the client lives in another. */
 		if (ipc_send_cancel(W->sup, pid, key) < 0)
 			log_warning("could not forward a cancel request to worker %d", owner);
-		client_close(c, false, "cancel request handled");
 		return;
 	}
 	cancel_local(pid, key);
-	client_close(c, false, "cancel request handled");
 }
 
 static void req_free(struct cancel_req *r)
@@ -147,8 +151,8 @@ static void req_free(struct cancel_req *r)
 			}
 		sv->cancels_pending--;
 		/* A server released while its cancel was in flight may go back now. */
-		if (sv->cancels_pending == 0 && sv->state == SERVER_BEING_CANCELED)
-			server_client_gone(sv);
+		if (sv->cancels_pending == 0 && sv->state == SERVER_BEING_CANCELED && on_server_done)
+			on_server_done(sv);
 	}
 	list_del(&r->node);
 	event_free(r->ev);

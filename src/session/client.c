@@ -67,17 +67,6 @@ const char *client_state_name(enum client_state st)
 	return st < CLIENT_STATE_COUNT ? state_names[st] : "?";
 }
 
-void log_client(const struct client *c, enum log_level lvl, const char *fmt, ...)
-{
-	char msg[1024], where[CLIENT_ADDR_LEN + 16];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	log_msg(lvl, "C-%llu: %s/%s@%s %s", (unsigned long long)c->id,
-		c->db_name[0] ? c->db_name : "(nodb)", c->user_name[0] ? c->user_name : "(nouser)",
-		util_addr_port(where, sizeof(where), c->addr, c->port), msg);
-}
 
 /* ---- states ---- */
 
@@ -1246,7 +1235,8 @@ static enum stream_action startup_pkt(struct client *c, const struct pkt_hdr *h,
 	case STARTUP_CANCEL:
 		client_set_state(c, CLIENT_CANCEL);
 		stream_consume(&c->s, h->len);
-		cancel_handle_request(c, m.cancel_pid, m.cancel_key);
+		cancel_handle_request(m.cancel_pid, m.cancel_key);
+		client_close(c, false, "cancel request handled");
 		return SA_STOP;
 	case STARTUP_V3:
 		client_set_names(c, m.user, m.database);
@@ -1345,8 +1335,14 @@ static enum stream_action active_pkt(struct client *c, const struct pkt_hdr *h,
 	}
 	if (c->link->internal == SI_SETVARS)
 		return SA_PAUSE;
-	if (psrelay_client_watch(c, h->type)) {
-		enum stream_action act = psrelay_client_pkt(c, h, data, avail);
+	int mode = pool_mode_of(c->pool);
+	if (psrelay_client_watch(c, mode, h->type)) {
+		const char *why = NULL;
+		enum stream_action act = psrelay_client_pkt(c, mode, h, data, avail, &why);
+		if (why) {
+			client_close(c, true, why);
+			return SA_STOP;
+		}
 		if (act == SA_SKIP)
 			note_request(c, h->type);    /* what psrelay sent stands in for it */
 		if (act != SA_FORWARD)

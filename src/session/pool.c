@@ -14,7 +14,6 @@
 #include "log.h"
 #include "proto/build.h"
 #include "server.h"
-#include "server_move.h"
 #include "shm.h"
 #include "ledger.h"
 #include "ipc.h"
@@ -25,6 +24,15 @@
 
 /* ---- databases ---- */
 
+
+/* Hands an idle server to another worker (server_move.c's server_give,
+ * registered by the worker loop: pool_set_mover). */
+static bool (*mover)(struct server *sv);
+
+void pool_set_mover(bool (*give)(struct server *sv))
+{
+	mover = give;
+}
 static void free_hosts(struct database *db)
 {
 	for (int i = 0; i < db->n_hosts; i++)
@@ -684,7 +692,7 @@ void pool_give_idle(struct pool *p)
 			}
 		}
 		note_given(p);
-		if (!server_give(sv))
+		if (!mover || !mover(sv))
 			server_close(sv, "released to another worker");
 	}
 }

@@ -4,10 +4,8 @@
  * through it. Untouched messages stay zero-copy; a rename is done in place
  * in the client's buffer. */
 #include "psrelay.h"
-#include "client.h"
+#include "connlog.h"
 #include "config.h"
-#include "pool.h"
-#include "server.h"
 #include "world.h"
 
 /* Injected messages and replacement replies are built here, one at a time;
@@ -31,27 +29,27 @@ void psrelay_free(void)
 
 /* SQL PREPARE/EXECUTE are left to the server in session mode, where its
  * statements stay with the client. */
-static bool sql_on(const struct client *c)
+static bool sql_on(int pool_mode)
 {
 	return W->cfg->sql_prepared_statements && W->cfg->max_prepared_statements > 0 &&
-	       pool_mode_of(c->pool) != POOL_SESSION;
+	       pool_mode != POOL_SESSION;
 }
 
 /* Session pooling passes the client's statement names through, as
  * PgBouncer does: the server is the client's for the whole session, so SQL
  * EXECUTE / DEALLOCATE and pg_prepared_statements see the names the driver
  * chose. A client that already has renamed statements keeps its map. */
-bool psrelay_client_watch(const struct client *c, uint8_t type)
+bool psrelay_client_watch(const struct client *c, int pool_mode, uint8_t type)
 {
 	/* max_prepared_statements = 0 (the console's SET included) stops the
 	 * rewriting on every connection at once, as in PgBouncer. */
 	if (W->cfg->max_prepared_statements <= 0)
 		return false;
 	if (type == 'Q')
-		return c->ps != NULL || sql_on(c);
+		return c->ps != NULL || sql_on(pool_mode);
 	if (type != 'P' && type != 'B' && type != 'D' && type != 'C')
 		return false;
-	return c->ps != NULL || pool_mode_of(c->pool) != POOL_SESSION;
+	return c->ps != NULL || pool_mode != POOL_SESSION;
 }
 
 static bool send_scratch(struct stream *to, const struct pktbuf *pb)
@@ -59,8 +57,8 @@ static bool send_scratch(struct stream *to, const struct pktbuf *pb)
 	return pb->len == 0 || stream_write(to, pb);
 }
 
-enum stream_action psrelay_client_pkt(struct client *c, const struct pkt_hdr *h,
-				      const uint8_t *data, size_t avail)
+enum stream_action psrelay_client_pkt(struct client *c, int pool_mode, const struct pkt_hdr *h,
+				      const uint8_t *data, size_t avail, const char **close_why)
 {
 	struct server *sv = c->link;
 	struct ps_rewrite rw;
@@ -71,7 +69,7 @@ enum stream_action psrelay_client_pkt(struct client *c, const struct pkt_hdr *h,
 	struct ps_config cfg = {
 		.max_stmts = W->cfg->max_prepared_statements,
 		.unnamed_cache = W->cfg->unnamed_statement_cache && W->cfg->max_prepared_statements > 0,
-		.sql = sql_on(c),
+		.sql = sql_on(pool_mode),
 	};
 
 	switch (ps_client_msg(&c->ps, &sv->ps, &cfg, (uint32_t)sv->expect_rfq, data, avail,
@@ -87,7 +85,7 @@ enum stream_action psrelay_client_pkt(struct client *c, const struct pkt_hdr *h,
 			fatal("prepared: flush asked for with nothing to flush");
 		return SA_FLUSH;
 	case PS_BAD:
-		client_close(c, true, rw.why ? rw.why : "malformed message");
+		*close_why = rw.why ? rw.why : "malformed message";
 		return SA_STOP;
 	case PS_REPLACE:
 		if (pktbuf_failed(inject) || !send_scratch(&sv->s, inject))
@@ -103,7 +101,7 @@ enum stream_action psrelay_client_pkt(struct client *c, const struct pkt_hdr *h,
 		return SA_FORWARD;
 	}
 	}
-	client_close(c, true, "server conn crashed?");
+	*close_why = "server conn crashed?";
 	return SA_STOP;
 }
 
@@ -114,7 +112,7 @@ bool psrelay_server_watch(const struct server *sv, uint8_t type)
 }
 
 enum stream_action psrelay_server_pkt(struct server *sv, const struct pkt_hdr *h,
-				      const uint8_t *data, size_t avail)
+				      const uint8_t *data, size_t avail, const char **close_why)
 {
 	struct client *c = sv->link;
 	struct pktbuf *out = scratch_buf();
@@ -129,7 +127,7 @@ enum stream_action psrelay_server_pkt(struct server *sv, const struct pkt_hdr *h
 		 * stream sends it after them (hold), and before what follows,
 		 * because skipping this reply flushes them first. */
 		if (c && (pktbuf_failed(out) || !stream_write(&c->s, out))) {
-			client_close(c, false, "send failed");
+			*close_why = "send failed";
 			return SA_STOP;
 		}
 		return SA_SKIP;

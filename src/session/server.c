@@ -4,7 +4,6 @@
  * the pooler swallows until ReadyForQuery. */
 #include "server.h"
 #include "hostrole.h"
-#include "server_move.h"
 #include "authquery.h"
 #include "shm.h"
 #include "ledger.h"
@@ -45,16 +44,28 @@ const char *server_state_name(enum server_state st)
 	return st < SERVER_STATE_COUNT ? state_names[st] : "?";
 }
 
-void log_server(const struct server *sv, enum log_level lvl, const char *fmt, ...)
+
+/* ---- can it move between workers (server_move.c moves it) ---- */
+
+/* Plain, or TLS with both directions' keys in the kernel (kTLS): the
+ * receiver reads and writes the socket as a plain one. */
+static bool socket_movable(const struct server *sv)
 {
-	char msg[1024], where[sizeof(sv->addr) + 16];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	log_msg(lvl, "S-%llu: %s/%s@%s %s", (unsigned long long)sv->id,
-		sv->pool->db->name, sv->pool->user->name,
-		util_addr_port(where, sizeof(where), sv->addr, sv->port), msg);
+	return !sv->s.tls || tls_conn_in_kernel(sv->s.tls);
+}
+
+bool server_may_move(const struct server *sv)
+{
+	return shm_n_workers() > 1 && sv->has_slot && sv->repl == REPL_NONE && socket_movable(sv) &&
+	       !W->shutting_down;
+}
+
+bool server_at_rest(const struct server *sv)
+{
+	return sv->repl == REPL_NONE && socket_movable(sv) && sv->s.fd >= 0 && !sv->s.closed && !sv->dns && !sv->ssl_ev &&
+	       sv->internal == SI_NONE && sv->cancels_pending == 0 && sv->ready_status == 'I' &&
+	       stream_flushed(&sv->s) && stream_unprocessed(&sv->s) == 0 &&
+	       ps_server_movable(sv->ps);
 }
 
 /* ---- state bookkeeping ---- */
@@ -1154,7 +1165,12 @@ static enum stream_action active_pkt(struct server *sv, const struct pkt_hdr *h,
 				     const uint8_t *data, size_t avail)
 {
 	if (psrelay_server_watch(sv, h->type)) {
-		enum stream_action act = psrelay_server_pkt(sv, h, data, avail);
+		const char *why = NULL;
+		enum stream_action act = psrelay_server_pkt(sv, h, data, avail, &why);
+		if (why) {
+			client_close(sv->link, false, why);
+			return SA_STOP;
+		}
 		if (act != SA_FORWARD)
 			return act;
 	}

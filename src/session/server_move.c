@@ -26,27 +26,6 @@ void server_moves(uint64_t *in, uint64_t *out)
 	*out = moved_out;
 }
 
-/* Plain, or TLS with both directions' keys in the kernel (kTLS): the
- * receiver reads and writes the socket as a plain one. */
-static bool socket_movable(const struct server *sv)
-{
-	return !sv->s.tls || tls_conn_in_kernel(sv->s.tls);
-}
-
-bool server_may_move(const struct server *sv)
-{
-	return shm_n_workers() > 1 && sv->has_slot && sv->repl == REPL_NONE && socket_movable(sv) &&
-	       !W->shutting_down;
-}
-
-bool server_at_rest(const struct server *sv)
-{
-	return sv->repl == REPL_NONE && socket_movable(sv) && sv->s.fd >= 0 && !sv->s.closed && !sv->dns && !sv->ssl_ev &&
-	       sv->internal == SI_NONE && sv->cancels_pending == 0 && sv->ready_status == 'I' &&
-	       stream_flushed(&sv->s) && stream_unprocessed(&sv->s) == 0 &&
-	       ps_server_movable(sv->ps);
-}
-
 /* Between workers: idle, in the pool, not due to close (unless it is
  * closed for another worker's sake). */
 static bool movable(const struct server *sv)
