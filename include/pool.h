@@ -5,7 +5,9 @@
 #ifndef PGCREW_POOL_H
 #define PGCREW_POOL_H
 
+#include "config.h"
 #include "objects.h"
+#include "world.h"
 
 struct config;
 struct db_def;
@@ -28,7 +30,16 @@ void pool_user_defaults(struct puser *u, const char *name);
 struct pool *pool_get(struct database *db, struct puser *user);
 
 /* Effective settings of a pool (db/user overrides, then globals). */
-int pool_mode_of(const struct pool *p);
+/* The [users] setting, else the [databases] one, else pool_mode. Inline:
+ * every client message of a linked client may ask (psrelay). */
+static inline int pool_mode_of(const struct pool *p)
+{
+	if (p->user->pool_mode >= 0)
+		return p->user->pool_mode;
+	if (p->db->pool_mode >= 0)
+		return p->db->pool_mode;
+	return W->cfg->pool_mode;
+}
 int pool_size_of(const struct pool *p);
 int pool_reserve_of(const struct pool *p);
 usec_t pool_server_lifetime(const struct pool *p);
@@ -92,6 +103,9 @@ void pool_reconnect_db(struct database *db, const char *why);
 void pool_apply_config(const struct config *cfg);
 void pool_free_all(void);
 
+/* The pool's login failed (here, or another worker's, heard): clients
+ * waiting only for a login (none still under way) learn why at once. */
+void pool_login_failed_tell(struct pool *p);
 /* How an idle server is offered to another worker (server_give): true
  * when it left; false, and the pool closes it instead. */
 void pool_set_mover(bool (*give)(struct server *sv));

@@ -9,12 +9,11 @@
 /* Does this client message need psrelay_client_pkt? (P, B, D, C when
  * max_prepared_statements is on or the client already has names; Q when
  * it has names, or sql_prepared_statements applies to its pool) */
-bool psrelay_client_watch(const struct client *c, int pool_mode, uint8_t type);
-/* For a linked client (its pool's mode given): SA_FORWARD (maybe
- * rewritten), SA_SKIP, or what the stream should do first (SA_NEED_FULL,
- * SA_NEED_MORE, SA_FLUSH), or SA_STOP with *close_why: the caller closes
- * the client, telling it why. */
-enum stream_action psrelay_client_pkt(struct client *c, int pool_mode, const struct pkt_hdr *h,
+bool psrelay_client_watch(const struct client *c, uint8_t type);
+/* For a linked client: SA_FORWARD (maybe rewritten), SA_SKIP, or what the
+ * stream should do first (SA_NEED_FULL, SA_NEED_MORE, SA_FLUSH), or SA_STOP
+ * with *close_why: the caller closes the client, telling it why. */
+enum stream_action psrelay_client_pkt(struct client *c, const struct pkt_hdr *h,
 				      const uint8_t *data, size_t avail, const char **close_why);
 bool psrelay_server_watch(const struct server *sv, uint8_t type);
 /* A reply for the linked client: SA_FORWARD to go on as usual, or SA_SKIP,

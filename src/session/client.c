@@ -1335,10 +1335,9 @@ static enum stream_action active_pkt(struct client *c, const struct pkt_hdr *h,
 	}
 	if (c->link->internal == SI_SETVARS)
 		return SA_PAUSE;
-	int mode = pool_mode_of(c->pool);
-	if (psrelay_client_watch(c, mode, h->type)) {
+	if (psrelay_client_watch(c, h->type)) {
 		const char *why = NULL;
-		enum stream_action act = psrelay_client_pkt(c, mode, h, data, avail, &why);
+		enum stream_action act = psrelay_client_pkt(c, h, data, avail, &why);
 		if (why) {
 			client_close(c, true, why);
 			return SA_STOP;

@@ -313,15 +313,6 @@ static void pool_free(struct pool *p)
 	free(p);
 }
 
-int pool_mode_of(const struct pool *p)
-{
-	if (p->user->pool_mode >= 0)
-		return p->user->pool_mode;
-	if (p->db->pool_mode >= 0)
-		return p->db->pool_mode;
-	return W->cfg->pool_mode;
-}
-
 int pool_size_of(const struct pool *p)
 {
 	if (p->user->pool_size >= 0)
@@ -1104,6 +1095,11 @@ void pool_login_failed_heard(const struct login_failure *f)
 	strlcpy_(p->login_error_code, f->code, sizeof(p->login_error_code));
 	strlcpy_(p->login_error, f->msg, sizeof(p->login_error));
 	p->login_failed_at = util_monotonic() - (f->age_usec > 0 ? (usec_t)f->age_usec : 0);
+	pool_login_failed_tell(p);
+}
+
+void pool_login_failed_tell(struct pool *p)
+{
 	if (p->n_login > 0)
 		return;
 	struct list *it, *tmp;

@@ -5,6 +5,7 @@
  * in the client's buffer. */
 #include "psrelay.h"
 #include "connlog.h"
+#include "pool.h"
 #include "config.h"
 #include "world.h"
 
@@ -29,27 +30,27 @@ void psrelay_free(void)
 
 /* SQL PREPARE/EXECUTE are left to the server in session mode, where its
  * statements stay with the client. */
-static bool sql_on(int pool_mode)
+static bool sql_on(const struct client *c)
 {
 	return W->cfg->sql_prepared_statements && W->cfg->max_prepared_statements > 0 &&
-	       pool_mode != POOL_SESSION;
+	       pool_mode_of(c->pool) != POOL_SESSION;
 }
 
 /* Session pooling passes the client's statement names through, as
  * PgBouncer does: the server is the client's for the whole session, so SQL
  * EXECUTE / DEALLOCATE and pg_prepared_statements see the names the driver
  * chose. A client that already has renamed statements keeps its map. */
-bool psrelay_client_watch(const struct client *c, int pool_mode, uint8_t type)
+bool psrelay_client_watch(const struct client *c, uint8_t type)
 {
 	/* max_prepared_statements = 0 (the console's SET included) stops the
 	 * rewriting on every connection at once, as in PgBouncer. */
 	if (W->cfg->max_prepared_statements <= 0)
 		return false;
 	if (type == 'Q')
-		return c->ps != NULL || sql_on(pool_mode);
+		return c->ps != NULL || sql_on(c);
 	if (type != 'P' && type != 'B' && type != 'D' && type != 'C')
 		return false;
-	return c->ps != NULL || pool_mode != POOL_SESSION;
+	return c->ps != NULL || pool_mode_of(c->pool) != POOL_SESSION;
 }
 
 static bool send_scratch(struct stream *to, const struct pktbuf *pb)
@@ -57,7 +58,7 @@ static bool send_scratch(struct stream *to, const struct pktbuf *pb)
 	return pb->len == 0 || stream_write(to, pb);
 }
 
-enum stream_action psrelay_client_pkt(struct client *c, int pool_mode, const struct pkt_hdr *h,
+enum stream_action psrelay_client_pkt(struct client *c, const struct pkt_hdr *h,
 				      const uint8_t *data, size_t avail, const char **close_why)
 {
 	struct server *sv = c->link;
@@ -69,7 +70,7 @@ enum stream_action psrelay_client_pkt(struct client *c, int pool_mode, const str
 	struct ps_config cfg = {
 		.max_stmts = W->cfg->max_prepared_statements,
 		.unnamed_cache = W->cfg->unnamed_statement_cache && W->cfg->max_prepared_statements > 0,
-		.sql = sql_on(pool_mode),
+		.sql = sql_on(c),
 	};
 
 	switch (ps_client_msg(&c->ps, &sv->ps, &cfg, (uint32_t)sv->expect_rfq, data, avail,

@@ -590,13 +590,8 @@ static const char *server_password(const struct server *sv)
  * (query_wait_timeout) instead of failing with a cached error. */
 static void login_refused_for_now(struct server *sv, const char *sqlstate, const char *msg)
 {
-	struct pool *p = sv->pool;
-	p->login_error[0] = 0;
-	if (!next_address_left(sv)) {
-		host_failed(sv);
-		if (!host_skipped_instead(sv))
-			p->login_failed_at = util_monotonic();
-	}
+	sv->pool->login_error[0] = 0;
+	login_phase_failed(sv);
 	drop_repl_owner(sv, sqlstate, msg);
 	server_close(sv, msg);
 }
@@ -630,16 +625,7 @@ static void login_failed_sev(struct server *sv, const char *severity, const char
 	pool_login_failed_share(p);
 	drop_repl_owner(sv, p->login_error_code, p->login_error);
 	server_close(sv, p->login_error);
-	/* Clients waiting only for this login learn why at once. */
-	if (p->n_login == 0) {
-		struct list *it, *tmp;
-		list_for_each_safe(it, tmp, &p->waiting_clients) {
-			struct client *c = container_of(it, struct client, node);
-			if (c->repl == REPL_NONE)    /* its own login is another matter */
-				client_server_login_failed(c, p->login_error_code, p->login_error);
-		}
-		authquery_pool_failed(p, p->login_error_code, p->login_error, false);
-	}
+	pool_login_failed_tell(p);
 }
 
 static void login_failed(struct server *sv, const char *sqlstate, const char *msg)
