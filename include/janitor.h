@@ -5,5 +5,7 @@
 
 void janitor_start(void);
 void janitor_stop(void);
+/* One walk of the lists, as the timer makes every JANITOR_PERIOD_USEC. */
+void janitor_pass(void);
 
 #endif

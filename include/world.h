@@ -50,6 +50,9 @@ struct world {
 
 extern struct world *W;
 
+/* An empty world of slot id: no config, base, TLS or channel yet. */
+void world_init(struct world *w, int id);
+
 /* What the session layer asks of the loop that runs it, registered by
  * worker.c (world_set_hooks); without a hook (unit tests) each does
  * nothing. */

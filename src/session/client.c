@@ -1385,7 +1385,7 @@ static void client_on_event(struct stream *s, enum stream_event ev)
 
 	switch (ev) {
 	case SE_EOF:
-		client_close(c, false, c->state == CLIENT_LOGIN ? "client unexpected eof" : "client unexpected eof");
+		client_close(c, false, "client unexpected eof");
 		break;
 	case SE_ERROR:
 		/* A first packet that is no packet at all (node-postgres' early

@@ -1005,7 +1005,9 @@ bool server_run_internal(struct server *sv, enum server_internal why, const char
 	pkt_write_query(&pb, sql);
 	sv->internal = why;
 	psrelay_server_sql(sv, sql);
-	if (sv->state == SERVER_IDLE)
+	/* A released server being reset counts as tested, as in PgBouncer
+	 * (sv_tested); one running SET for its client stays active. */
+	if (sv->state == SERVER_IDLE || (sv->state == SERVER_ACTIVE && !sv->link))
 		server_set_state(sv, SERVER_TESTED);
 	server_debug(sv, "internal query: %s", sql);
 	return send_pb(sv, &pb);

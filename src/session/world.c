@@ -7,6 +7,21 @@ struct world *W;
 
 static const struct world_hooks *hooks;
 
+void world_init(struct world *w, int id)
+{
+	*w = (struct world){ .id = id };
+	list_init(&w->databases);
+	list_init(&w->users);
+	list_init(&w->pools);
+	list_init(&w->login_clients);
+	list_init(&w->cancel_clients);
+	list_init(&w->justfree_clients);
+	list_init(&w->justfree_servers);
+	list_init(&w->all_clients);
+	list_init(&w->all_servers);
+	list_init(&w->closing_servers);
+}
+
 void world_set_hooks(const struct world_hooks *h)
 {
 	hooks = h;

@@ -163,7 +163,7 @@ static void open_forced_pools(void)
 	}
 }
 
-static void janitor_run(evutil_socket_t fd, short what, void *arg)
+void janitor_pass(void)
 {
 	usec_t now = util_monotonic();
 	struct list *it;
@@ -183,6 +183,11 @@ static void janitor_run(evutil_socket_t fd, short what, void *arg)
 	stats_flush();
 	control_janitor();
 	cancel_janitor(now);
+}
+
+static void janitor_run(evutil_socket_t fd, short what, void *arg)
+{
+	janitor_pass();
 }
 
 void janitor_start(void)

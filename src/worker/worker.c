@@ -23,6 +23,7 @@
 #include "log.h"
 #include "peer.h"
 #include "psrelay.h"
+#include "reap.h"
 #include "pool.h"
 #include "server.h"
 #include "prepared.h"
@@ -44,19 +45,7 @@ static void worker_refresh_config(void);
 
 static void reap(evutil_socket_t fd, short what, void *arg)
 {
-	struct list *it;
-	while ((it = list_first(&W->closing_servers)) != NULL) {
-		struct server *sv = container_of(it, struct server, close_node);
-		struct pool *p = sv->pool;
-		list_del(it);
-		if (!sv->give_away || !server_give(sv))
-			server_close(sv, sv->close_reason);
-		pool_launch_needed(p);
-	}
-	while ((it = list_first(&W->justfree_clients)) != NULL)
-		client_free(container_of(it, struct client, node));
-	while ((it = list_first(&W->justfree_servers)) != NULL)
-		server_free(container_of(it, struct server, node));
+	session_reap();
 }
 
 static void worker_schedule_reap(void)
@@ -563,20 +552,10 @@ void worker_main(int id, struct config *cfg, int ipc_fd, struct listen_set *ls)
 		.refresh_config = worker_refresh_config,
 	};
 	W = &the_worker;
+	world_init(W, id);
 	world_set_hooks(&hooks);
-	W->id = id;
 	W->cfg = cfg;
 	W->lset = ls;
-	list_init(&W->databases);
-	list_init(&W->users);
-	list_init(&W->pools);
-	list_init(&W->login_clients);
-	list_init(&W->cancel_clients);
-	list_init(&W->justfree_clients);
-	list_init(&W->justfree_servers);
-	list_init(&W->all_clients);
-	list_init(&W->all_servers);
-	list_init(&W->closing_servers);
 	reset_signals();
 	log_set_worker(id);
 	shm_attach_worker(id);

@@ -9,4 +9,5 @@ include test/unit/auth.mk
 include test/unit/core.mk
 include test/unit/tls.mk
 include test/unit/dns.mk
+include test/unit/session.mk
 endif

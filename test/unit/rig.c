@@ -1,0 +1,611 @@
+/* pgcrew — the session-core test rig (rig.h): builds a world as worker.c
+ * does, minus the supervisor, listeners, TLS and DNS; plays PostgreSQL on
+ * a Unix socket and clients on socketpairs; moves the clock by wrapping
+ * util_monotonic (-Wl,--wrap=util_monotonic in the test's LDFLAGS). */
+#include "rig.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <event2/event.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "auth/crypto.h"
+#include "authquery.h"
+#include "cancel.h"
+#include "ipc.h"
+#include "client.h"
+#include "config.h"
+#include "janitor.h"
+#include "log.h"
+#include "peer.h"
+#include "pool.h"
+#include "psrelay.h"
+#include "reap.h"
+#include "server.h"
+#include "server_move.h"
+#include "shm.h"
+#include "stream.h"
+#include "varcache.h"
+#include "world.h"
+
+#define RIG_PORT 5432
+#define WAIT_USEC 2000000
+
+static struct world world;
+static char dir[64];
+static int pg_listen = -1;
+static struct event *reaper;
+static uint64_t clock_offset;
+
+/* The supervisor's end of W->sup: what the worker told it. */
+#define SUP_LOG 64
+static struct ipc_chan *sup_end;
+static struct sup_msg {
+	int type;
+	size_t len;
+	uint8_t payload[1024];
+} sup_log[SUP_LOG];
+static int n_sup;
+
+usec_t __real_util_monotonic(void);
+usec_t __wrap_util_monotonic(void);
+
+usec_t __wrap_util_monotonic(void)
+{
+	return __real_util_monotonic() + (usec_t)clock_offset;
+}
+
+void rig_advance(uint64_t usec)
+{
+	clock_offset += usec;
+}
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+/* The databases text with @PG@ replaced by the fake server's address. */
+static void expand(char *out, size_t len, const char *databases)
+{
+	char pg[128];
+	snprintf(pg, sizeof(pg), "host=%s port=%d", dir, RIG_PORT);
+	size_t o = 0;
+	for (const char *s = databases; *s && o + 1 < len; ) {
+		if (strncmp(s, "@PG@", 4) == 0) {
+			o += (size_t)snprintf(out + o, len - o, "%s", pg);
+			s += 4;
+		} else {
+			out[o++] = *s++;
+		}
+	}
+	out[o < len ? o : len - 1] = 0;
+}
+
+static void listen_pg(void)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/.s.PGSQL.%d", dir, RIG_PORT);
+	pg_listen = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	assert_true(pg_listen >= 0);
+	assert_int_equal(bind(pg_listen, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(pg_listen, 64), 0);
+}
+
+static void schedule_reap(void)
+{
+	event_active(reaper, EV_TIMEOUT, 0);
+}
+
+static void on_reap(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	session_reap();
+}
+
+static void load_config(const char *settings, const char *databases)
+{
+	char ini[8192], dbs[4096], path[128], ul[128];
+	struct config *cfg = NULL;
+	struct config_error err;
+	snprintf(ul, sizeof(ul), "%s/userlist.txt", dir);
+	write_file(ul, "\"alice\" \"secret\"\n\"bob\" \"hunter2\"\n");
+	expand(dbs, sizeof(dbs), databases);
+	snprintf(ini, sizeof(ini),
+		 "[databases]\n%s\n[pgbouncer]\nauth_type = trust\nauth_file = %s\n"
+		 "server_tls_sslmode = disable\nlogfile =\n%s\n", dbs, ul, settings);
+	snprintf(path, sizeof(path), "%s/rig.ini", dir);
+	write_file(path, ini);
+	if (config_load(path, &cfg, &err) < 0)
+		fail_msg("rig config: %s", err.msg);
+	W->cfg = cfg;
+}
+
+static void on_sup_msg(struct ipc_chan *ch, const struct ipc_hdr *hdr, const void *payload,
+		       int fd, void *arg)
+{
+	(void)ch;
+	(void)arg;
+	if (fd >= 0)
+		close(fd);
+	if (n_sup == SUP_LOG)
+		return;
+	struct sup_msg *m = &sup_log[n_sup++];
+	m->type = (int)hdr->type;
+	m->len = hdr->len < sizeof(m->payload) ? hdr->len : sizeof(m->payload);
+	if (m->len)
+		memcpy(m->payload, payload, m->len);
+}
+
+static void on_worker_msg(struct ipc_chan *ch, const struct ipc_hdr *hdr, const void *payload,
+			  int fd, void *arg)
+{
+	(void)ch;
+	(void)hdr;
+	(void)payload;
+	(void)arg;
+	if (fd >= 0)
+		close(fd);
+}
+
+static void open_sup_channel(void)
+{
+	int sv[2];
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
+	W->sup = ipc_chan_new(W->base, sv[0], 0, on_worker_msg, NULL, NULL);
+	sup_end = ipc_chan_new(W->base, sv[1], -1, on_sup_msg, NULL, NULL);
+	assert_non_null(W->sup);
+	assert_non_null(sup_end);
+	n_sup = 0;
+}
+
+int rig_sup_count(int type)
+{
+	rig_pump();
+	int n = 0;
+	for (int i = 0; i < n_sup; i++)
+		n += sup_log[i].type == type;
+	return n;
+}
+
+size_t rig_sup_last(int type, void *payload, size_t len)
+{
+	rig_pump();
+	for (int i = n_sup - 1; i >= 0; i--) {
+		if (sup_log[i].type != type)
+			continue;
+		memcpy(payload, sup_log[i].payload, sup_log[i].len < len ? sup_log[i].len : len);
+		return sup_log[i].len;
+	}
+	fail_msg("rig: the worker sent no %s", ipc_type_name((enum ipc_type)type));
+	return 0;
+}
+
+void rig_start(const char *settings, const char *databases)
+{
+	rig_start_workers(1, settings, databases);
+}
+
+void rig_start_workers(int n, const char *settings, const char *databases)
+{
+	static const struct world_hooks hooks = { .schedule_reap = schedule_reap };
+	snprintf(dir, sizeof(dir), "/tmp/pgcrew-rig-XXXXXX");
+	assert_non_null(mkdtemp(dir));
+	clock_offset = 0;
+	W = &world;
+	world_init(W, 0);
+	world_set_hooks(&hooks);
+	load_config(settings, databases);
+	assert_int_equal(shm_create(n), 0);
+	shm_attach_worker(0);
+	assert_int_equal(crypto_init(), 0);
+	assert_true(crypto_random(W->secret, sizeof(W->secret)));
+	W->base = event_base_new();
+	assert_non_null(W->base);
+	stream_base = W->base;
+	stream_cache_init((uint32_t)W->cfg->pkt_buf);
+	varcache_set_tracked(W->cfg->track_extra_parameters);
+	cancel_set_server_done(server_client_gone);
+	pool_set_mover(server_give);
+	pool_apply_config(W->cfg);
+	reaper = event_new(W->base, -1, 0, on_reap, NULL);
+	open_sup_channel();
+	listen_pg();
+}
+
+void rig_pump(void)
+{
+	for (int i = 0; i < 4; i++)
+		event_base_loop(W->base, EVLOOP_NONBLOCK);
+}
+
+void rig_stop(void)
+{
+	struct list *it, *tmp;
+	list_for_each_safe(it, tmp, &W->all_clients)
+		client_close(container_of(it, struct client, all_node), false, "test over");
+	list_for_each_safe(it, tmp, &W->all_servers)
+		server_close(container_of(it, struct server, all_node), "test over");
+	session_reap();
+	peer_free_all();
+	session_reap();
+	cancel_free_all();
+	server_linger_free_all();
+	authquery_free_all();
+	pool_free_all();
+	event_free(reaper);
+	ipc_chan_free(W->sup);
+	ipc_chan_free(sup_end);
+	stream_cache_free();
+	psrelay_free();
+	varcache_set_tracked(NULL);
+	event_base_free(W->base);
+	config_free(W->cfg);
+	shm_destroy();
+	crypto_shutdown();
+	close(pg_listen);
+	char path[128];
+	snprintf(path, sizeof(path), "%s/.s.PGSQL.%d", dir, RIG_PORT);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/userlist.txt", dir);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/rig.ini", dir);
+	unlink(path);
+	rmdir(dir);
+	W = NULL;
+}
+
+int rig_teardown(void **state)
+{
+	(void)state;
+	if (W)
+		rig_stop();
+	return 0;
+}
+
+/* ---- waiting on the test's ends ---- */
+
+static bool readable(int fd)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	return poll(&pfd, 1, 1) > 0;
+}
+
+static void wait_readable(int fd, const char *what)
+{
+	usec_t until = __real_util_monotonic() + WAIT_USEC;
+	for (;;) {
+		rig_pump();
+		if (readable(fd))
+			return;
+		if (__real_util_monotonic() > until)
+			fail_msg("rig: nothing from %s within 2 s", what);
+	}
+}
+
+bool rig_pg_pending(void)
+{
+	rig_pump();
+	return readable(pg_listen);
+}
+
+void rig_pg_accept(struct peer *p)
+{
+	wait_readable(pg_listen, "the pooler: no server connection");
+	memset(p, 0, sizeof(*p));
+	p->fd = accept4(pg_listen, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	assert_true(p->fd >= 0);
+	p->pooler_fd = -1;
+}
+
+/* Fill the buffer from the socket without blocking; false at EOF. */
+static bool fill(struct peer *p)
+{
+	if (p->len == sizeof(p->buf))
+		return true;
+	ssize_t n = recv(p->fd, p->buf + p->len, sizeof(p->buf) - p->len, MSG_DONTWAIT);
+	if (n > 0)
+		p->len += (size_t)n;
+	if (n >= 0)
+		return n > 0;
+	return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+}
+
+static uint32_t be32(const uint8_t *b)
+{
+	return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+}
+
+/* A whole message at the front of the buffer (typed or startup): moved to m. */
+static bool take(struct peer *p, struct msg *m, bool typed)
+{
+	size_t hdr = typed ? 5 : 4;
+	if (p->len < hdr)
+		return false;
+	uint32_t len = be32(p->buf + hdr - 4);
+	assert_true(len >= 4 && len - 4 <= sizeof(m->body));
+	if (p->len < hdr + len - 4)
+		return false;
+	m->type = typed ? (char)p->buf[0] : 0;
+	m->len = len - 4;
+	memcpy(m->body, p->buf + hdr, m->len);
+	p->len -= hdr + m->len;
+	memmove(p->buf, p->buf + hdr + m->len, p->len);
+	return true;
+}
+
+static void read_msg(struct peer *p, struct msg *m, bool typed)
+{
+	usec_t until = __real_util_monotonic() + WAIT_USEC;
+	while (!take(p, m, typed)) {
+		rig_pump();
+		if (!fill(p))
+			fail_msg("rig: peer closed while a message was expected");
+		if (take(p, m, typed))
+			return;
+		if (__real_util_monotonic() > until)
+			fail_msg("rig: no whole message within 2 s");
+		(void)readable(p->fd);
+	}
+}
+
+void rig_read(struct peer *p, struct msg *m)
+{
+	read_msg(p, m, true);
+}
+
+void rig_read_startup(struct peer *p, struct msg *m)
+{
+	read_msg(p, m, false);
+}
+
+void rig_expect(struct peer *p, char type, struct msg *m)
+{
+	struct msg local;
+	if (!m)
+		m = &local;
+	rig_read(p, m);
+	if (m->type != type)
+		fail_msg("rig: expected '%c', got '%c' (%s)", type, m->type,
+			 m->type == 'E' ? rig_field(m, 'M') : "");
+}
+
+void rig_expect_nothing(struct peer *p)
+{
+	for (int i = 0; i < 5; i++) {
+		rig_pump();
+		assert_true(fill(p));
+	}
+	assert_int_equal(p->len, 0);
+}
+
+void rig_expect_eof(struct peer *p, char *err, size_t errlen)
+{
+	usec_t until = __real_util_monotonic() + WAIT_USEC;
+	struct msg m;
+	if (err)
+		err[0] = 0;
+	for (;;) {
+		rig_pump();
+		while (take(p, &m, true))
+			if (m.type == 'E' && err)
+				snprintf(err, errlen, "%s", rig_field(&m, 'M'));
+		if (!fill(p))
+			return;      /* EOF; a partial message before it is dropped */
+		if (__real_util_monotonic() > until)
+			fail_msg("rig: the pooler did not close within 2 s");
+		(void)readable(p->fd);
+	}
+}
+
+void rig_close(struct peer *p)
+{
+	if (p->fd >= 0)
+		close(p->fd);
+	p->fd = -1;
+	rig_pump();
+}
+
+const char *rig_field(const struct msg *m, char code)
+{
+	size_t i = 0;
+	while (i < m->len && m->body[i]) {
+		char c = (char)m->body[i++];
+		const char *v = (const char *)m->body + i;
+		size_t vl = strnlen(v, m->len - i);
+		if (c == code)
+			return v;
+		i += vl + 1;
+	}
+	return "";
+}
+
+/* ---- sending ---- */
+
+void rig_send(struct peer *p, char type, const void *body, size_t len)
+{
+	uint8_t buf[8192];
+	size_t o = 0;
+	assert_true(len + 5 <= sizeof(buf));
+	if (type)
+		buf[o++] = (uint8_t)type;
+	uint32_t l = (uint32_t)len + 4;
+	buf[o++] = (uint8_t)(l >> 24);
+	buf[o++] = (uint8_t)(l >> 16);
+	buf[o++] = (uint8_t)(l >> 8);
+	buf[o++] = (uint8_t)l;
+	if (len)
+		memcpy(buf + o, body, len);
+	assert_int_equal(send(p->fd, buf, o + len, MSG_NOSIGNAL), (ssize_t)(o + len));
+	rig_pump();
+}
+
+void rig_send_query(struct peer *p, const char *sql)
+{
+	rig_send(p, 'Q', sql, strlen(sql) + 1);
+}
+
+void rig_send_done(struct peer *p, const char *tag, char status)
+{
+	rig_send(p, 'C', tag, strlen(tag) + 1);
+	rig_send(p, 'Z', &status, 1);
+}
+
+static size_t put_pair(uint8_t *b, size_t o, const char *k, const char *v)
+{
+	size_t kl = strlen(k) + 1, vl = strlen(v) + 1;
+	memcpy(b + o, k, kl);
+	memcpy(b + o + kl, v, vl);
+	return o + kl + vl;
+}
+
+static void put32(uint8_t *b, uint32_t v)
+{
+	b[0] = (uint8_t)(v >> 24);
+	b[1] = (uint8_t)(v >> 16);
+	b[2] = (uint8_t)(v >> 8);
+	b[3] = (uint8_t)v;
+}
+
+void rig_pg_login(struct peer *p, uint32_t pid, uint32_t key)
+{
+	static const char *const params[][2] = {
+		{ "server_version", "15.0" }, { "server_encoding", "UTF8" },
+		{ "client_encoding", "UTF8" }, { "DateStyle", "ISO, MDY" },
+		{ "TimeZone", "UTC" }, { "integer_datetimes", "on" },
+		{ "standard_conforming_strings", "on" }, { "application_name", "" },
+	};
+	struct msg m;
+	uint8_t b[64];
+	rig_read_startup(p, &m);
+	assert_int_equal(be32(m.body), 196608);
+	put32(b, 0);
+	rig_send(p, 'R', b, 4);
+	for (size_t i = 0; i < sizeof(params) / sizeof(params[0]); i++) {
+		size_t n = put_pair(b, 0, params[i][0], params[i][1]);
+		rig_send(p, 'S', b, n);
+	}
+	put32(b, pid);
+	put32(b + 4, key);
+	rig_send(p, 'K', b, 8);
+	rig_send(p, 'Z', "I", 1);
+}
+
+void rig_client_raw(struct peer *p)
+{
+	int sv[2];
+	memset(p, 0, sizeof(*p));
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	assert_int_equal(fcntl(sv[0], F_SETFL, O_NONBLOCK), 0);
+	client_accept(sv[0], true);
+	p->fd = sv[1];
+	p->pooler_fd = sv[0];
+}
+
+void rig_send_startup(struct peer *p, const char *user, const char *db)
+{
+	rig_send_startup_with(p, user, db, NULL);
+}
+
+void rig_send_startup_with(struct peer *p, const char *user, const char *db,
+			   const char *const *extra)
+{
+	uint8_t b[1024];
+	put32(b, 196608);
+	size_t n = put_pair(b, 4, "user", user);
+	n = put_pair(b, n, "database", db);
+	for (size_t i = 0; extra && extra[i] && extra[i + 1]; i += 2) {
+		assert_true(n + strlen(extra[i]) + strlen(extra[i + 1]) + 3 < sizeof(b));
+		n = put_pair(b, n, extra[i], extra[i + 1]);
+	}
+	b[n++] = 0;
+	rig_send(p, 0, b, n);
+}
+
+void rig_client(struct peer *p, const char *user, const char *db)
+{
+	rig_client_raw(p);
+	rig_send_startup(p, user, db);
+}
+
+void rig_client_welcome(struct peer *p, uint32_t *pid, uint32_t *key)
+{
+	struct msg m;
+	rig_expect(p, 'R', &m);
+	assert_int_equal(be32(m.body), 0);
+	for (;;) {
+		rig_read(p, &m);
+		if (m.type == 'S')
+			continue;
+		if (m.type == 'K') {
+			if (pid)
+				*pid = be32(m.body);
+			if (key)
+				*key = be32(m.body + 4);
+			continue;
+		}
+		if (m.type != 'Z')
+			fail_msg("rig: welcome: unexpected '%c' %s", m.type, rig_field(&m, 'M'));
+		return;
+	}
+}
+
+void rig_login(struct peer *c)
+{
+	rig_client(c, "alice", "db");
+	rig_client_welcome(c, NULL, NULL);
+}
+
+void rig_login_first(struct peer *c, struct peer *pg, uint32_t pid)
+{
+	rig_client(c, "alice", "db");
+	rig_pg_accept(pg);
+	rig_pg_login(pg, pid, pid + 1);
+	rig_client_welcome(c, NULL, NULL);
+}
+
+void rig_round_trip(struct peer *c, struct peer *pg, const char *sql, char status)
+{
+	struct msg m;
+	rig_send_query(c, sql);
+	rig_expect(pg, 'Q', &m);
+	assert_string_equal((const char *)m.body, sql);
+	rig_send_done(pg, "SELECT 1", status);
+	rig_expect(c, 'C', NULL);
+	rig_expect(c, 'Z', &m);
+	assert_int_equal(m.body[0], status);
+}
+
+struct client *rig_client_of(const struct peer *p)
+{
+	struct list *it;
+	list_for_each(it, &W->all_clients) {
+		struct client *c = container_of(it, struct client, all_node);
+		if (c->s.fd == p->pooler_fd && c->state != CLIENT_JUSTFREE)
+			return c;
+	}
+	return NULL;
+}
+
+struct pool *rig_pool(const char *db, const char *user)
+{
+	struct pool *pl = pool_find_names(db, user);
+	assert_non_null(pl);
+	return pl;
+}

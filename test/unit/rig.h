@@ -1,0 +1,100 @@
+/* pgcrew — a test rig for the session core: a world built without a
+ * worker (its own event base, config from an ini text, one shm slot), a
+ * fake PostgreSQL listening on a Unix socket that the test answers by hand,
+ * clients on socketpairs, and a clock the test moves (util_monotonic is
+ * wrapped at link time). The test plays both ends; rig_* pump the loop. */
+#ifndef PGCREW_TEST_RIG_H
+#define PGCREW_TEST_RIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "objects.h"
+
+/* One end the test holds: a fake server's or a fake client's socket. */
+struct peer {
+	int fd;
+	int pooler_fd;            /* a client's: the pooler's end */
+	size_t len;
+	uint8_t buf[16384];
+};
+
+/* One protocol message read from a peer (type 0: a startup packet). */
+struct msg {
+	char type;
+	uint32_t len;           /* of body */
+	uint8_t body[8192];
+};
+
+/* Build the world from `settings` (lines for [pgbouncer]) and `databases`
+ * (lines for [databases]; "@PG@" stands for the fake server's host and
+ * port). The fake server listens from here on. */
+void rig_start(const char *settings, const char *databases);
+/* The same as worker 0 of n: shm has n slots, and W->sup is a channel
+ * whose other end the rig holds as the supervisor (rig_sup_*). */
+void rig_start_workers(int n, const char *settings, const char *databases);
+/* Close everything and free the world (leak-checked by ASan). As a
+ * cmocka teardown, also after a failed test: rig_teardown. */
+void rig_stop(void);
+int rig_teardown(void **state);
+/* Run the loop until nothing is ready (and the reaper has run). */
+void rig_pump(void);
+/* The fake clock: util_monotonic returns real time plus this offset. */
+void rig_advance(uint64_t usec);
+
+/* Fake PostgreSQL: take the next connection the pooler makes (pumping
+ * until it comes; fails the test after 2 s); log it in as a server with
+ * backend pid/key. */
+void rig_pg_accept(struct peer *p);
+bool rig_pg_pending(void);          /* a connection waits to be taken */
+void rig_pg_login(struct peer *p, uint32_t pid, uint32_t key);
+
+/* A client on a socketpair: accepted by the pooler, startup sent. Raw:
+ * accepted only; then its startup packet. */
+void rig_client(struct peer *p, const char *user, const char *db);
+void rig_client_raw(struct peer *p);
+void rig_send_startup(struct peer *p, const char *user, const char *db);
+/* With more parameters: name, value, ..., NULL. */
+void rig_send_startup_with(struct peer *p, const char *user, const char *db,
+			   const char *const *extra);
+/* Read its welcome up to ReadyForQuery; returns the BackendKeyData. */
+void rig_client_welcome(struct peer *p, uint32_t *pid, uint32_t *key);
+struct client *rig_client_of(const struct peer *p);   /* the pooler's object */
+/* alice logs in to db: welcomed at once (rig_login), or as the pool's
+ * first login, whose server pg the test accepts and logs in with backend
+ * pid and key pid + 1 (rig_login_first). */
+void rig_login(struct peer *c);
+void rig_login_first(struct peer *c, struct peer *pg, uint32_t pid);
+/* c's query reaches pg, which answers CommandComplete and ReadyForQuery
+ * with status; c reads both. */
+void rig_round_trip(struct peer *c, struct peer *pg, const char *sql, char status);
+
+/* Send one message (type 0: untyped, body as given). */
+void rig_send(struct peer *p, char type, const void *body, size_t len);
+void rig_send_query(struct peer *p, const char *sql);
+/* A server's answer to a simple query: CommandComplete + ReadyForQuery. */
+void rig_send_done(struct peer *p, const char *tag, char status);
+/* The next message, pumping until it is whole; fails after 2 s. */
+void rig_read(struct peer *p, struct msg *m);
+void rig_expect(struct peer *p, char type, struct msg *m);
+/* The startup packet a fake server receives. */
+void rig_read_startup(struct peer *p, struct msg *m);
+/* Nothing arrives within a few loop rounds. */
+void rig_expect_nothing(struct peer *p);
+/* The other side closed: any messages before it are skipped, except an
+ * ErrorResponse, whose message text is copied to err (when given). */
+void rig_expect_eof(struct peer *p, char *err, size_t errlen);
+void rig_close(struct peer *p);
+/* A field of an ErrorResponse/NoticeResponse ('M', 'C', ...), or "". */
+const char *rig_field(const struct msg *m, char code);
+
+/* Messages the worker sent the supervisor: how many of type t, and the
+ * newest one's payload (copied, up to len bytes; its length returned). */
+int rig_sup_count(int type);
+size_t rig_sup_last(int type, void *payload, size_t len);
+
+/* The only pool of database db (asserted to exist). */
+struct pool *rig_pool(const char *db, const char *user);
+
+#endif

@@ -1,0 +1,261 @@
+/* pgcrew — unit tests for the janitor's timeouts (janitor.c) on the session
+ * rig with a fake clock: each of PgBouncer's client and server timeouts
+ * fires with PgBouncer's text once its time has passed and not before, and
+ * the reserve pool and min_pool_size open servers when they should. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "janitor.h"
+#include "pool.h"
+#include "rig.h"
+#include "world.h"
+
+#define SEC 1000000ULL
+
+static const char *const DBS = "db = @PG@ dbname=db\n";
+
+/* Move the clock by usec and run one janitor pass. */
+static void after(uint64_t usec)
+{
+	rig_advance(usec);
+	janitor_pass();
+	rig_pump();
+}
+
+static void expect_closed(struct peer *c, const char *text)
+{
+	char err[256];
+	rig_expect_eof(c, err, sizeof(err));
+	assert_string_equal(err, text);
+}
+
+static void test_client_idle_timeout(void **state)
+{
+	struct peer c, pg;
+	(void)state;
+	rig_start("client_idle_timeout = 10", DBS);
+	rig_login_first(&c, &pg, 1);
+	after(9 * SEC);
+	rig_expect_nothing(&c);
+	after(2 * SEC);
+	expect_closed(&c, "client_idle_timeout");
+	/* Its server stays pooled. */
+	assert_int_equal(rig_pool("db", "alice")->n_idle, 1);
+	rig_close(&c);
+	rig_close(&pg);
+}
+
+static void test_query_wait_timeout(void **state)
+{
+	struct peer a, b, pg;
+	(void)state;
+	rig_start("pool_mode = transaction\ndefault_pool_size = 1\nquery_wait_timeout = 5", DBS);
+	rig_login_first(&a, &pg, 1);
+	rig_login(&b);
+	rig_round_trip(&a, &pg, "BEGIN", 'T');
+	rig_send_query(&b, "SELECT 1");
+	after(4 * SEC);
+	assert_int_equal(rig_client_of(&b)->state, CLIENT_WAITING);
+	after(2 * SEC);
+	expect_closed(&b, "query_wait_timeout");
+	/* The client holding the server in its transaction is not touched. */
+	assert_non_null(rig_client_of(&a));
+	assert_non_null(rig_client_of(&a)->link);
+	rig_close(&a);
+	rig_close(&b);
+	rig_close(&pg);
+}
+
+static void test_idle_transaction_timeout(void **state)
+{
+	struct peer c, pg;
+	(void)state;
+	rig_start("pool_mode = transaction\nidle_transaction_timeout = 3", DBS);
+	rig_login_first(&c, &pg, 1);
+	rig_round_trip(&c, &pg, "BEGIN", 'T');
+	after(2 * SEC);
+	rig_expect_nothing(&c);
+	after(2 * SEC);
+	expect_closed(&c, "idle transaction timeout");
+	/* Its server was inside the transaction: closed, not pooled. */
+	rig_expect(&pg, 'X', NULL);
+	rig_expect_eof(&pg, NULL, 0);
+	rig_close(&c);
+}
+
+static void test_query_timeout(void **state)
+{
+	struct peer c, pg, cx;
+	struct msg m;
+	(void)state;
+	rig_start("pool_mode = transaction\nquery_timeout = 2", DBS);
+	rig_login_first(&c, &pg, 1);
+	rig_send_query(&c, "SELECT pg_sleep(100)");
+	rig_expect(&pg, 'Q', NULL);
+	after(1 * SEC);
+	rig_expect_nothing(&c);
+	after(2 * SEC);
+	expect_closed(&c, "query timeout");
+	/* The query is canceled on the server. */
+	rig_pg_accept(&cx);
+	rig_read_startup(&cx, &m);
+	assert_int_equal(m.len, 12);
+	rig_close(&cx);
+	rig_close(&c);
+	rig_close(&pg);
+}
+
+static void test_transaction_timeout(void **state)
+{
+	struct peer c, pg;
+	(void)state;
+	rig_start("pool_mode = transaction\ntransaction_timeout = 5", DBS);
+	rig_login_first(&c, &pg, 1);
+	rig_round_trip(&c, &pg, "BEGIN", 'T');
+	after(3 * SEC);
+	rig_round_trip(&c, &pg, "SELECT 1", 'T');     /* busy, but the transaction is old */
+	after(3 * SEC);
+	expect_closed(&c, "transaction timeout");
+	rig_close(&c);
+	rig_close(&pg);
+}
+
+static void test_client_login_timeout(void **state)
+{
+	struct peer c;
+	(void)state;
+	rig_start("client_login_timeout = 5", DBS);
+	rig_client_raw(&c);
+	after(4 * SEC);
+	assert_non_null(rig_client_of(&c));
+	after(2 * SEC);
+	expect_closed(&c, "client_login_timeout");
+	assert_int_equal(W->n_clients, 0);
+	rig_close(&c);
+}
+
+static void test_server_idle_timeout(void **state)
+{
+	struct peer c, pg;
+	(void)state;
+	rig_start("server_idle_timeout = 60", DBS);
+	rig_login_first(&c, &pg, 1);
+	struct pool *p = rig_pool("db", "alice");
+	after(59 * SEC);
+	assert_int_equal(p->n_idle, 1);
+	after(2 * SEC);
+	rig_expect(&pg, 'X', NULL);
+	rig_expect_eof(&pg, NULL, 0);
+	assert_int_equal(p->n_idle, 0);
+	rig_close(&c);
+	rig_close(&pg);
+}
+
+/* server_lifetime: an idle server past it is closed; a busy one closes
+ * when its client releases it instead of going back to the pool. */
+static void test_server_lifetime(void **state)
+{
+	struct peer c, pg;
+	(void)state;
+	rig_start("pool_mode = transaction\nserver_lifetime = 100", DBS);
+	rig_login_first(&c, &pg, 1);
+	struct pool *p = rig_pool("db", "alice");
+	rig_round_trip(&c, &pg, "BEGIN", 'T');
+	after(101 * SEC);
+	assert_int_equal(p->n_active, 1);
+	assert_true(rig_client_of(&c)->link->close_needed);
+	rig_round_trip(&c, &pg, "COMMIT", 'I');
+	rig_expect(&pg, 'X', NULL);
+	rig_expect_eof(&pg, NULL, 0);
+	assert_int_equal(p->n_idle + p->n_active, 0);
+	rig_close(&c);
+	rig_close(&pg);
+}
+
+static void test_server_connect_timeout(void **state)
+{
+	struct peer c, pg;
+	struct msg m;
+	(void)state;
+	rig_start("server_connect_timeout = 3\nserver_login_retry = 60", DBS);
+	rig_client(&c, "alice", "db");
+	rig_pg_accept(&pg);          /* and never answers */
+	rig_read_startup(&pg, &m);
+	struct pool *p = rig_pool("db", "alice");
+	after(2 * SEC);
+	assert_int_equal(p->n_login, 1);
+	after(2 * SEC);
+	rig_expect_eof(&pg, NULL, 0);
+	assert_true(p->login_failed_at > 0);
+	/* Its client keeps waiting (query_wait_timeout decides), as in PgBouncer. */
+	assert_int_equal(rig_client_of(&c)->state, CLIENT_WAITING_LOGIN);
+	rig_close(&c);
+	rig_close(&pg);
+}
+
+/* pool_size 1, reserve 1: a client waiting longer than reserve_pool_timeout
+ * gets a server from the reserve. */
+static void test_reserve_pool(void **state)
+{
+	struct peer a, b, pg, pg2;
+	(void)state;
+	rig_start("pool_mode = transaction\ndefault_pool_size = 1\nreserve_pool_size = 1\n"
+		  "reserve_pool_timeout = 2", DBS);
+	rig_login_first(&a, &pg, 1);
+	rig_login(&b);
+	rig_round_trip(&a, &pg, "BEGIN", 'T');
+	rig_send_query(&b, "SELECT 1");
+	after(1 * SEC);
+	assert_false(rig_pg_pending());
+	after(2 * SEC);
+	rig_pg_accept(&pg2);
+	rig_pg_login(&pg2, 3, 4);
+	rig_expect(&pg2, 'Q', NULL);
+	rig_send_done(&pg2, "SELECT 1", 'I');
+	rig_expect(&b, 'C', NULL);
+	rig_close(&a);
+	rig_close(&b);
+	rig_close(&pg);
+	rig_close(&pg2);
+}
+
+static void test_min_pool_size(void **state)
+{
+	struct peer c, pg, pg2;
+	(void)state;
+	rig_start("min_pool_size = 2", DBS);
+	rig_login_first(&c, &pg, 1);
+	after(SEC);
+	rig_pg_accept(&pg2);
+	rig_pg_login(&pg2, 5, 6);
+	rig_pump();
+	struct pool *p = rig_pool("db", "alice");
+	assert_int_equal(p->n_idle, 2);
+	after(SEC);
+	assert_false(rig_pg_pending());
+	rig_close(&c);
+	rig_close(&pg);
+	rig_close(&pg2);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_client_idle_timeout, rig_teardown),
+		cmocka_unit_test_teardown(test_query_wait_timeout, rig_teardown),
+		cmocka_unit_test_teardown(test_idle_transaction_timeout, rig_teardown),
+		cmocka_unit_test_teardown(test_query_timeout, rig_teardown),
+		cmocka_unit_test_teardown(test_transaction_timeout, rig_teardown),
+		cmocka_unit_test_teardown(test_client_login_timeout, rig_teardown),
+		cmocka_unit_test_teardown(test_server_idle_timeout, rig_teardown),
+		cmocka_unit_test_teardown(test_server_lifetime, rig_teardown),
+		cmocka_unit_test_teardown(test_server_connect_timeout, rig_teardown),
+		cmocka_unit_test_teardown(test_reserve_pool, rig_teardown),
+		cmocka_unit_test_teardown(test_min_pool_size, rig_teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,208 @@
+/* pgcrew — unit tests for pool policy (pool.c) on the session rig: when a
+ * server goes back to the pool in each pool mode, the first-come
+ * first-served queue of waiting clients, pool_size and the reserve pool,
+ * idle servers reused newest first, and the link invariant at each step. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "link.h"
+#include "pool.h"
+#include "rig.h"
+#include "world.h"
+
+static const char *const DBS = "db = @PG@ dbname=db\n";
+
+static void assert_linked(struct client *c)
+{
+	assert_non_null(c->link);
+	assert_ptr_equal(c->link->link, c);
+	assert_int_equal(c->link->state, SERVER_ACTIVE);
+	assert_int_equal(c->state, CLIENT_ACTIVE);
+}
+
+static void test_transaction_mode(void **state)
+{
+	struct peer c, pg;
+	(void)state;
+	rig_start("pool_mode = transaction", DBS);
+	rig_login_first(&c, &pg, 11);
+	struct pool *p = rig_pool("db", "alice");
+	assert_int_equal(p->n_idle, 1);
+	struct client *cl = rig_client_of(&c);
+	assert_null(cl->link);
+
+	/* Inside a transaction the server stays with the client... */
+	rig_round_trip(&c, &pg, "BEGIN", 'T');
+	assert_linked(cl);
+	assert_int_equal(p->n_active, 1);
+	assert_int_equal(p->n_idle, 0);
+	/* ...and goes back to the pool when it ends. */
+	rig_round_trip(&c, &pg, "COMMIT", 'I');
+	assert_null(cl->link);
+	assert_int_equal(p->n_idle, 1);
+	assert_int_equal(p->n_active, 0);
+	/* A failed transaction ('E') still holds it. */
+	rig_round_trip(&c, &pg, "BEGIN", 'T');
+	rig_round_trip(&c, &pg, "SELECT broken", 'E');
+	assert_linked(cl);
+	rig_round_trip(&c, &pg, "ROLLBACK", 'I');
+	assert_null(cl->link);
+	assert_int_equal(p->stats.xact_count, 2);
+	rig_close(&c);
+	rig_close(&pg);
+}
+
+static void test_session_mode(void **state)
+{
+	struct peer c, pg;
+	struct msg m;
+	(void)state;
+	rig_start("pool_mode = session", DBS);
+	rig_login_first(&c, &pg, 12);
+	struct pool *p = rig_pool("db", "alice");
+	struct client *cl = rig_client_of(&c);
+	rig_round_trip(&c, &pg, "SELECT 1", 'I');
+	/* The session keeps its server between transactions. */
+	assert_linked(cl);
+	struct server *sv = cl->link;
+	rig_round_trip(&c, &pg, "SELECT 2", 'I');
+	assert_ptr_equal(cl->link, sv);
+	/* The client leaves: the server is reset before it is pooled again. */
+	rig_send(&c, 'X', NULL, 0);
+	rig_expect(&pg, 'Q', &m);
+	assert_string_equal((const char *)m.body, "DISCARD ALL");
+	assert_int_equal(sv->state, SERVER_TESTED);
+	assert_null(sv->link);
+	rig_send_done(&pg, "DISCARD ALL", 'I');
+	rig_pump();
+	assert_int_equal(sv->state, SERVER_IDLE);
+	assert_int_equal(p->n_idle, 1);
+	assert_int_equal(p->n_active_clients, 0);
+	rig_close(&c);
+	rig_close(&pg);
+}
+
+static void test_statement_mode(void **state)
+{
+	struct peer c, pg;
+	char err[256];
+	(void)state;
+	rig_start("pool_mode = statement", DBS);
+	rig_login_first(&c, &pg, 13);
+	struct pool *p = rig_pool("db", "alice");
+	struct client *cl = rig_client_of(&c);
+	rig_round_trip(&c, &pg, "SELECT 1", 'I');
+	assert_null(cl->link);
+	assert_int_equal(p->n_idle, 1);
+	/* A transaction block costs the client its connection. */
+	rig_send_query(&c, "BEGIN");
+	rig_expect(&pg, 'Q', NULL);
+	rig_send_done(&pg, "BEGIN", 'T');
+	rig_expect(&c, 'C', NULL);
+	rig_expect_eof(&c, err, sizeof(err));
+	assert_string_equal(err, "transaction blocks not allowed in statement pooling mode");
+	rig_close(&c);
+	rig_close(&pg);
+}
+
+/* pool_size = 1: three clients want the one server; they get it in the
+ * order they asked, each when the one before it ends its transaction. */
+static void test_fifo(void **state)
+{
+	struct peer a, b, c, pg;
+	struct msg m;
+	(void)state;
+	rig_start("pool_mode = transaction\ndefault_pool_size = 1", DBS);
+	rig_login_first(&a, &pg, 14);
+	rig_login(&b);
+	rig_login(&c);
+	struct pool *p = rig_pool("db", "alice");
+
+	rig_round_trip(&a, &pg, "BEGIN", 'T');
+	rig_send_query(&c, "SELECT 'c'");      /* c asks before b */
+	rig_send_query(&b, "SELECT 'b'");
+	rig_expect_nothing(&pg);
+	assert_int_equal(p->n_waiting_clients, 2);
+	assert_int_equal(rig_client_of(&c)->state, CLIENT_WAITING);
+	assert_false(rig_pg_pending());        /* pool_size: no second server */
+
+	rig_round_trip(&a, &pg, "COMMIT", 'I');
+	rig_expect(&pg, 'Q', &m);
+	assert_string_equal((const char *)m.body, "SELECT 'c'");
+	assert_linked(rig_client_of(&c));
+	assert_int_equal(rig_client_of(&b)->state, CLIENT_WAITING);
+	rig_send_done(&pg, "SELECT 1", 'I');
+	rig_expect(&c, 'C', NULL);
+	rig_expect(&c, 'Z', NULL);
+	rig_expect(&pg, 'Q', &m);
+	assert_string_equal((const char *)m.body, "SELECT 'b'");
+	rig_send_done(&pg, "SELECT 1", 'I');
+	rig_expect(&b, 'C', NULL);
+	rig_expect(&b, 'Z', NULL);
+	assert_int_equal(p->n_waiting_clients, 0);
+	assert_int_equal(p->n_idle, 1);
+	assert_int_equal(p->stats.server_assignment_count, 3);
+	rig_close(&a);
+	rig_close(&b);
+	rig_close(&c);
+	rig_close(&pg);
+}
+
+/* A second concurrent transaction opens a second server (pool_size 2); a
+ * third waits. Released servers are reused newest first. */
+static void test_pool_size(void **state)
+{
+	struct peer a, b, c, pg1, pg2;
+	(void)state;
+	rig_start("pool_mode = transaction\ndefault_pool_size = 2", DBS);
+	rig_login_first(&a, &pg1, 21);
+	rig_login(&b);
+	rig_login(&c);
+	struct pool *p = rig_pool("db", "alice");
+
+	rig_round_trip(&a, &pg1, "BEGIN", 'T');
+	rig_send_query(&b, "BEGIN");
+	rig_pg_accept(&pg2);
+	rig_pg_login(&pg2, 22, 1);
+	rig_expect(&pg2, 'Q', NULL);
+	rig_send_done(&pg2, "BEGIN", 'T');
+	rig_expect(&b, 'C', NULL);
+	rig_expect(&b, 'Z', NULL);
+	assert_int_equal(p->n_active, 2);
+	rig_send_query(&c, "SELECT 1");
+	assert_false(rig_pg_pending());
+	assert_int_equal(rig_client_of(&c)->state, CLIENT_WAITING);
+
+	/* b's server comes back first and goes to c. */
+	rig_send_query(&b, "COMMIT");
+	rig_expect(&pg2, 'Q', NULL);
+	rig_send_done(&pg2, "COMMIT", 'I');
+	rig_expect(&pg2, 'Q', NULL);
+	rig_send_done(&pg2, "SELECT 1", 'I');
+	rig_expect(&c, 'C', NULL);
+	rig_round_trip(&a, &pg1, "COMMIT", 'I');
+	assert_int_equal(p->n_idle, 2);
+	/* Newest first: the server a just released serves the next request. */
+	rig_round_trip(&b, &pg1, "SELECT 3", 'I');
+	rig_close(&a);
+	rig_close(&b);
+	rig_close(&c);
+	rig_close(&pg1);
+	rig_close(&pg2);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_transaction_mode, rig_teardown),
+		cmocka_unit_test_teardown(test_session_mode, rig_teardown),
+		cmocka_unit_test_teardown(test_statement_mode, rig_teardown),
+		cmocka_unit_test_teardown(test_fifo, rig_teardown),
+		cmocka_unit_test_teardown(test_pool_size, rig_teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,278 @@
+/* pgcrew — unit tests for the server state machine (server.c) on the
+ * session rig: login -> idle -> active -> tested (reset, check) -> idle,
+ * the server's side of authentication, and the ways out: a refused login
+ * (and the cached error for the next client), a crash mid-query, data
+ * from an idle server, a broken ReadyForQuery, an internal query that
+ * leaves a transaction open. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "auth/md5.h"
+#include "pool.h"
+#include "rig.h"
+#include "world.h"
+
+static const char *const DBS = "db = @PG@ dbname=realdb\n";
+
+/* The value of key in a startup packet's parameters, or NULL. */
+static const char *startup_param(const struct msg *m, const char *key)
+{
+	size_t i = 4;
+	while (i < m->len && m->body[i]) {
+		const char *k = (const char *)m->body + i;
+		const char *v = k + strlen(k) + 1;
+		if (strcmp(k, key) == 0)
+			return v;
+		i = (size_t)(v + strlen(v) + 1 - (const char *)m->body);
+	}
+	return NULL;
+}
+
+static void send_auth(struct peer *pg, uint32_t code, const void *extra, size_t len)
+{
+	uint8_t b[64] = { 0, 0, 0, (uint8_t)code };
+	if (len)
+		memcpy(b + 4, extra, len);
+	rig_send(pg, 'R', b, 4 + len);
+}
+
+/* The pooler logs in as the pool's user to dbname, answering an MD5
+ * challenge with auth_file's password; then the server is idle. */
+static void test_login_md5(void **state)
+{
+	struct peer c, pg;
+	struct msg m;
+	static const uint8_t salt[4] = { 1, 2, 3, 4 };
+	char hash[36], want[36];
+	(void)state;
+	rig_start("", DBS);
+	rig_client(&c, "alice", "db");
+	rig_pg_accept(&pg);
+	struct pool *p = rig_pool("db", "alice");
+	struct server *sv = container_of(p->login_servers.next, struct server, node);
+	assert_int_equal(p->n_login, 1);
+	assert_int_equal(sv->state, SERVER_LOGIN);
+	rig_read_startup(&pg, &m);
+	assert_string_equal(startup_param(&m, "user"), "alice");
+	assert_string_equal(startup_param(&m, "database"), "realdb");
+	send_auth(&pg, 5, salt, 4);
+	rig_expect(&pg, 'p', &m);
+	md5_password_hash("alice", "secret", hash);
+	md5_salted(hash, salt, want);
+	assert_string_equal((const char *)m.body, want);
+	send_auth(&pg, 0, NULL, 0);
+	assert_int_equal(sv->state, SERVER_LOGIN);    /* until ReadyForQuery */
+	rig_send(&pg, 'S', "TimeZone\0UTC", 13);
+	rig_send(&pg, 'K', "\0\0\0\7\0\0\0\10", 8);
+	rig_send(&pg, 'Z', "I", 1);
+	rig_client_welcome(&c, NULL, NULL);
+	assert_int_equal(sv->be_pid, 7);
+	assert_int_equal(sv->be_key, 8);
+	assert_int_equal(sv->state, SERVER_IDLE);
+	assert_int_equal(p->n_login, 0);
+	assert_int_equal(p->n_idle, 1);
+	rig_close(&c);
+	rig_close(&pg);
+}
+
+/* PostgreSQL refuses the login: the waiting client is told, the server
+ * closed, and the next client within server_login_retry gets the cached
+ * error without a new connection. */
+static void test_login_refused(void **state)
+{
+	struct peer a, b, pg;
+	char err[512];
+	static const char fatal[] = "SFATAL\0VFATAL\0C28P01\0Mpassword authentication failed for user \"alice\"\0";
+	(void)state;
+	rig_start("server_login_retry = 30", DBS);
+	rig_client(&a, "alice", "db");
+	rig_pg_accept(&pg);
+	struct msg m;
+	rig_read_startup(&pg, &m);
+	rig_send(&pg, 'E', fatal, sizeof(fatal));
+	rig_expect_eof(&a, err, sizeof(err));
+	assert_string_equal(err, "password authentication failed for user \"alice\"");
+	rig_expect_eof(&pg, NULL, 0);
+	struct pool *p = rig_pool("db", "alice");
+	assert_int_equal(p->n_login + p->n_idle, 0);
+	assert_string_equal(p->login_error_code, "28P01");
+
+	rig_client(&b, "alice", "db");
+	rig_expect_eof(&b, err, sizeof(err));
+	assert_string_equal(err, "server login has been failing, cached error: password authentication "
+				 "failed for user \"alice\" (server_login_retry)");
+	assert_false(rig_pg_pending());
+	/* After server_login_retry a login is tried again. */
+	rig_advance(31 * 1000000ULL);
+	rig_close(&b);
+	rig_login_first(&b, &pg, 3);
+	rig_close(&a);
+	rig_close(&b);
+	rig_close(&pg);
+}
+
+/* The server goes away mid-query: its client is told and closed. */
+static void test_crash(void **state)
+{
+	struct peer c, pg;
+	char err[256];
+	(void)state;
+	rig_start("pool_mode = transaction", DBS);
+	rig_login_first(&c, &pg, 9);
+	rig_send_query(&c, "SELECT pg_sleep(10)");
+	rig_expect(&pg, 'Q', NULL);
+	rig_close(&pg);
+	rig_expect_eof(&c, err, sizeof(err));
+	assert_string_equal(err, "server conn crashed?");
+	struct pool *p = rig_pool("db", "alice");
+	assert_int_equal(p->n_active + p->n_idle, 0);
+	assert_int_equal(W->n_clients, 0);
+	rig_close(&c);
+}
+
+/* An idle server may send notices and parameter changes; anything else
+ * means it is broken and it is closed. */
+static void test_idle_server_data(void **state)
+{
+	struct peer c, pg;
+	(void)state;
+	rig_start("pool_mode = transaction", DBS);
+	rig_login_first(&c, &pg, 9);
+	struct pool *p = rig_pool("db", "alice");
+	rig_send(&pg, 'N', "SNOTICE\0Mhello\0", 16);
+	rig_send(&pg, 'S', "TimeZone\0UTC", 13);
+	assert_int_equal(p->n_idle, 1);
+	rig_send(&pg, 'C', "SELECT 1", 9);
+	rig_expect(&pg, 'X', NULL);      /* polite Terminate */
+	rig_expect_eof(&pg, NULL, 0);
+	assert_int_equal(p->n_idle, 0);
+	/* The client is not hurt: its next query gets a new server. */
+	rig_send_query(&c, "SELECT 2");
+	rig_pg_accept(&pg);
+	rig_pg_login(&pg, 10, 10);
+	rig_expect(&pg, 'Q', NULL);
+	rig_send_done(&pg, "SELECT 1", 'I');
+	rig_expect(&c, 'C', NULL);
+	rig_close(&c);
+	rig_close(&pg);
+}
+
+static void test_bad_ready_for_query(void **state)
+{
+	struct peer c, pg;
+	char err[256];
+	(void)state;
+	rig_start("pool_mode = transaction", DBS);
+	rig_login_first(&c, &pg, 9);
+	rig_send_query(&c, "SELECT 1");
+	rig_expect(&pg, 'Q', NULL);
+	rig_send(&pg, 'Z', "II", 2);
+	rig_expect_eof(&c, err, sizeof(err));
+	assert_string_equal(err, "server conn crashed?");
+	rig_close(&c);
+	rig_close(&pg);
+}
+
+/* Session mode: the reset query after the client leaves; one that leaves a
+ * transaction open costs the server. */
+static void test_reset_left_open(void **state)
+{
+	struct peer c, pg;
+	struct msg m;
+	(void)state;
+	rig_start("pool_mode = session\nserver_reset_query = ROLLBACK; DISCARD ALL", DBS);
+	rig_login_first(&c, &pg, 9);
+	rig_send_query(&c, "SELECT 1");
+	rig_expect(&pg, 'Q', NULL);
+	rig_send_done(&pg, "SELECT 1", 'I');
+	rig_expect(&c, 'C', NULL);
+	rig_expect(&c, 'Z', NULL);
+	struct server *sv = rig_client_of(&c)->link;
+	rig_close(&c);
+	rig_expect(&pg, 'Q', &m);
+	assert_string_equal((const char *)m.body, "ROLLBACK; DISCARD ALL");
+	assert_int_equal(sv->state, SERVER_TESTED);
+	rig_send_done(&pg, "BEGIN", 'T');
+	rig_expect_eof(&pg, NULL, 0);
+	struct pool *p = rig_pool("db", "alice");
+	assert_int_equal(p->n_idle + p->n_tested, 0);
+}
+
+/* server_check_delay = 0: a server that has served a client is checked
+ * with server_check_query before the next one gets it. */
+static void test_check_query(void **state)
+{
+	struct peer c, pg;
+	struct msg m;
+	(void)state;
+	rig_start("pool_mode = transaction\nserver_check_delay = 0\nserver_check_query = select 1", DBS);
+	rig_login_first(&c, &pg, 9);
+	rig_send_query(&c, "SELECT 'first'");
+	rig_expect(&pg, 'Q', &m);
+	assert_string_equal((const char *)m.body, "SELECT 'first'");
+	rig_send_done(&pg, "SELECT 1", 'I');
+	rig_expect(&c, 'C', NULL);
+	rig_expect(&c, 'Z', NULL);
+	rig_send_query(&c, "SELECT 'second'");
+	rig_expect(&pg, 'Q', &m);
+	assert_string_equal((const char *)m.body, "select 1");
+	struct pool *p = rig_pool("db", "alice");
+	assert_int_equal(p->n_tested, 1);
+	assert_int_equal(rig_client_of(&c)->state, CLIENT_WAITING);
+	rig_send_done(&pg, "SELECT 1", 'I');
+	rig_expect(&pg, 'Q', &m);
+	assert_string_equal((const char *)m.body, "SELECT 'second'");
+	assert_int_equal(p->n_active, 1);
+	rig_close(&c);
+	rig_close(&pg);
+}
+
+/* A client whose TimeZone differs from the server's gets a SET on the
+ * server first (SI_SETVARS); the server stays active for it meanwhile. */
+static void test_setvars(void **state)
+{
+	struct peer a, b, pg;
+	struct msg m;
+	static const char *const tz[] = { "TimeZone", "Europe/Paris", NULL };
+	(void)state;
+	rig_start("pool_mode = transaction", DBS);
+	rig_login_first(&a, &pg, 9);
+	rig_client_raw(&b);
+	rig_send_startup_with(&b, "alice", "db", tz);
+	rig_client_welcome(&b, NULL, NULL);
+	rig_send_query(&b, "SELECT now()");
+	rig_expect(&pg, 'Q', &m);
+	assert_non_null(strstr((const char *)m.body, "Europe/Paris"));
+	struct server *sv = rig_client_of(&b)->link;
+	assert_non_null(sv);
+	assert_int_equal(sv->state, SERVER_ACTIVE);
+	assert_int_equal(sv->internal, SI_SETVARS);
+	rig_send(&pg, 'S', "TimeZone\0Europe/Paris", 22);
+	rig_send_done(&pg, "SET", 'I');
+	rig_expect(&pg, 'Q', &m);
+	assert_string_equal((const char *)m.body, "SELECT now()");
+	rig_send_done(&pg, "SELECT 1", 'I');
+	rig_expect(&b, 'C', NULL);
+	rig_close(&a);
+	rig_close(&b);
+	rig_close(&pg);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_login_md5, rig_teardown),
+		cmocka_unit_test_teardown(test_login_refused, rig_teardown),
+		cmocka_unit_test_teardown(test_crash, rig_teardown),
+		cmocka_unit_test_teardown(test_idle_server_data, rig_teardown),
+		cmocka_unit_test_teardown(test_bad_ready_for_query, rig_teardown),
+		cmocka_unit_test_teardown(test_reset_left_open, rig_teardown),
+		cmocka_unit_test_teardown(test_check_query, rig_teardown),
+		cmocka_unit_test_teardown(test_setvars, rig_teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
