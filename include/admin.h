@@ -6,6 +6,8 @@
 #include "objects.h"
 #include "proto/startup.h"
 
+struct world;
+
 /* The worker's start: client.c learns how console clients log in, are
  * welcomed, served and freed (client_set_console). */
 void admin_register(void);
@@ -18,9 +20,9 @@ enum stream_action admin_on_pkt(struct client *c, const struct pkt_hdr *h,
 void admin_free(void);
 /* Several workers: run a console command here for another worker's client;
  * and, for our own client, the other workers' answers. */
-void admin_remote_run(uint32_t fanid, const char *text, size_t len);
-void admin_fanout_part(uint32_t reqid, const uint8_t *data, size_t len);
-void admin_fanout_done(uint32_t reqid, const char *err, size_t len);
+void admin_remote_run(struct world *w, uint32_t fanid, const char *text, size_t len);
+void admin_fanout_part(struct world *w, uint32_t reqid, const uint8_t *data, size_t len);
+void admin_fanout_done(struct world *w, uint32_t reqid, const char *err, size_t len);
 /* The client goes away while it waits. */
 void admin_fanout_free(struct client *c);
 /* How a view's rows from several workers merge (rowmerge.h), NULL: they

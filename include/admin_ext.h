@@ -8,6 +8,7 @@
 #include "objects.h"
 
 struct pktbuf;
+struct world;
 
 enum stream_action admin_ext_message(struct client *c, uint8_t type, const uint8_t *body, size_t len);
 void admin_ext_free(struct client *c);
@@ -22,6 +23,6 @@ void admin_ext_encode_rows(struct pktbuf *pb, const uint8_t *buf, size_t len, bo
 /* admin.c */
 enum stream_action admin_run_text(struct client *c, char *sql, bool header, const int16_t *formats,
 				  int n_formats, bool *failed);
-bool admin_describe(const char *text, struct pktbuf *pb);
+bool admin_describe(struct world *w, const char *text, struct pktbuf *pb);
 
 #endif

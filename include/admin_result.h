@@ -12,7 +12,10 @@
 #define OID_INT4 23
 #define OID_TEXT 25
 
+struct world;
+
 struct result {
+	struct world *world;            /* whose objects it shows */
 	struct pktbuf pb;
 	int ncols;
 	int nrows;

@@ -15,7 +15,7 @@ struct client *cancel_find(uint32_t pid, uint32_t key);
 /* A CancelRequest arrived (the caller closes its connection afterwards):
  * sent on if its target is running a query, here, on another worker or on
  * a [peers] instance. */
-void cancel_handle_request(uint32_t pid, uint32_t key);
+void cancel_handle_request(struct world *w, uint32_t pid, uint32_t key);
 /* The server code's callback for a server whose cancels are all answered
  * while it waited for them (SERVER_BEING_CANCELED). */
 void cancel_set_server_done(void (*fn)(struct server *sv));
@@ -26,7 +26,7 @@ bool cancel_send(struct server *sv);
 /* The server is being freed: in-flight requests forget it. */
 void cancel_server_gone(struct server *sv);
 /* cancel_wait_timeout */
-void cancel_janitor(usec_t now);
+void cancel_janitor(struct world *w, usec_t now);
 /* The client's request has just gone to its server after a cancel came
  * while it waited: cancel it there in a moment. */
 void cancel_after_send(struct client *c);

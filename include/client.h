@@ -7,7 +7,7 @@
 #include "objects.h"
 #include "log.h"
 
-void client_accept(int fd, bool is_unix);
+void client_accept(struct world *w, int fd, bool is_unix);
 void client_set_state(struct client *c, enum client_state st);
 const char *client_state_name(enum client_state st);
 

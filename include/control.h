@@ -11,6 +11,7 @@
 #include "types.h"
 
 struct server;
+struct world;
 
 enum ctl_cmd {
 	CTL_PAUSE, CTL_RESUME, CTL_DISABLE, CTL_ENABLE, CTL_KILL, CTL_KILL_CLIENT,
@@ -24,13 +25,13 @@ const char *ctl_name(enum ctl_cmd cmd);        /* "PAUSE", ... (the command tag)
 bool ctl_parse(const char *text, enum ctl_cmd *cmd, const char **arg);
 /* Carry it out here. CTL_LATER: the answer (IPC_ADMIN_DONE for fanid)
  * follows from control_janitor(). err gets the text for ERROR/NOT_HERE. */
-enum ctl_result control_apply(enum ctl_cmd cmd, const char *arg, uint32_t fanid, char *err, size_t len);
+enum ctl_result control_apply(struct world *world, enum ctl_cmd cmd, const char *arg, uint32_t fanid, char *err, size_t len);
 /* Janitor tick: answer PAUSE/WAIT_CLOSE whose servers are gone, SUSPEND
  * once flushed (closing what is not after suspend_timeout). */
-void control_janitor(void);
+void control_janitor(struct world *world);
 void control_free(void);
 /* RESUME without a database (also SIGUSR2): undo PAUSE and SUSPEND. */
-void control_resume_all(void);
+void control_resume_all(struct world *world);
 
 /* The console's SET key = value / SET key TO 'value'. Parse; then apply to
  * a config (reloadable keys only), err naming the reason. The supervisor

@@ -3,9 +3,11 @@
 #ifndef PGCREW_JANITOR_H
 #define PGCREW_JANITOR_H
 
-void janitor_start(void);
-void janitor_stop(void);
+struct world;
+
+void janitor_start(struct world *w);
+void janitor_stop(struct world *w);
 /* One walk of the lists, as the timer makes every JANITOR_PERIOD_USEC. */
-void janitor_pass(void);
+void janitor_pass(struct world *w);
 
 #endif

@@ -52,8 +52,11 @@ enum server_internal {
 	SI_ROLE_QUERY,          /* target_session_attrs on PostgreSQL < 14, then login goes on */
 };
 
+struct world;
+
 struct database {
 	struct list node;                 /* worker.databases */
+	struct world *world;              /* the registry it is in */
 	char name[NAME_MAX_LEN];
 	char dbname[NAME_MAX_LEN];        /* name on the server */
 	char **hosts; int n_hosts;        /* host list (NULL entry = default unix dir) */
@@ -113,6 +116,7 @@ struct pool_stats {
 
 struct pool {
 	struct list node;                 /* worker.pools */
+	struct world *world;
 	struct database *db;
 	struct puser *user;               /* the server-side user */
 	struct list active_clients;       /* CLIENT_ACTIVE */
@@ -161,6 +165,7 @@ struct client {
 	struct list all_node;             /* worker.all_clients */
 	enum client_state state;
 	enum replication repl;            /* replication= of its startup packet */
+	struct world *world;
 	uint64_t id;
 	struct stream s;
 	struct pool *pool;
@@ -214,6 +219,7 @@ struct server {
 	struct list all_node;             /* worker.all_servers */
 	enum server_state state;
 	uint64_t id;
+	struct world *world;
 	struct stream s;
 	struct pool *pool;
 	struct client *link;

@@ -15,18 +15,18 @@ struct slot_req;
 struct pool_want;
 struct login_failure;
 
-struct database *pool_find_db(const char *name);
+struct database *pool_find_db(struct world *w, const char *name);
 /* Find, or create from the "*" template. NULL if neither. */
-struct database *pool_get_db(const char *name);
+struct database *pool_get_db(struct world *w, const char *name);
 /* The console's pseudo-database (never launches servers). */
-struct database *pool_admin_db(void);
-struct puser *pool_find_user(const char *name);
+struct database *pool_admin_db(struct world *w);
+struct puser *pool_find_user(struct world *w, const char *name);
 /* A user not in auth_file (forced user, auth_type=any): created on demand. */
-struct puser *pool_get_user(const char *name);
+struct puser *pool_get_user(struct world *w, const char *name);
 /* Only a user object this worker already has (no auth_file lookup). */
-struct puser *pool_find_user_here(const char *name);
+struct puser *pool_find_user_here(struct world *w, const char *name);
 /* u as pool_get_user would make it, without keeping it (SHOW USERS). */
-void pool_user_defaults(struct puser *u, const char *name);
+void pool_user_defaults(struct world *w, struct puser *u, const char *name);
 struct pool *pool_get(struct database *db, struct puser *user);
 
 /* Effective settings of a pool (db/user overrides, then globals). */
@@ -38,7 +38,7 @@ static inline int pool_mode_of(const struct pool *p)
 		return p->user->pool_mode;
 	if (p->db->pool_mode >= 0)
 		return p->db->pool_mode;
-	return W->cfg->pool_mode;
+	return p->world->cfg->pool_mode;
 }
 int pool_size_of(const struct pool *p);
 int pool_reserve_of(const struct pool *p);
@@ -61,15 +61,15 @@ void pool_server_ready(struct server *sv);
 void pool_launch_needed(struct pool *p);
 
 /* Several workers: answers of the supervisor's slot ledger (ledger.h). */
-void pool_slot_answer(const struct slot_req *r, uint32_t why, bool granted);
+void pool_slot_answer(struct world *w, const struct slot_req *r, uint32_t why, bool granted);
 /* The request `why` was answered (granted, denied, or by a server moved in). */
 void pool_slot_taken(struct pool *p, uint32_t why);
-struct pool *pool_find_names(const char *db, const char *user);
+struct pool *pool_find_names(struct world *w, const char *db, const char *user);
 /* The same, made as a client's login would (NULL: no such database). */
-struct pool *pool_get_names(const char *db, const char *user);
+struct pool *pool_get_names(struct world *w, const char *db, const char *user);
 /* SHUTDOWN WAIT_FOR_SERVERS: every client queued for a server is told why
  * and closed. */
-void pool_refuse_waiters(const char *why);
+void pool_refuse_waiters(struct world *w, const char *why);
 /* Online restart: a client and its session server linked as they were
  * in the old process, and unlinked there as they leave. */
 void pool_link_taken(struct client *c, struct server *sv);
@@ -78,13 +78,13 @@ void pool_unlink_leaving(struct client *c, struct server *sv);
 void pool_wait_line(struct pool *p);
 /* Other workers' clients wait for n servers of this pool, `over` of ours
  * are beyond our fair share: give idle ones up (see pool.c). */
-void pool_slot_wanted(const struct pool_want *w);
+void pool_slot_wanted(struct world *w, const struct pool_want *want);
 /* Janitor: give up servers idle for a while that others want. */
 void pool_give_idle(struct pool *p);
 void pool_slot_release(struct pool *p);
 /* The same by names: the pool may not exist here (a server of a pool this
  * worker does not know, a connection lingering after its pool's reload). */
-void pool_slot_release_names(const char *db, const char *user);
+void pool_slot_release_names(struct world *w, const char *db, const char *user);
 
 /* Server parameters for the welcome of a pool's clients: one not tracked
  * in the varcache; the supervisor's copy for the other workers; its reply. */
@@ -93,15 +93,15 @@ void pool_welcome_param(struct pool *p, const char *k, const char *v);
  * given with pool_welcome_param): clients waiting for it log in. */
 void pool_welcome_set(struct pool *p, const struct varcache *vars);
 void pool_welcome_share(struct pool *p);
-void pool_welcome_answer(const void *payload, size_t len);
+void pool_welcome_answer(struct world *w, const void *payload, size_t len);
 /* A failed server login, told to the other workers; and their telling. */
 void pool_login_failed_share(struct pool *p);
-void pool_login_failed_heard(const struct login_failure *f);
+void pool_login_failed_heard(struct world *w, const struct login_failure *f);
 /* Servers of db were opened with settings that no longer hold. */
 void pool_reconnect_db(struct database *db, const char *why);
 /* Apply a config generation: mark-and-sweep databases and users. */
-void pool_apply_config(const struct config *cfg);
-void pool_free_all(void);
+void pool_apply_config(struct world *w, const struct config *cfg);
+void pool_free_all(struct world *w);
 
 /* The pool's login failed (here, or another worker's, heard): clients
  * waiting only for a login (none still under way) learn why at once. */

@@ -6,6 +6,8 @@
 #ifndef PGCREW_SERVER_MOVE_H
 #define PGCREW_SERVER_MOVE_H
 
+struct world;
+
 #include "ipc.h"
 #include "objects.h"
 
@@ -21,12 +23,12 @@ bool server_send(struct server *sv, enum ipc_type type, uint32_t reqid, const st
  * worker, idle and reading, in its pool (created when new_pool, as for a
  * new process). NULL when it cannot be taken (closed; slot given back). */
 struct handover_rec;
-struct server *server_received(const void *payload, size_t len, int fd, bool new_pool,
+struct server *server_received(struct world *w, const void *payload, size_t len, int fd, bool new_pool,
 			       struct handover_rec *h);
 /* Servers this worker took over from others, and gave to others. */
 void server_moves(uint64_t *in, uint64_t *out);
 /* IPC_SERVER_FD: a server arrives (from another worker, or back from the
  * supervisor with IPC_SERVER_BACK_*); reqid is the slot request it answers. */
-void server_arrived(uint32_t reqid, const void *payload, size_t len, int fd);
+void server_arrived(struct world *w, uint32_t reqid, const void *payload, size_t len, int fd);
 
 #endif

@@ -6,11 +6,12 @@
 #include "shm.h"
 
 struct pool_stats;
+struct world;
 
-void stats_start(void);
-void stats_stop(void);
+void stats_start(struct world *w);
+void stats_stop(struct world *w);
 /* Pools' new counts into shared memory (the janitor, SHOW STATS). */
-void stats_flush(void);
+void stats_flush(struct world *w);
 void stats_free(void);
 void stats_to_array(const struct pool_stats *s, uint64_t a[SHM_STATS]);
 

@@ -12,6 +12,10 @@
 
 #include "world.h"
 
+/* This process's world: read by the worker loop only; everything below
+ * is given it (world.h). */
+extern struct world *W;
+
 /* Runs the worker in the current (forked) process; never returns. */
 void worker_main(int id, struct config *cfg, int ipc_fd, struct listen_set *ls) NORETURN;
 

@@ -1,8 +1,9 @@
 /* pgcrew — the world a worker's sessions live in: the registry of
  * databases, users, pools and connections, the configuration in force, TLS
  * and HBA, the flags, the event base and the channel to the supervisor.
- * One `W` per process; the worker loop (worker.c) builds it and registers
- * the hooks below, a unit test can build its own. */
+ * Passed in: every session object points to its world, and entry points
+ * take it. The worker loop (worker.c) builds one per process and registers
+ * the hooks below; a unit test builds its own. */
 #ifndef PGCREW_WORLD_H
 #define PGCREW_WORLD_H
 
@@ -13,6 +14,7 @@
 
 struct config;
 struct event_base;
+struct world_hooks;
 struct tls_ctx;
 
 struct world {
@@ -46,24 +48,22 @@ struct world {
 	struct hba *hba;                 /* auth_type = hba: the rules, NULL = reject all */
 	struct hba_ident *hba_ident;
 	uint8_t secret[32];              /* per-process random: cancel keys, mock salts */
+	const struct world_hooks *hooks;
 };
-
-extern struct world *W;
-
-/* An empty world of slot id: no config, base, TLS or channel yet. */
-void world_init(struct world *w, int id);
 
 /* What the session layer asks of the loop that runs it, registered by
  * worker.c (world_set_hooks); without a hook (unit tests) each does
  * nothing. */
 struct world_hooks {
-	void (*schedule_reap)(void);     /* free justfree objects after this iteration */
-	void (*check_shutdown)(void);    /* clients or servers went away */
-	void (*refresh_config)(void);    /* W->cfg changed in place (console SET) */
+	void (*schedule_reap)(struct world *w);   /* free justfree objects after this iteration */
+	void (*check_shutdown)(struct world *w);  /* clients or servers went away */
+	void (*refresh_config)(struct world *w);  /* w->cfg changed in place (console SET) */
 };
-void world_set_hooks(const struct world_hooks *hooks);
-void world_schedule_reap(void);
-void world_check_shutdown(void);
-void world_refresh_config(void);
+
+/* An empty world of slot id: no config, base, TLS or channel yet. */
+void world_init(struct world *w, int id, const struct world_hooks *hooks);
+void world_schedule_reap(struct world *w);
+void world_check_shutdown(struct world *w);
+void world_refresh_config(struct world *w);
 
 #endif

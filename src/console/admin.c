@@ -41,7 +41,6 @@
 
 #define ADMIN_MAX_QUERY 8192
 
-static struct database *admin_db;
 
 static bool in_list(const char *list, const char *name)
 {
@@ -57,11 +56,9 @@ static bool in_list(const char *list, const char *name)
 	return false;
 }
 
-static struct database *get_admin_db(void)
+static struct database *get_admin_db(struct world *w)
 {
-	if (!admin_db)
-		admin_db = pool_admin_db();
-	return admin_db;
+	return pool_admin_db(w);
 }
 
 /* PgBouncer's rule: user "pgbouncer" connecting over the Unix socket from
@@ -76,7 +73,7 @@ static bool local_admin(const struct client *c)
 
 void admin_client_login(struct client *c, const struct startup_msg *m)
 {
-	const struct config *cfg = W->cfg;
+	const struct config *cfg = c->world->cfg;
 	c->local_admin = local_admin(c);
 	bool admin = c->local_admin || in_list(cfg->admin_users, c->user_name);
 	bool stats = in_list(cfg->stats_users, c->user_name);
@@ -86,14 +83,14 @@ void admin_client_login(struct client *c, const struct startup_msg *m)
 		client_close_sqlstate(c, "08P01", "not allowed");
 		return;
 	}
-	c->db = get_admin_db();
+	c->db = get_admin_db(c->world);
 	if (!c->db) {
 		client_close(c, true, "no such database: pgbouncer");
 		return;
 	}
-	c->login_user = pool_find_user(c->user_name);
+	c->login_user = pool_find_user(c->world, c->user_name);
 	if (!c->login_user && (cfg->auth_type == AUTH_ANY || c->local_admin))
-		c->login_user = pool_get_user(c->user_name);
+		c->login_user = pool_get_user(c->world, c->user_name);
 	c->stats_only = !admin;
 	if (!c->login_user && authquery_applies(c)) {
 		authquery_start(c);       /* client_login_found counts and authenticates */
@@ -265,7 +262,7 @@ static void view_pools(struct result *r)
 			   "pool_mode", "load_balance_hosts"),
 		  TYPES(OID_TEXT, OID_TEXT, OID_INT4, OID_INT4, OID_INT4, OID_INT4, OID_INT4, OID_INT4,
 			OID_INT4, OID_INT4, OID_INT4, OID_INT4, OID_INT4, OID_INT4, OID_INT4, OID_TEXT, OID_TEXT), 17);
-	list_for_each(it, &W->pools) {
+	list_for_each(it, &r->world->pools) {
 		struct pool *p = container_of(it, struct pool, node);
 		int mw = maxwait_us(p, now);
 		res_row(r, "ssiiiiiiiiiiiiiss", p->db->name, p->user->name, p->n_active_clients,
@@ -293,20 +290,20 @@ static void view_databases(struct result *r)
 			   "current_client_connections", "paused", "disabled"),
 		  TYPES(OID_TEXT, OID_TEXT, OID_INT4, OID_TEXT, OID_TEXT, OID_INT4, OID_INT4, OID_INT4,
 			OID_INT4, OID_TEXT, OID_TEXT, OID_INT4, OID_INT4, OID_INT4, OID_INT4, OID_INT4, OID_INT4), 17);
-	list_for_each(it, &W->databases) {
+	list_for_each(it, &r->world->databases) {
 		const struct database *db = container_of(it, struct database, node);
 		if (db->dead)
 			continue;
-		usec_t life = db->server_lifetime >= 0 ? db->server_lifetime : W->cfg->server_lifetime;
+		usec_t life = db->server_lifetime >= 0 ? db->server_lifetime : r->world->cfg->server_lifetime;
 		res_row(r, "ssissiiiissiiiiii", db->name,
-			db->admin ? NULL : (db->hosts[0] ? db->hosts[0] : NULL), db->admin ? W->cfg->listen_port : db->port,
+			db->admin ? NULL : (db->hosts[0] ? db->hosts[0] : NULL), db->admin ? r->world->cfg->listen_port : db->port,
 			db->admin ? "pgbouncer" : db->dbname, db->forced_user,
-			db->pool_size >= 0 ? db->pool_size : W->cfg->default_pool_size, db->min_pool_size,
-			db->reserve_pool_size >= 0 ? db->reserve_pool_size : W->cfg->reserve_pool_size,
+			db->pool_size >= 0 ? db->pool_size : r->world->cfg->default_pool_size, db->min_pool_size,
+			db->reserve_pool_size >= 0 ? db->reserve_pool_size : r->world->cfg->reserve_pool_size,
 			(int)(life / USEC_PER_SEC), db->pool_mode >= 0 ? pool_mode_name((enum pool_mode)db->pool_mode) : NULL,
 			db->n_hosts > 1 ? (db->load_balance ? "round-robin" : "disable") : NULL,
 			db->max_db_connections, db->n_servers,
-			db->admin ? W->cfg->max_db_client_connections : db->max_db_client_connections, db->n_clients,
+			db->admin ? r->world->cfg->max_db_client_connections : db->max_db_client_connections, db->n_clients,
 			db->paused ? 1 : 0, db->disabled ? 1 : 0);
 	}
 }
@@ -323,9 +320,9 @@ static void user_row(struct result *r, const struct puser *u)
 static void unmet_user_row(struct result *r, const char *name)
 {
 	struct puser u;
-	if (pool_find_user_here(name))
+	if (pool_find_user_here(r->world, name))
 		return;
-	pool_user_defaults(&u, name);
+	pool_user_defaults(r->world, &u, name);
 	user_row(r, &u);
 }
 
@@ -337,13 +334,13 @@ static void view_users(struct result *r)
 	res_begin(r, COLS("name", "pool_size", "reserve_pool_size", "pool_mode", "max_user_connections",
 			   "current_connections", "max_user_client_connections", "current_client_connections"),
 		  TYPES(OID_TEXT, OID_INT4, OID_INT4, OID_TEXT, OID_INT4, OID_INT4, OID_INT4, OID_INT4), 8);
-	list_for_each(it, &W->users)
+	list_for_each(it, &r->world->users)
 		user_row(r, container_of(it, struct puser, node));
-	while ((name = userlist_name_at(W->cfg->userlist, &pos)) != NULL)
+	while ((name = userlist_name_at(r->world->cfg->userlist, &pos)) != NULL)
 		unmet_user_row(r, name);
-	for (int i = 0; i < W->cfg->n_users; i++)
-		if (!W->cfg->userlist || !userlist_find(W->cfg->userlist, W->cfg->users[i].name))
-			unmet_user_row(r, W->cfg->users[i].name);
+	for (int i = 0; i < r->world->cfg->n_users; i++)
+		if (!r->world->cfg->userlist || !userlist_find(r->world->cfg->userlist, r->world->cfg->users[i].name))
+			unmet_user_row(r, r->world->cfg->users[i].name);
 }
 
 static void view_config(struct result *r)
@@ -353,7 +350,7 @@ static void view_config(struct result *r)
 		  TYPES(OID_TEXT, OID_TEXT, OID_TEXT, OID_TEXT), 4);
 	for (size_t i = 0; i < settings_count(); i++) {
 		const struct setting *s = settings_get(i);
-		setting_format(W->cfg, s, val, sizeof(val));
+		setting_format(r->world->cfg, s, val, sizeof(val));
 		res_row(r, "ssss", setting_name(s), val, setting_default(s), setting_reloadable(s) ? "yes" : "no");
 	}
 }
@@ -362,18 +359,18 @@ static void view_lists(struct result *r)
 {
 	int n_db = 0, n_users = 0, n_pools = 0, free_cl = 0, used_cl = 0, login = 0, used_sv = 0;
 	struct list *it;
-	list_for_each(it, &W->databases) n_db++;
-	list_for_each(it, &W->users) n_users++;
-	list_for_each(it, &W->pools) n_pools++;
-	list_for_each(it, &W->all_clients) used_cl++;
-	list_for_each(it, &W->login_clients) login++;
-	list_for_each(it, &W->all_servers) used_sv++;
+	list_for_each(it, &r->world->databases) n_db++;
+	list_for_each(it, &r->world->users) n_users++;
+	list_for_each(it, &r->world->pools) n_pools++;
+	list_for_each(it, &r->world->all_clients) used_cl++;
+	list_for_each(it, &r->world->login_clients) login++;
+	list_for_each(it, &r->world->all_servers) used_sv++;
 	res_begin(r, COLS("list", "items"), TYPES(OID_TEXT, OID_INT4), 2);
 	res_row(r, "si", "databases", n_db);
 	res_row(r, "si", "users", n_users);
-	res_row(r, "si", "peers", W->cfg->n_peers);
+	res_row(r, "si", "peers", r->world->cfg->n_peers);
 	res_row(r, "si", "pools", n_pools);
-	res_row(r, "si", "peer_pools", W->cfg->n_peers);
+	res_row(r, "si", "peer_pools", r->world->cfg->n_peers);
 	res_row(r, "si", "free_clients", free_cl);
 	res_row(r, "si", "used_clients", used_cl);
 	res_row(r, "si", "login_clients", login);
@@ -462,14 +459,14 @@ static void stats_rows(struct result *r, enum stats_view v)
 	char name[NAME_MAX_LEN];
 	uint64_t t[SHM_STATS], a[SHM_STATS];
 
-	stats_flush();
+	stats_flush(r->world);
 	stats_header(r, v);
 	for (int i = 0; i < SHM_NAMES; i++) {
 		if (!shm_name_at(i, SHM_DB, name, sizeof(name)))
 			continue;
 		shm_stats_total(i, t);
 		shm_avg_get(i, a);
-		struct database *db = pool_find_db(name);
+		struct database *db = pool_find_db(r->world, name);
 		bool any = false;
 		for (int k = 0; k < SHM_STATS; k++)
 			any |= t[k] != 0;
@@ -493,7 +490,7 @@ static void view_totals(struct result *r)
 	uint64_t t[SHM_STATS], a[SHM_STATS], tot[SHM_STATS] = { 0 }, avg[SHM_STATS] = { 0 };
 	uint64_t weight[SHM_STATS] = { 0 };
 
-	stats_flush();
+	stats_flush(r->world);
 	for (int i = 0; i < SHM_NAMES; i++) {
 		if (!shm_name_at(i, SHM_DB, name, sizeof(name)))
 			continue;
@@ -525,9 +522,9 @@ static void view_totals(struct result *r)
 static void view_state(struct result *r)
 {
 	res_begin(r, COLS("key", "value"), TYPES(OID_TEXT, OID_TEXT), 2);
-	res_row(r, "ss", "active", W->paused || W->suspended ? "no" : "yes");
-	res_row(r, "ss", "paused", W->paused ? "yes" : "no");
-	res_row(r, "ss", "suspended", W->suspended ? "yes" : "no");
+	res_row(r, "ss", "active", r->world->paused || r->world->suspended ? "no" : "yes");
+	res_row(r, "ss", "paused", r->world->paused ? "yes" : "no");
+	res_row(r, "ss", "suspended", r->world->suspended ? "yes" : "no");
 }
 
 static void dns_row(void *arg, const char *host, int64_t ttl_left_usec, const char *addrs)
@@ -549,7 +546,7 @@ static void view_dns_zones(struct result *r)
 
 static void view_peers(struct result *r)
 {
-	const struct config *cfg = W->cfg;
+	const struct config *cfg = r->world->cfg;
 	res_begin(r, COLS("peer_id", "host", "port", "pool_size"),
 		  TYPES(OID_INT4, OID_TEXT, OID_INT4, OID_INT4), 4);
 	for (int i = 0; i < cfg->n_peers; i++) {
@@ -568,7 +565,7 @@ static void view_hosts(struct result *r)
 	usec_t now = util_monotonic();
 	res_begin(r, COLS("database", "host", "port", "target_session_attrs", "role", "skipped_ms"),
 		  TYPES(OID_TEXT, OID_TEXT, OID_INT4, OID_TEXT, OID_TEXT, OID_INT8), 6);
-	list_for_each(it, &W->databases) {
+	list_for_each(it, &r->world->databases) {
 		struct database *db = container_of(it, struct database, node);
 		if (db->admin || db->dead)
 			continue;
@@ -583,7 +580,7 @@ static void view_hosts(struct result *r)
 
 static void view_peer_pools(struct result *r)
 {
-	const struct config *cfg = W->cfg;
+	const struct config *cfg = r->world->cfg;
 	res_begin(r, COLS("peer_id", "cl_active_cancel_req", "cl_waiting_cancel_req", "sv_active_cancel",
 			  "sv_login"),
 		  TYPES(OID_INT4, OID_INT4, OID_INT4, OID_INT4, OID_INT4), 5);
@@ -599,8 +596,8 @@ static void view_workers(struct result *r)
 	struct rusage ru;
 	int n_servers = 0, n_pools = 0;
 	struct list *it;
-	list_for_each(it, &W->all_servers) n_servers++;
-	list_for_each(it, &W->pools) n_pools++;
+	list_for_each(it, &r->world->all_servers) n_servers++;
+	list_for_each(it, &r->world->pools) n_pools++;
 	getrusage(RUSAGE_SELF, &ru);
 	uint64_t in, out;
 	server_moves(&in, &out);
@@ -608,10 +605,10 @@ static void view_workers(struct result *r)
 			  "restarts", "servers_moved_in", "servers_moved_out"),
 		  TYPES(OID_INT4, OID_INT4, OID_INT4, OID_INT4, OID_INT4, OID_INT8, OID_INT8, OID_INT4,
 			OID_INT8, OID_INT8), 10);
-	res_row(r, "iiiiiqqiqq", W->id, (int)getpid(), W->n_clients, n_servers, n_pools,
+	res_row(r, "iiiiiqqiqq", r->world->id, (int)getpid(), r->world->n_clients, n_servers, n_pools,
 		(uint64_t)ru.ru_utime.tv_sec * 1000 + (uint64_t)ru.ru_utime.tv_usec / 1000,
 		(uint64_t)ru.ru_stime.tv_sec * 1000 + (uint64_t)ru.ru_stime.tv_usec / 1000,
-		shm_restarts(W->id), in, out);
+		shm_restarts(r->world->id), in, out);
 }
 
 /* ---- commands ---- */
@@ -759,6 +756,7 @@ static void run_local(struct client *c, enum cmd_kind k, const struct view *v, c
 		show_help(c);
 		break;
 	case CMD_VIEW:
+		r.world = c->world;
 		v->fn(&r);
 		write_result(c, &r);
 		break;
@@ -835,7 +833,7 @@ static bool start_fanout(struct client *c, enum cmd_kind k, const struct view *v
 	c->fanout = f;
 	if (k == CMD_RELOAD)
 		sql = ADMIN_RELOAD_REQ;
-	if (ipc_send_text(W->sup, IPC_ADMIN_REQ, (uint32_t)c->id, sql) < 0) {
+	if (ipc_send_text(c->world->sup, IPC_ADMIN_REQ, (uint32_t)c->id, sql) < 0) {
 		admin_fanout_free(c);
 		return false;
 	}
@@ -872,7 +870,7 @@ static void finish_fanout(struct client *c)
 		send_command_complete(c, f->tag);
 	else if (f->view && f->view->flush_all) {
 		/* Every worker has flushed: shared memory is current now. */
-		struct result r;
+		struct result r = { .world = c->world };
 		f->view->fn(&r);
 		write_result(c, &r);
 	} else {
@@ -885,10 +883,10 @@ static void finish_fanout(struct client *c)
 	admin_fanout_free(c);
 }
 
-static struct client *fanout_client(uint32_t reqid)
+static struct client *fanout_client(struct world *w, uint32_t reqid)
 {
 	struct list *it;
-	list_for_each(it, &W->all_clients) {
+	list_for_each(it, &w->all_clients) {
 		struct client *c = container_of(it, struct client, all_node);
 		if (c->fanout && (uint32_t)c->id == reqid && c->state != CLIENT_JUSTFREE)
 			return c;
@@ -896,9 +894,9 @@ static struct client *fanout_client(uint32_t reqid)
 	return NULL;
 }
 
-void admin_fanout_part(uint32_t reqid, const uint8_t *data, size_t len)
+void admin_fanout_part(struct world *w, uint32_t reqid, const uint8_t *data, size_t len)
 {
-	struct client *c = fanout_client(reqid);
+	struct client *c = fanout_client(w, reqid);
 	if (!c)
 		return;
 	struct admin_fanout *f = c->fanout;
@@ -915,9 +913,9 @@ void admin_fanout_part(uint32_t reqid, const uint8_t *data, size_t len)
 		f->bad = true;
 }
 
-void admin_fanout_done(uint32_t reqid, const char *err, size_t len)
+void admin_fanout_done(struct world *w, uint32_t reqid, const char *err, size_t len)
 {
-	struct client *c = fanout_client(reqid);
+	struct client *c = fanout_client(w, reqid);
 	if (!c)
 		return;
 	if (len > 1 && err[len - 1] == 0)
@@ -926,14 +924,14 @@ void admin_fanout_done(uint32_t reqid, const char *err, size_t len)
 	stream_resume(&c->s);
 }
 
-static void send_part(uint32_t fanid, const uint8_t *p, size_t len)
+static void send_part(struct world *w, uint32_t fanid, const uint8_t *p, size_t len)
 {
-	if (ipc_send(W->sup, IPC_ADMIN_PART, fanid, p, (uint32_t)len, -1) < 0)
+	if (ipc_send(w->sup, IPC_ADMIN_PART, fanid, p, (uint32_t)len, -1) < 0)
 		log_warning("could not send console rows to the supervisor");
 }
 
 /* Another worker's console client asks: answer for this worker. */
-void admin_remote_run(uint32_t fanid, const char *text, size_t len)
+void admin_remote_run(struct world *w, uint32_t fanid, const char *text, size_t len)
 {
 	char sql[ADMIN_MAX_QUERY], err[256] = "";
 	const struct view *v = NULL;
@@ -946,9 +944,9 @@ void admin_remote_run(uint32_t fanid, const char *text, size_t len)
 		memcpy(sql, text, len);
 		enum cmd_kind k = parse_command(sql, &v, &arg, &ctl);
 		if (k == CMD_VIEW && v->flush_all) {
-			stats_flush();      /* the asking worker reads shared memory */
+			stats_flush(w);      /* the asking worker reads shared memory */
 		} else if (k == CMD_VIEW) {
-			struct result r;
+			struct result r = { .world = w };
 			v->fn(&r);
 			/* Parts end on message boundaries and fit one IPC message. */
 			size_t off = 0, start = 0;
@@ -957,27 +955,27 @@ void admin_remote_run(uint32_t fanid, const char *text, size_t len)
 				if (pkt_parse_header(r.pb.buf + off, r.pb.len - off, false, 1u << 30, &h, NULL) != PKT_OK)
 					break;
 				if (off + h.len - start > IPC_MAX_PAYLOAD && off > start) {
-					send_part(fanid, r.pb.buf + start, off - start);
+					send_part(w, fanid, r.pb.buf + start, off - start);
 					start = off;
 				}
 				off += h.len;
 			}
 			if (off > start)
-				send_part(fanid, r.pb.buf + start, off - start);
+				send_part(w, fanid, r.pb.buf + start, off - start);
 			pktbuf_free(&r.pb);
 		} else if (k == CMD_CONTROL) {
-			if (control_apply(ctl, arg, fanid, err, sizeof(err)) == CTL_LATER)
+			if (control_apply(w, ctl, arg, fanid, err, sizeof(err)) == CTL_LATER)
 				return;     /* answered by control_janitor() */
 		} else if (k == CMD_SET) {
 			char key[64], val[1024];
 			if (ctl_parse_set(sql, key, sizeof(key), val, sizeof(val)) &&
-			    ctl_apply_set(W->cfg, key, val, err, sizeof(err)) == 0)
-				world_refresh_config();
+			    ctl_apply_set(w->cfg, key, val, err, sizeof(err)) == 0)
+				world_refresh_config(w);
 		} else {
 			snprintf(err, sizeof(err), "not a command for every worker");
 		}
 	}
-	if (ipc_send_text(W->sup, IPC_ADMIN_DONE, fanid, err) < 0)
+	if (ipc_send_text(w->sup, IPC_ADMIN_DONE, fanid, err) < 0)
 		log_warning("could not answer a console command of another worker");
 }
 
@@ -1028,13 +1026,13 @@ enum stream_action admin_run_text(struct client *c, char *sql, bool header, cons
 
 /* RowDescription of the view a command shows, for Describe; false: the
  * command returns no rows (NoData). */
-bool admin_describe(const char *text, struct pktbuf *pb)
+bool admin_describe(struct world *w, const char *text, struct pktbuf *pb)
 {
 	char sql[ADMIN_MAX_QUERY];
 	const struct view *v = NULL;
 	const char *arg;
 	enum ctl_cmd ctl;
-	struct result r;
+	struct result r = { .world = w };
 	struct pkt_hdr h;
 
 	strlcpy_(sql, text, sizeof(sql));
@@ -1085,7 +1083,6 @@ enum stream_action admin_on_pkt(struct client *c, const struct pkt_hdr *h,
 
 void admin_free(void)
 {
-	admin_db = NULL;
 }
 
 /* A console client goes: its fan-out wait and its extended-protocol state. */

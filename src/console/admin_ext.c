@@ -173,7 +173,7 @@ static void on_describe(struct client *c, struct admin_ext *x, struct pkt_reader
 	}
 	struct pktbuf t;
 	pktbuf_init(&t, 512);
-	if (!admin_describe(sql, &t)) {
+	if (!admin_describe(c->world, sql, &t)) {
 		pktbuf_begin(&pb, 'n');            /* NoData */
 		pktbuf_finish(&pb);
 	} else if (what == 'P') {

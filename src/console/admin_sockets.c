@@ -190,7 +190,7 @@ static void sockets(struct result *r, bool active_only)
 	struct list_view v = { .now = util_monotonic(), .debug = true, .active_only = active_only };
 	struct list *it;
 	socket_header(r, true);
-	list_for_each(it, &W->pools) {
+	list_for_each(it, &r->world->pools) {
 		const struct pool *p = container_of(it, struct pool, node);
 		client_list(r, &p->active_clients, &v);
 		client_list(r, &p->waiting_clients, &v);
@@ -199,7 +199,7 @@ static void sockets(struct result *r, bool active_only)
 		server_list(r, &p->tested_servers, &v);
 		server_list(r, &p->login_servers, &v);
 	}
-	client_list(r, &W->login_clients, &v);
+	client_list(r, &r->world->login_clients, &v);
 }
 
 void admin_view_sockets(struct result *r)
@@ -219,7 +219,7 @@ void admin_view_clients(struct result *r)
 	struct list_view v = { .now = util_monotonic() };
 	struct list *it;
 	socket_header(r, false);
-	list_for_each(it, &W->pools) {
+	list_for_each(it, &r->world->pools) {
 		const struct pool *p = container_of(it, struct pool, node);
 		client_list(r, &p->active_clients, &v);
 		client_list(r, &p->waiting_clients, &v);
@@ -231,7 +231,7 @@ void admin_view_servers(struct result *r)
 	struct list_view v = { .now = util_monotonic() };
 	struct list *it;
 	socket_header(r, false);
-	list_for_each(it, &W->pools) {
+	list_for_each(it, &r->world->pools) {
 		const struct pool *p = container_of(it, struct pool, node);
 		server_list(r, &p->active_servers, &v);
 		server_list(r, &p->idle_servers, &v);
@@ -272,7 +272,7 @@ static void listen_row(struct result *r, int fd)
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
 	char addr[64] = "unix";
-	int port = W->cfg->listen_port;
+	int port = r->world->cfg->listen_port;
 	if (getsockname(fd, (struct sockaddr *)&ss, &len) == 0 && ss.ss_family != AF_UNIX)
 		util_format_addr((struct sockaddr *)&ss, addr, sizeof(addr), &port);
 	fd_row(r, fd, "pooler", NULL, NULL, addr, port, 0, 0, NULL);
@@ -310,10 +310,10 @@ static void fd_servers(struct result *r, const struct list *l)
 
 /* A listening socket every slot shares (the Unix socket, sockets systemd
  * passed) is listed by worker 0 only. */
-static bool shared_listener(int fd)
+static bool shared_listener(struct world *world, int fd)
 {
-	const struct listen_slot *first = &W->lset->slots[0];
-	if (fd == W->lset->unix_fd)
+	const struct listen_slot *first = &world->lset->slots[0];
+	if (fd == world->lset->unix_fd)
 		return true;
 	for (int i = 0; i < first->n_fds; i++)
 		if (first->fds[i] == fd)
@@ -323,16 +323,16 @@ static bool shared_listener(int fd)
 
 void admin_view_fds(struct result *r)
 {
-	const struct listen_slot *slot = &W->lset->slots[W->id];
+	const struct listen_slot *slot = &r->world->lset->slots[r->world->id];
 	struct list *it;
 	fds_header(r);
 	for (int i = 0; i < slot->n_fds; i++)
-		if (W->id == 0 || !shared_listener(slot->fds[i]))
+		if (r->world->id == 0 || !shared_listener(r->world, slot->fds[i]))
 			listen_row(r, slot->fds[i]);
-	if (W->id == 0 && W->lset->unix_fd >= 0)      /* shared by every worker: list it once */
-		listen_row(r, W->lset->unix_fd);
-	fd_clients(r, &W->login_clients);
-	list_for_each(it, &W->pools) {
+	if (r->world->id == 0 && r->world->lset->unix_fd >= 0)      /* shared by every worker: list it once */
+		listen_row(r, r->world->lset->unix_fd);
+	fd_clients(r, &r->world->login_clients);
+	list_for_each(it, &r->world->pools) {
 		const struct pool *p = container_of(it, struct pool, node);
 		if (p->db->admin)
 			continue;
@@ -366,11 +366,11 @@ void admin_view_mem(struct result *r)
 		const char *name;
 		int size, used, free;
 	} rows[] = {
-		{ "user_cache", (int)sizeof(struct puser), count(&W->users), 0 },
-		{ "db_cache", (int)sizeof(struct database), count(&W->databases), 0 },
-		{ "pool_cache", (int)sizeof(struct pool), count(&W->pools), 0 },
-		{ "server_cache", (int)sizeof(struct server), count(&W->all_servers), 0 },
-		{ "client_cache", (int)sizeof(struct client), count(&W->all_clients), 0 },
+		{ "user_cache", (int)sizeof(struct puser), count(&r->world->users), 0 },
+		{ "db_cache", (int)sizeof(struct database), count(&r->world->databases), 0 },
+		{ "pool_cache", (int)sizeof(struct pool), count(&r->world->pools), 0 },
+		{ "server_cache", (int)sizeof(struct server), count(&r->world->all_servers), 0 },
+		{ "client_cache", (int)sizeof(struct client), count(&r->world->all_clients), 0 },
 		{ "iobuf_cache", bufsize, n_bufs, n_free },
 	};
 	res_begin(r, COLS("name", "size", "used", "free", "memtotal"),

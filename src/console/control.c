@@ -39,7 +39,7 @@ struct waiting {
 
 static struct list waits = LIST_INIT(waits);
 
-static void resume_sockets(void);
+static void resume_sockets(struct world *world);
 
 const char *ctl_name(enum ctl_cmd cmd)
 {
@@ -69,17 +69,17 @@ static bool in_scope(const struct database *db, const char *name)
 	return !db->admin && (!*name || strcmp(db->name, name) == 0);
 }
 
-static int unflushed(bool close_them);
+static int unflushed(struct world *world, bool close_them);
 
 /* Servers PAUSE (all) or WAIT_CLOSE (close_needed ones) still waits for;
  * SUSPEND: sockets with output still queued. */
-static int remaining(const struct waiting *w)
+static int remaining(struct world *world, const struct waiting *w)
 {
 	int n = 0;
 	struct list *it;
 	if (w->cmd == CTL_SUSPEND)
-		return unflushed(false);
-	list_for_each(it, &W->all_servers) {
+		return unflushed(world, false);
+	list_for_each(it, &world->all_servers) {
 		const struct server *sv = container_of(it, struct server, all_node);
 		if (sv->state == SERVER_JUSTFREE || !in_scope(sv->pool->db, w->db))
 			continue;
@@ -88,37 +88,37 @@ static int remaining(const struct waiting *w)
 	return n;
 }
 
-static void answer(uint32_t fanid, const char *err)
+static void answer(struct world *world, uint32_t fanid, const char *err)
 {
-	if (ipc_send_text(W->sup, IPC_ADMIN_DONE, fanid, err) < 0)
+	if (ipc_send_text(world->sup, IPC_ADMIN_DONE, fanid, err) < 0)
 		log_warning("could not answer a console command");
 }
 
-void control_janitor(void)
+void control_janitor(struct world *world)
 {
 	struct list *it, *tmp;
 	list_for_each_safe(it, tmp, &waits) {
 		struct waiting *w = container_of(it, struct waiting, node);
 		/* PgBouncer's suspend_timeout: drop what would not flush. */
-		if (w->cmd == CTL_SUSPEND && W->cfg->suspend_timeout > 0 &&
-		    util_monotonic() - w->since > W->cfg->suspend_timeout)
-			unflushed(true);
-		if (remaining(w) > 0)
+		if (w->cmd == CTL_SUSPEND && world->cfg->suspend_timeout > 0 &&
+		    util_monotonic() - w->since > world->cfg->suspend_timeout)
+			unflushed(world, true);
+		if (remaining(world, w) > 0)
 			continue;
-		answer(w->fanid, "");
+		answer(world, w->fanid, "");
 		list_del(&w->node);
 		free(w);
 	}
 }
 
-static enum ctl_result later(enum ctl_cmd cmd, const char *db, uint32_t fanid)
+static enum ctl_result later(struct world *world, enum ctl_cmd cmd, const char *db, uint32_t fanid)
 {
 	struct waiting *w = xcalloc(1, sizeof(*w));
 	w->cmd = cmd;
 	w->fanid = fanid;
 	w->since = util_monotonic();
 	strlcpy_(w->db, db, sizeof(w->db));
-	if (remaining(w) == 0) {
+	if (remaining(world, w) == 0) {
 		free(w);
 		return CTL_DONE;
 	}
@@ -128,9 +128,9 @@ static enum ctl_result later(enum ctl_cmd cmd, const char *db, uint32_t fanid)
 
 /* The named database, or an error/"not here" text. Auto-databases exist
  * only in the workers whose clients made them. */
-static struct database *find_db(const char *arg, char *err, size_t len, enum ctl_result *why)
+static struct database *find_db(struct world *world, const char *arg, char *err, size_t len, enum ctl_result *why)
 {
-	struct database *db = pool_find_db(arg);
+	struct database *db = pool_find_db(world, arg);
 	if (db && !db->dead)
 		return db;
 	snprintf(err, len, "?no such database: %s", arg);
@@ -138,10 +138,10 @@ static struct database *find_db(const char *arg, char *err, size_t len, enum ctl
 	return NULL;
 }
 
-static void close_idle(struct database *only, const char *reason)
+static void close_idle(struct world *world, struct database *only, const char *reason)
 {
 	struct list *it, *s, *t;
-	list_for_each(it, &W->pools) {
+	list_for_each(it, &world->pools) {
 		struct pool *p = container_of(it, struct pool, node);
 		if (p->db->admin || (only && p->db != only))
 			continue;
@@ -150,43 +150,43 @@ static void close_idle(struct database *only, const char *reason)
 	}
 }
 
-static void relaunch_all(void)
+static void relaunch_all(struct world *world)
 {
 	struct list *it;
-	list_for_each(it, &W->pools)
+	list_for_each(it, &world->pools)
 		pool_launch_needed(container_of(it, struct pool, node));
 }
 
-static enum ctl_result do_pause(const char *arg, uint32_t fanid, char *err, size_t len, bool pause)
+static enum ctl_result do_pause(struct world *world, const char *arg, uint32_t fanid, char *err, size_t len, bool pause)
 {
 	enum ctl_result r = CTL_ERROR;
 	struct database *db = NULL;
 
-	if (*arg && !(db = find_db(arg, err, len, &r)))
+	if (*arg && !(db = find_db(world, arg, err, len, &r)))
 		return r;
 	if (db && db->admin) {
 		snprintf(err, len, "cannot pause admin db: %s", arg);
 		return CTL_ERROR;
 	}
-	if (!pause && W->shutting_down) {
+	if (!pause && world->shutting_down) {
 		snprintf(err, len, "pooler is shutting down");     /* PgBouncer's words */
 		return CTL_ERROR;
 	}
 	if (!pause) {
 		if (!db) {
-			control_resume_all();
+			control_resume_all(world);
 			return CTL_DONE;
 		}
 		db->paused = false;
-		relaunch_all();
+		relaunch_all(world);
 		return CTL_DONE;
 	}
 	if (db)
 		db->paused = true;
 	else
-		W->paused = true;
-	close_idle(db, "pause mode");
-	return later(CTL_PAUSE, db ? db->name : "", fanid);
+		world->paused = true;
+	close_idle(world, db, "pause mode");
+	return later(world, CTL_PAUSE, db ? db->name : "", fanid);
 }
 
 /* ---- SUSPEND ----
@@ -200,11 +200,11 @@ static bool console_client(const struct client *c)
 }
 
 /* Sockets with output queued; with close_them, close them. */
-static int unflushed(bool close_them)
+static int unflushed(struct world *world, bool close_them)
 {
 	int n = 0;
 	struct list *it, *tmp;
-	list_for_each_safe(it, tmp, &W->all_clients) {
+	list_for_each_safe(it, tmp, &world->all_clients) {
 		struct client *c = container_of(it, struct client, all_node);
 		if (c->state == CLIENT_JUSTFREE || console_client(c) || stream_flushed(&c->s))
 			continue;
@@ -212,7 +212,7 @@ static int unflushed(bool close_them)
 		if (close_them)
 			client_close(c, false, "suspend_timeout");
 	}
-	list_for_each_safe(it, tmp, &W->all_servers) {
+	list_for_each_safe(it, tmp, &world->all_servers) {
 		struct server *sv = container_of(it, struct server, all_node);
 		if (sv->state == SERVER_JUSTFREE || stream_flushed(&sv->s))
 			continue;
@@ -223,87 +223,87 @@ static int unflushed(bool close_them)
 	return n;
 }
 
-static enum ctl_result do_suspend(const char *arg, uint32_t fanid, char *err, size_t len)
+static enum ctl_result do_suspend(struct world *world, const char *arg, uint32_t fanid, char *err, size_t len)
 {
 	struct list *it;
 	if (*arg) {
 		snprintf(err, len, "SUSPEND takes no argument");
 		return CTL_ERROR;
 	}
-	W->suspended = true;
-	listener_pause(W->listener, true);
-	list_for_each(it, &W->all_clients) {
+	world->suspended = true;
+	listener_pause(world->listener, true);
+	list_for_each(it, &world->all_clients) {
 		struct client *c = container_of(it, struct client, all_node);
 		if (c->state != CLIENT_JUSTFREE && !console_client(c))
 			stream_suspend(&c->s);
 	}
-	list_for_each(it, &W->all_servers) {
+	list_for_each(it, &world->all_servers) {
 		struct server *sv = container_of(it, struct server, all_node);
 		if (sv->state != SERVER_JUSTFREE)
 			stream_suspend(&sv->s);
 	}
 	log_info("SUSPEND: sockets suspended, waiting for buffers to flush");
-	return later(CTL_SUSPEND, "", fanid);
+	return later(world, CTL_SUSPEND, "", fanid);
 }
 
-static void resume_sockets(void)
+static void resume_sockets(struct world *world)
 {
 	struct list *it;
-	if (!W->suspended)
+	if (!world->suspended)
 		return;
-	W->suspended = false;
-	if (!W->shutting_down)
-		listener_pause(W->listener, false);
-	list_for_each(it, &W->all_clients) {
+	world->suspended = false;
+	if (!world->shutting_down)
+		listener_pause(world->listener, false);
+	list_for_each(it, &world->all_clients) {
 		struct client *c = container_of(it, struct client, all_node);
 		if (c->state != CLIENT_JUSTFREE)
 			stream_unsuspend(&c->s);
 	}
-	list_for_each(it, &W->all_servers) {
+	list_for_each(it, &world->all_servers) {
 		struct server *sv = container_of(it, struct server, all_node);
 		if (sv->state != SERVER_JUSTFREE)
 			stream_unsuspend(&sv->s);
 	}
 }
 
-void control_resume_all(void)
+void control_resume_all(struct world *world)
 {
-	W->paused = false;
-	resume_sockets();
-	relaunch_all();
+	world->paused = false;
+	resume_sockets(world);
+	relaunch_all(world);
 }
 
 static void kill_db(struct database *db)
 {
 	struct list *it, *tmp;
 	db->paused = true;     /* new clients wait until RESUME, as in PgBouncer */
-	list_for_each_safe(it, tmp, &W->all_clients) {
+	list_for_each_safe(it, tmp, &db->world->all_clients) {
 		struct client *c = container_of(it, struct client, all_node);
 		if (c->state != CLIENT_JUSTFREE && c->db == db && !c->admin)
 			client_close_sqlstate(c, "08P01", "database removed");
 	}
-	list_for_each_safe(it, tmp, &W->all_servers) {
+	list_for_each_safe(it, tmp, &db->world->all_servers) {
 		struct server *sv = container_of(it, struct server, all_node);
 		if (sv->state != SERVER_JUSTFREE && sv->pool->db == db)
 			server_close(sv, "database removed");
 	}
 }
 
-static enum ctl_result do_kill(const char *arg, char *err, size_t len)
+static enum ctl_result do_kill(struct world *world, const char *arg, char *err, size_t len)
 {
 	enum ctl_result r = CTL_ERROR;
 	struct database *db;
 	struct list *it;
 
 	if (!*arg) {
-		list_for_each(it, &W->databases) {
+		list_for_each(it, &world->databases) {
 			db = container_of(it, struct database, node);
 			if (!db->admin && !db->dead)
 				kill_db(db);
 		}
 		return CTL_DONE;
 	}
-	if (!(db = find_db(arg, err, len, &r)))
+	if (!(db = find_db(world, arg, err, len, &r)))
 		return r;
 	if (db->admin) {
 		snprintf(err, len, "cannot kill admin db: %s", arg);
@@ -313,7 +313,7 @@ static enum ctl_result do_kill(const char *arg, char *err, size_t len)
 	return CTL_DONE;
 }
 
-static enum ctl_result do_kill_client(const char *arg, char *err, size_t len)
+static enum ctl_result do_kill_client(struct world *world, const char *arg, char *err, size_t len)
 {
 	char *end;
 	unsigned long long id = strtoull(arg, &end, 10);
@@ -323,7 +323,7 @@ static enum ctl_result do_kill_client(const char *arg, char *err, size_t len)
 		snprintf(err, len, "invalid client pointer supplied");      /* PgBouncer's words */
 		return CTL_ERROR;
 	}
-	list_for_each(it, &W->all_clients) {
+	list_for_each(it, &world->all_clients) {
 		struct client *c = container_of(it, struct client, all_node);
 		if (c->id != id || c->state == CLIENT_JUSTFREE)
 			continue;
@@ -334,7 +334,7 @@ static enum ctl_result do_kill_client(const char *arg, char *err, size_t len)
 	return CTL_NOT_HERE;
 }
 
-static enum ctl_result do_able(const char *arg, char *err, size_t len, bool disable)
+static enum ctl_result do_able(struct world *world, const char *arg, char *err, size_t len, bool disable)
 {
 	enum ctl_result r = CTL_ERROR;
 	struct database *db;
@@ -342,7 +342,7 @@ static enum ctl_result do_able(const char *arg, char *err, size_t len, bool disa
 		snprintf(err, len, "a database is required");
 		return CTL_ERROR;
 	}
-	if (!(db = find_db(arg, err, len, &r)))
+	if (!(db = find_db(world, arg, err, len, &r)))
 		return r;
 	if (db->admin) {
 		snprintf(err, len, "cannot disable admin db: %s", arg);
@@ -352,17 +352,17 @@ static enum ctl_result do_able(const char *arg, char *err, size_t len, bool disa
 	return CTL_DONE;
 }
 
-static enum ctl_result do_reconnect(const char *arg, uint32_t fanid, char *err, size_t len, bool wait)
+static enum ctl_result do_reconnect(struct world *world, const char *arg, uint32_t fanid, char *err, size_t len, bool wait)
 {
 	enum ctl_result r = CTL_ERROR;
 	struct database *db = NULL;
 	struct list *it;
 
-	if (*arg && !(db = find_db(arg, err, len, &r)))
+	if (*arg && !(db = find_db(world, arg, err, len, &r)))
 		return r;
 	if (wait)
-		return later(CTL_WAIT_CLOSE, db ? db->name : "", fanid);
-	list_for_each(it, &W->databases) {
+		return later(world, CTL_WAIT_CLOSE, db ? db->name : "", fanid);
+	list_for_each(it, &world->databases) {
 		struct database *d = container_of(it, struct database, node);
 		if (in_scope(d, db ? db->name : "") && !d->dead)
 			pool_reconnect_db(d, "database configuration changed");
@@ -370,7 +370,7 @@ static enum ctl_result do_reconnect(const char *arg, uint32_t fanid, char *err, 
 	return CTL_DONE;
 }
 
-enum ctl_result control_apply(enum ctl_cmd cmd, const char *arg, uint32_t fanid, char *err, size_t len)
+enum ctl_result control_apply(struct world *world, enum ctl_cmd cmd, const char *arg, uint32_t fanid, char *err, size_t len)
 {
 	err[0] = 0;
 	if (strlen(arg) >= 64 && cmd != CTL_KILL_CLIENT) {
@@ -380,19 +380,19 @@ enum ctl_result control_apply(enum ctl_cmd cmd, const char *arg, uint32_t fanid,
 	switch (cmd) {
 	case CTL_PAUSE:
 	case CTL_RESUME:
-		return do_pause(arg, fanid, err, len, cmd == CTL_PAUSE);
+		return do_pause(world, arg, fanid, err, len, cmd == CTL_PAUSE);
 	case CTL_DISABLE:
 	case CTL_ENABLE:
-		return do_able(arg, err, len, cmd == CTL_DISABLE);
+		return do_able(world, arg, err, len, cmd == CTL_DISABLE);
 	case CTL_KILL:
-		return do_kill(arg, err, len);
+		return do_kill(world, arg, err, len);
 	case CTL_KILL_CLIENT:
-		return do_kill_client(arg, err, len);
+		return do_kill_client(world, arg, err, len);
 	case CTL_RECONNECT:
 	case CTL_WAIT_CLOSE:
-		return do_reconnect(arg, fanid, err, len, cmd == CTL_WAIT_CLOSE);
+		return do_reconnect(world, arg, fanid, err, len, cmd == CTL_WAIT_CLOSE);
 	case CTL_SUSPEND:
-		return do_suspend(arg, fanid, err, len);
+		return do_suspend(world, arg, fanid, err, len);
 	default:
 		snprintf(err, len, "unknown command");
 		return CTL_ERROR;

@@ -129,7 +129,7 @@ int authquery_parse_row(const uint8_t *body, size_t len, char *secret, size_t sl
 
 static const struct db_def *def_of(const struct database *db)
 {
-	return db->is_autodb ? W->cfg->autodb : config_find_db(W->cfg, db->name);
+	return db->is_autodb ? db->world->cfg->autodb : config_find_db(db->world->cfg, db->name);
 }
 
 /* A per-database value, else the global one ("" = not set). */
@@ -140,11 +140,11 @@ static const char *db_or_global(const struct database *db, size_t off, const cha
 	return v && *v ? v : global;
 }
 
-#define AUTH_SETTING(db, f) db_or_global(db, offsetof(struct db_def, f), W->cfg->f)
+#define AUTH_SETTING(db, f) db_or_global(db, offsetof(struct db_def, f), (db)->world->cfg->f)
 
 bool authquery_applies(const struct client *c)
 {
-	const struct config *cfg = W->cfg;
+	const struct config *cfg = c->world->cfg;
 	if (cfg->auth_type == AUTH_ANY || !c->db)
 		return false;
 	if (cfg->userlist && userlist_find(cfg->userlist, c->user_name))
@@ -170,7 +170,7 @@ static struct database *auth_database(struct client *c)
 		client_close(c, true, "bouncer config error");
 		return NULL;
 	}
-	struct database *db = pool_get_db(name);
+	struct database *db = pool_get_db(c->world, name);
 	if (!db) {
 		log_client(c, LG_ERROR, "authentication database \"%s\" is not configured.", name);
 		client_close(c, true, "bouncer config error");
@@ -188,9 +188,9 @@ static struct database *auth_database(struct client *c)
 
 /* The puser of an auth_query login carries the fetched secret, which its
  * pools' server logins use too (md5 hash, or SCRAM pass-through). */
-static struct puser *user_with_secret(const char *name, const char *secret)
+static struct puser *user_with_secret(struct world *w, const char *name, const char *secret)
 {
-	struct puser *u = pool_get_user(name);
+	struct puser *u = pool_get_user(w, name);
 	if (!u)
 		return NULL;
 	if (strcmp(u->secret, secret) != 0) {
@@ -204,12 +204,12 @@ static struct puser *user_with_secret(const char *name, const char *secret)
 static void answer(struct client *c, const char *secret)
 {
 	if (!secret) {
-		if (W->cfg->log_connections)
+		if (c->world->cfg->log_connections)
 			log_client(c, LG_LOG, "login failed: db=%s", c->db_name);
 		client_close(c, true, "no such user");
 		return;
 	}
-	struct puser *u = user_with_secret(c->user_name, secret);
+	struct puser *u = user_with_secret(c->world, c->user_name, secret);
 	if (!u) {
 		client_close(c, true, "bouncer resources exhaustion");
 		return;
@@ -362,7 +362,7 @@ static void dispatch(struct authq_job *j)
 	struct pool *p = j->pool;
 	struct server *sv = NULL;
 
-	if (!(W->paused || p->db->paused || p->paused))
+	if (!(j->pool->world->paused || p->db->paused || p->paused))
 		sv = pool_idle_server(p);
 	if (sv) {
 		run(j, sv);
@@ -384,14 +384,14 @@ void authquery_start(struct client *c)
 		return;
 	const char *auser = AUTH_SETTING(c->db, auth_user);
 	const char *sql = AUTH_SETTING(c->db, auth_query);
-	struct puser *au = pool_get_user(auser);
+	struct puser *au = pool_get_user(c->world, auser);
 	if (!au || !authcache_key(key, sizeof(key), adb->name, auser, sql, c->user_name)) {
 		client_close(c, true, "bouncer config error");
 		return;
 	}
 	if (!cache)
 		cache = authcache_new(AUTHQ_CACHE_MAX);
-	switch (authcache_get(cache, key, util_monotonic(), W->cfg->auth_query_cache_ttl,
+	switch (authcache_get(cache, key, util_monotonic(), c->world->cfg->auth_query_cache_ttl,
 			      secret, sizeof(secret))) {
 	case AUTHCACHE_FOUND:
 		client_debug(c, "auth_query answer from the cache");
@@ -442,7 +442,7 @@ static void finish(struct authq_job *j, struct server *sv, char status)
 	j->sv = NULL;
 	sv->internal = SI_NONE;
 	sv->ready_status = status;
-	if (W->cfg->auth_query_cache_ttl > 0 && cache)
+	if (sv->world->cfg->auth_query_cache_ttl > 0 && cache)
 		authcache_put(cache, j->key, secret, util_monotonic());
 	struct client **w = take_waiters(j, &n);
 	list_del(&j->node);

@@ -49,12 +49,12 @@ void cancel_register(struct client *c)
 		if (!crypto_random(v, sizeof(v)))
 			fatal("no randomness for cancel keys");
 		/* Worker id in the top bits so keys never collide across workers. */
-		c->cancel_pid = (v[0] & 0x00ffffffu) | ((uint32_t)(W->id & 0x7f) << 24);
+		c->cancel_pid = (v[0] & 0x00ffffffu) | ((uint32_t)(c->world->id & 0x7f) << 24);
 		c->cancel_key = v[1];
 		/* With peering, the key names this host for the other peers. */
-		if (W->cfg->peer_id > 0)
+		if (c->world->cfg->peer_id > 0)
 			c->cancel_key = (v[1] & ((1u << PEER_KEY_SHIFT) - 1)) |
-					((uint32_t)W->cfg->peer_id << PEER_KEY_SHIFT);
+					((uint32_t)c->world->cfg->peer_id << PEER_KEY_SHIFT);
 	} while (cancel_find(c->cancel_pid, c->cancel_key));
 	cancel_register_key(c, c->cancel_pid, c->cancel_key);
 }
@@ -113,14 +113,14 @@ void cancel_local(uint32_t pid, uint32_t key)
 		cancel_send(target->link);
 }
 
-void cancel_handle_request(uint32_t pid, uint32_t key)
+void cancel_handle_request(struct world *w, uint32_t pid, uint32_t key)
 {
 	int owner = (int)((pid >> 24) & 0x7f);
 	int peer = peer_of_key(key);
 
-	if (W->cfg->peer_id > 0 && peer != W->cfg->peer_id) {
+	if (w->cfg->peer_id > 0 && peer != w->cfg->peer_id) {
 		/* Another pgcrew host's client: pass it on, as PgBouncer does. */
-		const struct peer_def *pd = config_find_peer(W->cfg, peer);
+		const struct peer_def *pd = config_find_peer(w->cfg, peer);
 		if (pd)
 			peer_forward_cancel(pd, pid, key);
 		else
@@ -131,9 +131,9 @@ void cancel_handle_request(uint32_t pid, uint32_t key)
 	/* After an online restart to fewer workers, old worker o's clients
 	 * live in worker o % n. */
 	int n = shm_n_workers();
-	if ((n > 0 ? owner % n : owner) != W->id) {
+	if ((n > 0 ? owner % n : owner) != w->id) {
 		/* The kernel picked this worker; the client lives in another. */
-		if (ipc_send_cancel(W->sup, pid, key) < 0)
+		if (ipc_send_cancel(w->sup, pid, key) < 0)
 			log_warning("could not forward a cancel request to worker %d", owner);
 		return;
 	}
@@ -229,10 +229,10 @@ void cancel_server_gone(struct server *sv)
 	sv->cancels_pending = 0;
 }
 
-void cancel_janitor(usec_t now)
+void cancel_janitor(struct world *w, usec_t now)
 {
 	struct list *it, *tmp;
-	usec_t limit = W->cfg->cancel_wait_timeout;
+	usec_t limit = w->cfg->cancel_wait_timeout;
 	if (limit <= 0)
 		return;
 	list_for_each_safe(it, tmp, &live) {
@@ -278,7 +278,7 @@ void cancel_after_send(struct client *c)
 	struct deferred *d = xcalloc(1, sizeof(*d));
 	d->pid = c->cancel_pid;
 	d->key = c->cancel_key;
-	d->ev = event_new(W->base, -1, 0, on_deferred, d);
+	d->ev = event_new(c->world->base, -1, 0, on_deferred, d);
 	list_append(&deferred_list, &d->node);
 	event_add(d->ev, &tv);
 }

@@ -73,12 +73,12 @@ const char *client_state_name(enum client_state st)
 static struct list *state_list(struct client *c, enum client_state st)
 {
 	switch (st) {
-	case CLIENT_LOGIN: return &W->login_clients;
+	case CLIENT_LOGIN: return &c->world->login_clients;
 	case CLIENT_WAITING_LOGIN:
 	case CLIENT_WAITING: return &c->pool->waiting_clients;
 	case CLIENT_ACTIVE: return &c->pool->active_clients;
-	case CLIENT_CANCEL: return &W->cancel_clients;
-	case CLIENT_JUSTFREE: return &W->justfree_clients;
+	case CLIENT_CANCEL: return &c->world->cancel_clients;
+	case CLIENT_JUSTFREE: return &c->world->justfree_clients;
 	default: return NULL;
 	}
 }
@@ -186,9 +186,9 @@ void client_close_sqlstate(struct client *c, const char *sqlstate, const char *r
 	if (c->state == CLIENT_JUSTFREE)
 		return;
 	client_account_bytes(c);
-	if (sqlstate && W->cfg->log_pooler_errors)
+	if (sqlstate && c->world->cfg->log_pooler_errors)
 		log_client(c, LG_WARNING, "pooler error: %s", reason);
-	if (W->cfg->log_disconnections && c->state != CLIENT_CANCEL) {
+	if (c->world->cfg->log_disconnections && c->state != CLIENT_CANCEL) {
 		util_format_age(util_monotonic() - c->connect_time, age, sizeof(age));
 		log_client(c, LG_LOG, "closing because: %s (age=%s)", reason, age);
 	}
@@ -209,13 +209,13 @@ void client_close_sqlstate(struct client *c, const char *sqlstate, const char *r
 	authpool_owner_gone(&c->auth_job);
 	cancel_unregister(c);
 	release_counts(c);
-	W->n_clients--;
+	c->world->n_clients--;
 	free(c->scram);
 	c->scram = NULL;
 	client_set_state(c, CLIENT_JUSTFREE);
 	stream_close(&c->s);
-	world_schedule_reap();
-	world_check_shutdown();
+	world_schedule_reap(c->world);
+	world_check_shutdown(c->world);
 }
 
 void client_close(struct client *c, bool send_err, const char *reason)
@@ -264,11 +264,11 @@ static void client_on_event(struct stream *s, enum stream_event ev);
  * ClientHello instead of a startup packet. */
 static void start_direct_tls(struct client *c)
 {
-	if (!W->client_tls || c->is_unix) {
+	if (!c->world->client_tls || c->is_unix) {
 		client_close(c, false, "direct TLS connection but TLS is not configured");
 		return;
 	}
-	struct tls_conn *t = tls_conn_accept(W->client_tls, c->s.fd, true);
+	struct tls_conn *t = tls_conn_accept(c->world->client_tls, c->s.fd, true);
 	if (!t) {
 		client_close(c, false, "TLS setup failed");
 		return;
@@ -278,25 +278,26 @@ static void start_direct_tls(struct client *c)
 }
 
 /* A client object for a connected socket, in CLIENT_LOGIN, not reading. */
-static struct client *client_new(int fd, bool is_unix)
+static struct client *client_new(struct world *w, int fd, bool is_unix)
 {
 	struct client *c = xcalloc(1, sizeof(*c));
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
 
 	c->id = shm_next_id();
+	c->world = w;
 	c->user_name = c->db_name = "";
 	c->connect_time = c->last_activity = util_monotonic();
 	c->is_unix = is_unix;
 	varcache_init(&c->vars);
 	list_init(&c->node);
-	list_append(&W->all_clients, &c->all_node);
+	list_append(&w->all_clients, &c->all_node);
 	c->state = CLIENT_LOGIN;
-	list_append(&W->login_clients, &c->node);
-	W->n_clients++;
+	list_append(&w->login_clients, &c->node);
+	w->n_clients++;
 	stream_init(&c->s, fd, c, client_on_pkt, client_on_event);
-	if (W->cfg->max_packet_size > 0)
-		c->s.max_pkt = (uint32_t)W->cfg->max_packet_size;
+	if (w->cfg->max_packet_size > 0)
+		c->s.max_pkt = (uint32_t)w->cfg->max_packet_size;
 	if (getpeername(fd, (struct sockaddr *)&ss, &len) == 0)
 		util_format_addr((struct sockaddr *)&ss, c->addr, sizeof(c->addr), &c->port);
 	len = sizeof(ss);
@@ -318,24 +319,24 @@ static void proxy_failed(struct client *c, const char *why, bool warn)
 static void start_reading(struct client *c)
 {
 	c->s.sniff_tls = true;
-	c->s.suspended = W->suspended;    /* handed over from another worker during SUSPEND */
+	c->s.suspended = c->world->suspended;    /* handed over from another worker during SUSPEND */
 	stream_start_reading(&c->s);
 	/* The startup packet is usually here already: one epoll turn saved per
 	 * login (if not, a recv that finds nothing). */
-	if (!c->is_unix && W->cfg->tcp_defer_accept)
+	if (!c->is_unix && c->world->cfg->tcp_defer_accept)
 		stream_read_now(&c->s);
 }
 
-void client_accept(int fd, bool is_unix)
+void client_accept(struct world *w, int fd, bool is_unix)
 {
-	struct client *c = client_new(fd, is_unix);
+	struct client *c = client_new(w, fd, is_unix);
 
 	c->s.startup = true;
 	if (!is_unix)
-		util_tune_tcp(fd, W->cfg);
+		util_tune_tcp(fd, w->cfg);
 	/* Refused clients still get through SSL negotiation so that the
 	 * reason reaches them as an ErrorResponse, as with PgBouncer. */
-	c->counted_conn = shm_client_take(W->cfg->max_client_conn);
+	c->counted_conn = shm_client_take(w->cfg->max_client_conn);
 	if (!c->counted_conn)
 		c->close_reason = "no more connections allowed (max_client_conn)";
 	if (proxy_accept_wanted(c)) {
@@ -352,7 +353,7 @@ static bool take_client_slot(int shm_idx, int *local, int limit);
 struct client *client_taken(int fd, const struct handover_client *h, struct pool *p,
 			    struct puser *login_user)
 {
-	struct client *c = client_new(fd, h->is_unix != 0);
+	struct client *c = client_new(p->world, fd, h->is_unix != 0);
 
 	client_set_names(c, h->user_name, h->db_name);
 	c->connect_time = h->connect_time;
@@ -383,11 +384,11 @@ void client_forget(struct client *c)
 		close(fd);
 	cancel_unregister(c);
 	release_counts(c);
-	W->n_clients--;
+	c->world->n_clients--;
 	client_set_state(c, CLIENT_JUSTFREE);
 	stream_close(&c->s);
-	world_schedule_reap();
-	world_check_shutdown();
+	world_schedule_reap(c->world);
+	world_check_shutdown(c->world);
 }
 
 /* ---- welcome ---- */
@@ -445,7 +446,7 @@ static void finish_login(struct client *c)
 	}
 
 	hist_phase_observe(HIST_PHASE_AUTH, (uint64_t)(util_monotonic() - c->phase_start));
-	if (W->cfg->log_connections) {
+	if (c->world->cfg->log_connections) {
 		char tls[96];
 		log_client(c, LG_LOG, "login attempt: db=%s user=%s tls=%s", c->db_name, c->user_name,
 			   c->s.tls ? tls_conn_info(c->s.tls, tls, sizeof(tls)) : "no");
@@ -472,7 +473,7 @@ static void finish_login(struct client *c)
 		return;
 	}
 	if (p->n_login == 0 && p->login_failed_at && p->login_error[0] &&
-	    util_monotonic() - p->login_failed_at < W->cfg->server_login_retry) {
+	    util_monotonic() - p->login_failed_at < c->world->cfg->server_login_retry) {
 		client_cached_login_error(c, p->login_error);
 		return;
 	}
@@ -503,7 +504,7 @@ static bool trust_known(const struct client *c)
 {
 	const struct puser *u = c->login_user;
 	return u && (u->authq_secret ||
-		     (W->cfg->userlist && userlist_find(W->cfg->userlist, u->name)));
+		     (c->world->cfg->userlist && userlist_find(c->world->cfg->userlist, u->name)));
 }
 
 static void request_password(struct client *c, int step)
@@ -579,7 +580,7 @@ static int hba_method_of(struct client *c, const char **map, const struct hba_ru
 		hc.addr = (const struct sockaddr *)&c->proxied_addr;
 	else if (!c->is_unix && getpeername(c->s.fd, (struct sockaddr *)&ss, &len) == 0)
 		hc.addr = (const struct sockaddr *)&ss;
-	const struct hba_rule *r = hba_match(W->hba, &hc);
+	const struct hba_rule *r = hba_match(c->world->hba, &hc);
 	if (!r) {
 		hba_refused(c, false);
 		return -1;
@@ -625,7 +626,7 @@ static bool verdict_accepts(struct client *c, const struct auth_verdict *v)
 static bool ext_begin(struct client *c, enum extauth_method m, const struct hba_rule *rule)
 {
 	char why[512];
-	struct authpool_job *j = extauth_prepare(m, rule, W->cfg->auth_ldap_options, c->user_name,
+	struct authpool_job *j = extauth_prepare(m, rule, c->world->cfg->auth_ldap_options, c->user_name,
 						 c->is_unix ? "[local]" : c->addr, why, sizeof(why));
 	if (!j) {
 		log_client(c, LG_WARNING, "%s", why);
@@ -665,7 +666,7 @@ static void ext_password(struct client *c, const char *password)
 	}
 	j->done = ext_done;
 	c->auth_job = NULL;      /* authpool_submit sets it again */
-	if (!authpool_submit(W->base, j, c, &c->auth_job))
+	if (!authpool_submit(c->world->base, j, c, &c->auth_job))
 		client_close_sqlstate(c, "53300", "too many authentication requests in progress, try again");
 }
 
@@ -676,7 +677,7 @@ static bool cert_accepts(struct client *c, const char *map)
 	char cn[256];
 	bool has_cn = c->s.tls && tls_conn_peer_cn(c->s.tls, cn, sizeof(cn));
 	(void)certauth_check(c->s.tls != NULL, has_cn ? cn : NULL, c->user_name, c->login_user != NULL,
-			     W->hba_ident, map, &v);
+			     c->world->hba_ident, map, &v);
 	return verdict_accepts(c, &v);
 }
 
@@ -685,7 +686,7 @@ void client_start_auth(struct client *c)
 	struct auth_verdict v;
 	const char *secret = user_secret(c);
 	int kind = secret && *secret ? (int)userlist_secret_kind(secret) : -1;
-	int method = W->cfg->auth_type;
+	int method = c->world->cfg->auth_type;
 	const char *map = NULL;
 	const struct hba_rule *rule = NULL;
 
@@ -724,7 +725,7 @@ void client_start_auth(struct client *c)
 		return;
 	case AUTH_PEER:
 		if (verdict_accepts(c, (peerauth_check(c->is_unix, c->s.fd, c->user_name,
-							 c->login_user != NULL, W->hba_ident, map, &v), &v)))
+							 c->login_user != NULL, c->world->hba_ident, map, &v), &v)))
 			finish_login(c);
 		return;
 	case AUTH_LDAP:
@@ -818,9 +819,9 @@ static void handle_sasl_init(struct client *c, const uint8_t *body, size_t len)
 	}
 	const char *sec = user_secret(c);
 	bool mock = !sec || !*sec ||
-		!scram_secret_for_user(c->user_name, sec, W->cfg->scram_iterations, &secret);
+		!scram_secret_for_user(c->user_name, sec, c->world->cfg->scram_iterations, &secret);
 	if (mock)
-		scram_mock_secret(c->user_name, W->cfg->scram_iterations, &secret);
+		scram_mock_secret(c->user_name, c->world->cfg->scram_iterations, &secret);
 	c->scram = xcalloc(1, sizeof(*c->scram));
 	if (scram_server_first_cb(c->scram, &secret, mock, &cb, (const char *)body + r.pos, (size_t)dlen,
 				  out, sizeof(out), &n, &err) < 0) {
@@ -902,9 +903,9 @@ static enum stream_action auth_pkt(struct client *c, const struct pkt_hdr *h,
 
 /* ---- startup packet ---- */
 
-static bool param_ignored(const char *key)
+static bool param_ignored(const struct config *cfg, const char *key)
 {
-	const char *list = W->cfg->ignore_startup_parameters;
+	const char *list = cfg->ignore_startup_parameters;
 	size_t klen = strlen(key);
 	for (const char *p = list; p && *p;) {
 		while (*p == ',' || *p == ' ' || *p == '\t')
@@ -922,7 +923,7 @@ static bool param_ignored(const char *key)
 static int option_cb(void *arg, const char *key, const char *val)
 {
 	struct client *c = arg;
-	if (varcache_set(&c->vars, key, val) || param_ignored(key) || param_ignored("options"))
+	if (varcache_set(&c->vars, key, val) || param_ignored(c->world->cfg, key) || param_ignored(c->world->cfg, "options"))
 		return 0;
 	log_client(c, LG_WARNING, "unsupported startup parameter in options: %s=%s", key, val);
 	return -1;
@@ -955,7 +956,7 @@ static bool apply_params(struct client *c, const struct startup_msg *m)
 		}
 		if (!strncmp(k, "_pq_.", 5))
 			continue;
-		if (varcache_set(&c->vars, k, v) || param_ignored(k))
+		if (varcache_set(&c->vars, k, v) || param_ignored(c->world->cfg, k))
 			continue;
 		snprintf(msg, sizeof(msg), "unsupported startup parameter: %s", k);
 		client_close(c, true, msg);
@@ -1003,7 +1004,7 @@ static bool count_client(struct client *c, bool exempt)
 {
 	struct database *db = c->db;
 	struct puser *u = c->login_user;
-	int db_limit = exempt ? 0 : db->admin ? W->cfg->max_db_client_connections : db->max_db_client_connections;
+	int db_limit = exempt ? 0 : db->admin ? c->world->cfg->max_db_client_connections : db->max_db_client_connections;
 
 	if (!take_client_slot(db->shm_idx, &db->n_clients, db_limit)) {
 		client_close(c, true, "client connections exceeded (max_db_client_connections)");
@@ -1076,15 +1077,15 @@ static void handle_startup(struct client *c, const struct startup_msg *m)
 	}
 	if (!apply_params(c, m))
 		return;
-	if (W->cfg->application_name_add_host)
+	if (c->world->cfg->application_name_add_host)
 		add_host_to_appname(c);
-	c->db = pool_get_db(c->db_name);
+	c->db = pool_get_db(c->world, c->db_name);
 	if (!c->db) {
 		/* As PgBouncer: authenticate first (a mock exchange for an
 		 * unknown user), so only valid credentials learn which
 		 * databases exist; finish_login then refuses. */
 		c->no_such_db = true;
-		c->login_user = pool_find_user(c->user_name);
+		c->login_user = pool_find_user(c->world, c->user_name);
 		negotiate_version(c, m);
 		if (c->state != CLIENT_JUSTFREE)
 			client_start_auth(c);
@@ -1101,19 +1102,19 @@ static void handle_startup(struct client *c, const struct startup_msg *m)
 		 * (a burst of such logins must not become a burst of queries). */
 		const char *map = NULL;
 		const struct hba_rule *rule = NULL;
-		if (W->cfg->auth_type == AUTH_HBA && hba_method_of(c, &map, &rule) < 0)
+		if (c->world->cfg->auth_type == AUTH_HBA && hba_method_of(c, &map, &rule) < 0)
 			return;
 		negotiate_version(c, m);
 		if (c->state != CLIENT_JUSTFREE)
 			authquery_start(c);
 		return;
 	}
-	c->login_user = pool_find_user(c->user_name);
+	c->login_user = pool_find_user(c->world, c->user_name);
 	/* Only "any" ignores who the client says it is; "trust" still needs
 	 * the user in auth_file, forced user or not (as in PgBouncer). */
-	if (!c->login_user && W->cfg->auth_type == AUTH_ANY && c->db->forced_user)
-		c->login_user = pool_get_user(c->user_name);
-	struct puser *srv_user = c->db->forced_user ? pool_get_user(c->db->forced_user) : c->login_user;
+	if (!c->login_user && c->world->cfg->auth_type == AUTH_ANY && c->db->forced_user)
+		c->login_user = pool_get_user(c->world, c->user_name);
+	struct puser *srv_user = c->db->forced_user ? pool_get_user(c->world, c->db->forced_user) : c->login_user;
 	if (!check_client_limits(c))
 		return;
 	negotiate_version(c, m);
@@ -1121,13 +1122,13 @@ static void handle_startup(struct client *c, const struct startup_msg *m)
 		return;
 	if (srv_user)
 		c->pool = pool_get(c->db, srv_user);
-	if (!c->pool && W->cfg->auth_type != AUTH_ANY && W->cfg->auth_type != AUTH_TRUST) {
+	if (!c->pool && c->world->cfg->auth_type != AUTH_ANY && c->world->cfg->auth_type != AUTH_TRUST) {
 		/* Unknown user: run the exchange anyway so names cannot be probed. */
 		client_start_auth(c);
 		return;
 	}
 	if (!c->pool) {
-		if (W->cfg->auth_type == AUTH_TRUST)
+		if (c->world->cfg->auth_type == AUTH_TRUST)
 			trust_failed(c);
 		else
 			auth_failed(c);
@@ -1141,7 +1142,7 @@ static void handle_startup(struct client *c, const struct startup_msg *m)
 void client_login_found(struct client *c, struct puser *u)
 {
 	c->login_user = u;
-	struct puser *srv_user = c->db->forced_user ? pool_get_user(c->db->forced_user) : u;
+	struct puser *srv_user = c->db->forced_user ? pool_get_user(c->world, c->db->forced_user) : u;
 	if (!(c->db->admin ? count_client(c, !c->stats_only) : check_client_limits(c)))
 		return;
 	c->pool = pool_get(c->db, srv_user ? srv_user : u);
@@ -1154,7 +1155,7 @@ void client_login_found(struct client *c, struct puser *u)
 static void ext_accepted(struct client *c, const char *password)
 {
 	if (!c->login_user) {
-		struct puser *u = pool_get_user(c->user_name);
+		struct puser *u = pool_get_user(c->world, c->user_name);
 		if (!u) {
 			client_close(c, true, "bouncer resources exhaustion");
 			return;
@@ -1167,10 +1168,10 @@ static void ext_accepted(struct client *c, const char *password)
 		c->counted_user = true;
 	}
 	struct puser *u = c->login_user;
-	if (!u->authq_secret && (!W->cfg->userlist || !userlist_find(W->cfg->userlist, u->name)))
+	if (!u->authq_secret && (!c->world->cfg->userlist || !userlist_find(c->world->cfg->userlist, u->name)))
 		strlcpy_(u->secret, password, sizeof(u->secret));
 	if (!c->pool) {
-		struct puser *srv_user = c->db->forced_user ? pool_get_user(c->db->forced_user) : u;
+		struct puser *srv_user = c->db->forced_user ? pool_get_user(c->world, c->db->forced_user) : u;
 		c->pool = pool_get(c->db, srv_user ? srv_user : u);
 	}
 	finish_login(c);
@@ -1178,7 +1179,7 @@ static void ext_accepted(struct client *c, const char *password)
 
 static void handle_ssl_request(struct client *c)
 {
-	if (!W->client_tls || c->is_unix) {
+	if (!c->world->client_tls || c->is_unix) {
 		(void)stream_write_raw(&c->s, "N", 1);
 		return;
 	}
@@ -1192,7 +1193,7 @@ static void handle_ssl_request(struct client *c)
 		client_close(c, false, "send failed");
 		return;
 	}
-	struct tls_conn *t = tls_conn_accept(W->client_tls, c->s.fd, false);
+	struct tls_conn *t = tls_conn_accept(c->world->client_tls, c->s.fd, false);
 	if (!t) {
 		client_close(c, false, "TLS setup failed");
 		return;
@@ -1235,7 +1236,7 @@ static enum stream_action startup_pkt(struct client *c, const struct pkt_hdr *h,
 	case STARTUP_CANCEL:
 		client_set_state(c, CLIENT_CANCEL);
 		stream_consume(&c->s, h->len);
-		cancel_handle_request(m.cancel_pid, m.cancel_key);
+		cancel_handle_request(c->world, m.cancel_pid, m.cancel_key);
 		client_close(c, false, "cancel request handled");
 		return SA_STOP;
 	case STARTUP_V3:
@@ -1243,14 +1244,14 @@ static enum stream_action startup_pkt(struct client *c, const struct pkt_hdr *h,
 		/* Shutting down, the Unix socket stays open for the console only;
 		 * handing over to a new process, a login under way completes
 		 * (the client then moves). */
-		if (!c->close_reason && W->shutting_down && W->shutdown_mode != SHUTDOWN_HANDOVER &&
+		if (!c->close_reason && c->world->shutting_down && c->world->shutdown_mode != SHUTDOWN_HANDOVER &&
 		    !config_is_console_db(c->db_name))
 			c->close_reason = "pooler is shutting down";
 		if (c->close_reason) {
 			client_close(c, true, c->close_reason);
 			return SA_STOP;
 		}
-		if (W->cfg->client_tls_sslmode >= SSLMODE_REQUIRE && !c->s.tls && !c->is_unix) {
+		if (c->world->cfg->client_tls_sslmode >= SSLMODE_REQUIRE && !c->s.tls && !c->is_unix) {
 			client_close_sqlstate(c, "28000", "SSL required");
 			return SA_STOP;
 		}
@@ -1307,7 +1308,7 @@ static enum stream_action active_pkt(struct client *c, const struct pkt_hdr *h,
 		client_close(c, false, "client close request");
 		return SA_STOP;
 	}
-	if (h->type == 'Q' && W->cfg->disable_pqexec) {
+	if (h->type == 'Q' && c->world->cfg->disable_pqexec) {
 		/* PgBouncer's rule: only the extended protocol, so one message
 		 * can never carry several statements. */
 		client_close(c, true, "PQexec disallowed");
@@ -1326,7 +1327,7 @@ static enum stream_action active_pkt(struct client *c, const struct pkt_hdr *h,
 				  (void *)c->s.blocked_src, (void *)c->s.hold_src);
 			return SA_PAUSE;
 		}
-		if (W->shutting_down && W->shutdown_mode == SHUTDOWN_WAIT_SERVERS) {
+		if (c->world->shutting_down && c->world->shutdown_mode == SHUTDOWN_WAIT_SERVERS) {
 			client_close(c, true, "server shutting down");
 			return SA_STOP;
 		}

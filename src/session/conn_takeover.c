@@ -91,7 +91,7 @@ static bool give_client(struct client *c)
 	pktbuf_init(&pb, 512);
 	bool sent = handover_client_encode(&pb, &h, h.has_keys ? &c->login_user->scram_keys : NULL,
 					   &c->vars, c->ps) &&
-		    ipc_send(W->sup, IPC_TAKEN_CLIENT, (uint32_t)W->id, pb.buf, (uint32_t)pb.len,
+		    ipc_send(c->world->sup, IPC_TAKEN_CLIENT, (uint32_t)c->world->id, pb.buf, (uint32_t)pb.len,
 			     c->s.fd) == 0;
 	pktbuf_free(&pb);
 	if (!sent)
@@ -99,7 +99,7 @@ static bool give_client(struct client *c)
 	log_client(c, LG_DEBUG, "handed over to the new process");
 	if (sv) {
 		pool_unlink_leaving(c, sv);
-		if (server_send(sv, IPC_TAKEN_SERVER, (uint32_t)W->id | IPC_TAKEN_PAIRED, c))
+		if (server_send(sv, IPC_TAKEN_SERVER, (uint32_t)c->world->id | IPC_TAKEN_PAIRED, c))
 			servers_given++;
 		else
 			server_close(sv, "could not hand over to the new process");
@@ -117,54 +117,54 @@ static bool server_idle_here(const struct server *sv)
 	       sv->pool->n_waiting_clients == 0 && sv->pool->n_active_clients == 0;
 }
 
-static void give_idle_servers(void)
+static void give_idle_servers(struct world *w)
 {
 	struct list *it, *tmp;
-	list_for_each_safe(it, tmp, &W->all_servers) {
+	list_for_each_safe(it, tmp, &w->all_servers) {
 		struct server *sv = container_of(it, struct server, all_node);
 		if (!server_idle_here(sv))
 			continue;
-		if (server_send(sv, IPC_TAKEN_SERVER, (uint32_t)W->id, NULL))
+		if (server_send(sv, IPC_TAKEN_SERVER, (uint32_t)w->id, NULL))
 			servers_given++;
 	}
 }
 
-static void sweep(void)
+static void sweep(struct world *w)
 {
 	struct list *it, *tmp;
 	sweeping = true;
-	list_for_each_safe(it, tmp, &W->all_clients) {
+	list_for_each_safe(it, tmp, &w->all_clients) {
 		struct client *c = container_of(it, struct client, all_node);
 		if (client_at_rest(c))
 			(void)give_client(c);
 	}
-	give_idle_servers();
+	give_idle_servers(w);
 	sweeping = false;
-	world_check_shutdown();
+	world_check_shutdown(w);
 }
 
 static void on_sweep(evutil_socket_t fd, short what, void *arg)
 {
-	sweep();
+	sweep(arg);
 }
 
-void conn_takeover_start(void)
+void conn_takeover_start(struct world *w)
 {
 	struct timeval tv = { 0, SWEEP_USEC };
 	if (sweep_ev)
 		return;
 	log_info("online restart: handing idle clients and servers to the new process");
-	sweep_ev = event_new(W->base, -1, EV_PERSIST, on_sweep, NULL);
+	sweep_ev = event_new(w->base, -1, EV_PERSIST, on_sweep, w);
 	event_add(sweep_ev, &tv);
-	sweep();
+	sweep(w);
 }
 
-bool conn_takeover_last_servers(void)
+bool conn_takeover_last_servers(struct world *w)
 {
 	if (sweeping)
 		return false;
 	sweeping = true;
-	give_idle_servers();
+	give_idle_servers(w);
 	sweeping = false;
 	if (sweep_ev) {
 		event_free(sweep_ev);
@@ -216,7 +216,7 @@ static void await_server(struct client *c)
 	}
 	pending[n_pending++] = (struct pending){ c->cancel_pid, c->cancel_key, util_monotonic() };
 	if (!pending_ev)
-		pending_ev = event_new(W->base, -1, 0, on_pending_check, NULL);
+		pending_ev = event_new(c->world->base, -1, 0, on_pending_check, NULL);
 	if (!event_pending(pending_ev, EV_TIMEOUT, NULL))
 		event_add(pending_ev, &tv);
 }
@@ -235,18 +235,18 @@ static void learn_user(struct puser *u, const struct handover_client *h, const s
 }
 
 /* A console client goes to the console's pool of its user. */
-static struct pool *pool_of(const struct handover_client *h)
+static struct pool *pool_of(struct world *w, const struct handover_client *h)
 {
 	if (!h->admin)
-		return pool_get_names(h->db, h->user);
-	struct puser *u = h->login_user[0] ? pool_get_user(h->login_user) : NULL;
-	return u ? pool_get(pool_admin_db(), u) : NULL;
+		return pool_get_names(w, h->db, h->user);
+	struct puser *u = h->login_user[0] ? pool_get_user(w, h->login_user) : NULL;
+	return u ? pool_get(pool_admin_db(w), u) : NULL;
 }
 
-static void take_client(const struct handover_client *h, const struct scram_secret *keys,
+static void take_client(struct world *w, const struct handover_client *h, const struct scram_secret *keys,
 			struct varcache *vars, struct ps_client *ps, int fd)
 {
-	struct pool *p = pool_of(h);
+	struct pool *p = pool_of(w, h);
 	if (!p) {
 		log_warning("online restart: client of unknown database %s: closing it", h->db);
 		close(fd);
@@ -254,7 +254,7 @@ static void take_client(const struct handover_client *h, const struct scram_secr
 		ps_client_free(ps);
 		return;
 	}
-	struct puser *u = h->login_user[0] ? pool_get_user(h->login_user) : NULL;
+	struct puser *u = h->login_user[0] ? pool_get_user(w, h->login_user) : NULL;
 	if (u)
 		learn_user(u, h, keys);
 	struct client *c = client_taken(fd, h, p, u);
@@ -271,7 +271,7 @@ static void take_client(const struct handover_client *h, const struct scram_secr
 		stream_start_reading(&c->s);
 }
 
-void conn_takeover_client(uint32_t reqid, const void *payload, size_t len, int fd)
+void conn_takeover_client(struct world *w, uint32_t reqid, const void *payload, size_t len, int fd)
 {
 	struct handover_client h;
 	struct scram_secret keys;
@@ -288,13 +288,13 @@ void conn_takeover_client(uint32_t reqid, const void *payload, size_t len, int f
 		ps_client_free(ps);
 		return;
 	}
-	take_client(&h, &keys, &vars, ps, fd);
+	take_client(w, &h, &keys, &vars, ps, fd);
 }
 
-void conn_takeover_server(uint32_t reqid, const void *payload, size_t len, int fd)
+void conn_takeover_server(struct world *w, uint32_t reqid, const void *payload, size_t len, int fd)
 {
 	struct handover_rec h;
-	struct server *sv = server_received(payload, len, fd, true, &h);
+	struct server *sv = server_received(w, payload, len, fd, true, &h);
 	if (!sv)
 		return;
 	struct client *c = (reqid & IPC_TAKEN_PAIRED) ? cancel_find(h.owner_pid, h.owner_key) : NULL;

@@ -24,7 +24,7 @@ const char *host_role_name(enum host_role r)
 
 enum tsa hostrole_tsa(const struct database *db)
 {
-	return db->tsa >= 0 ? (enum tsa)db->tsa : W->cfg->target_session_attrs;
+	return db->tsa >= 0 ? (enum tsa)db->tsa : db->world->cfg->target_session_attrs;
 }
 
 enum host_role hostrole_of_server(const struct server *sv)

@@ -61,7 +61,7 @@ static void conn_signature(const struct database *db, char *buf, size_t len)
 void pool_reconnect_db(struct database *db, const char *why)
 {
 	struct list *it, *s, *t;
-	list_for_each(it, &W->pools) {
+	list_for_each(it, &db->world->pools) {
 		struct pool *p = container_of(it, struct pool, node);
 		if (p->db != db)
 			continue;
@@ -71,7 +71,7 @@ void pool_reconnect_db(struct database *db, const char *why)
 			struct server *sv = container_of(s, struct server, node);
 			sv->close_needed = true;
 			sv->close_reason = "close_needed";
-			if (W->cfg->server_fast_close && pool_mode_of(p) == POOL_SESSION &&
+			if (db->world->cfg->server_fast_close && pool_mode_of(p) == POOL_SESSION &&
 			    sv->ready_status == 'I' && sv->expect_rfq == 0 && sv->link && !sv->link->query_running)
 				server_close_with_client(sv, why);
 		}
@@ -90,7 +90,7 @@ void pool_reconnect_db(struct database *db, const char *why)
 
 static void db_apply_def(struct database *db, const struct db_def *d, const char *dbname)
 {
-	const struct config *cfg = W->cfg;
+	const struct config *cfg = db->world->cfg;
 	char before[1024], after[1024];
 	bool existed = db->n_hosts > 0;
 
@@ -134,13 +134,14 @@ static void db_apply_def(struct database *db, const struct db_def *d, const char
 	db->dead = false;
 }
 
-static struct database *db_new(const char *name)
+static struct database *db_new(struct world *w, const char *name)
 {
 	struct database *db = xcalloc(1, sizeof(*db));
+	db->world = w;
 	strlcpy_(db->name, name, sizeof(db->name));
 	varcache_init(&db->startup_vars);
 	db->shm_idx = shm_name_index(SHM_DB, name);
-	list_append(&W->databases, &db->node);
+	list_append(&w->databases, &db->node);
 	db->last_used = util_monotonic();
 	db->sslnegotiation = -1;
 	db->tsa = -1;
@@ -158,10 +159,10 @@ static void db_free(struct database *db)
 	free(db);
 }
 
-struct database *pool_find_db(const char *name)
+struct database *pool_find_db(struct world *w, const char *name)
 {
 	struct list *it;
-	list_for_each(it, &W->databases) {
+	list_for_each(it, &w->databases) {
 		struct database *db = container_of(it, struct database, node);
 		if (strcmp(db->name, name) == 0)
 			return db;
@@ -169,28 +170,28 @@ struct database *pool_find_db(const char *name)
 	return NULL;
 }
 
-struct database *pool_get_db(const char *name)
+struct database *pool_get_db(struct world *w, const char *name)
 {
-	struct database *db = pool_find_db(name);
+	struct database *db = pool_find_db(w, name);
 	if (db && !db->dead)
 		return db;
-	if (!W->cfg->autodb || strlen(name) >= NAME_MAX_LEN)
+	if (!w->cfg->autodb || strlen(name) >= NAME_MAX_LEN)
 		return NULL;
 	if (!db)
-		db = db_new(name);
-	db_apply_def(db, W->cfg->autodb, name);
+		db = db_new(w, name);
+	db_apply_def(db, w->cfg->autodb, name);
 	db->is_autodb = true;
 	log_info("registered new auto-database: %s", name);
 	return db;
 }
 
-struct database *pool_admin_db(void)
+struct database *pool_admin_db(struct world *w)
 {
-	struct database *db = pool_find_db("pgbouncer");
+	struct database *db = pool_find_db(w, "pgbouncer");
 	if (db && db->admin)
 		return db;
 	if (!db)
-		db = db_new("pgbouncer");
+		db = db_new(w, "pgbouncer");
 	db->admin = true;
 	db->dead = false;
 	db->pool_size = 0;
@@ -204,9 +205,9 @@ struct database *pool_admin_db(void)
 
 /* ---- users ---- */
 
-static void user_apply(struct puser *u)
+static void user_apply(struct world *w, struct puser *u)
 {
-	const struct config *cfg = W->cfg;
+	const struct config *cfg = w->cfg;
 	const char *secret = cfg->userlist ? userlist_find(cfg->userlist, u->name) : NULL;
 	const struct user_def *ud = config_find_user(cfg, u->name);
 
@@ -231,10 +232,10 @@ static void user_apply(struct puser *u)
 	u->transaction_timeout = ud ? ud->transaction_timeout : -1;
 }
 
-struct puser *pool_find_user_here(const char *name)
+struct puser *pool_find_user_here(struct world *w, const char *name)
 {
 	struct list *it;
-	list_for_each(it, &W->users) {
+	list_for_each(it, &w->users) {
 		struct puser *u = container_of(it, struct puser, node);
 		if (strcmp(u->name, name) == 0)
 			return u;
@@ -242,28 +243,28 @@ struct puser *pool_find_user_here(const char *name)
 	return NULL;
 }
 
-struct puser *pool_find_user(const char *name)
+struct puser *pool_find_user(struct world *w, const char *name)
 {
-	struct puser *u = pool_find_user_here(name);
+	struct puser *u = pool_find_user_here(w, name);
 	if (u)
 		return u;
-	if (!W->cfg->userlist || !userlist_find(W->cfg->userlist, name))
+	if (!w->cfg->userlist || !userlist_find(w->cfg->userlist, name))
 		return NULL;
-	return pool_get_user(name);
+	return pool_get_user(w, name);
 }
 
 
-void pool_user_defaults(struct puser *u, const char *name)
+void pool_user_defaults(struct world *w, struct puser *u, const char *name)
 {
 	memset(u, 0, sizeof(*u));
 	strlcpy_(u->name, name, sizeof(u->name));
 	u->shm_idx = -1;
-	user_apply(u);
+	user_apply(w, u);
 }
 
-struct puser *pool_get_user(const char *name)
+struct puser *pool_get_user(struct world *w, const char *name)
 {
-	struct puser *u = pool_find_user_here(name);
+	struct puser *u = pool_find_user_here(w, name);
 	if (u)
 		return u;
 	if (strlen(name) >= NAME_MAX_LEN)
@@ -271,8 +272,8 @@ struct puser *pool_get_user(const char *name)
 	u = xcalloc(1, sizeof(*u));
 	strlcpy_(u->name, name, sizeof(u->name));
 	u->shm_idx = shm_name_index(SHM_USER, name);
-	user_apply(u);
-	list_append(&W->users, &u->node);
+	user_apply(w, u);
+	list_append(&w->users, &u->node);
 	return u;
 }
 
@@ -281,12 +282,13 @@ struct puser *pool_get_user(const char *name)
 struct pool *pool_get(struct database *db, struct puser *user)
 {
 	struct list *it;
-	list_for_each(it, &W->pools) {
+	list_for_each(it, &db->world->pools) {
 		struct pool *p = container_of(it, struct pool, node);
 		if (p->db == db && p->user == user)
 			return p;
 	}
 	struct pool *p = xcalloc(1, sizeof(*p));
+	p->world = db->world;
 	p->db = db;
 	p->user = user;
 	list_init(&p->active_clients);
@@ -299,7 +301,7 @@ struct pool *pool_get(struct database *db, struct puser *user)
 	varcache_init(&p->welcome_vars);
 	if (!db->admin)
 		p->hist = hist_pool_cell(db->name, user->name);
-	list_append(&W->pools, &p->node);
+	list_append(&db->world->pools, &p->node);
 	return p;
 }
 
@@ -319,7 +321,7 @@ int pool_size_of(const struct pool *p)
 		return p->user->pool_size;
 	if (p->db->pool_size >= 0)
 		return p->db->pool_size;
-	return W->cfg->default_pool_size;
+	return p->world->cfg->default_pool_size;
 }
 
 int pool_reserve_of(const struct pool *p)
@@ -328,12 +330,12 @@ int pool_reserve_of(const struct pool *p)
 		return p->user->reserve_pool_size;
 	if (p->db->reserve_pool_size >= 0)
 		return p->db->reserve_pool_size;
-	return W->cfg->reserve_pool_size;
+	return p->world->cfg->reserve_pool_size;
 }
 
 usec_t pool_server_lifetime(const struct pool *p)
 {
-	return p->db->server_lifetime >= 0 ? p->db->server_lifetime : W->cfg->server_lifetime;
+	return p->db->server_lifetime >= 0 ? p->db->server_lifetime : p->world->cfg->server_lifetime;
 }
 
 static int pool_total_servers(const struct pool *p)
@@ -382,7 +384,7 @@ static bool ask_slot(struct pool *p, enum slot_why why)
 	else if (why == SLOT_FOR_MIN && p->db->min_pool_size < size)
 		r.pool_limit = p->db->min_pool_size;
 	r.wait = why == SLOT_FOR_WAITER;
-	if (ipc_send_slot(W->sup, IPC_SLOT_REQ, why, &r) < 0)
+	if (ipc_send_slot(p->world->sup, IPC_SLOT_REQ, why, &r) < 0)
 		return false;
 	p->n_slot_wait++;
 	if (why == SLOT_FOR_RESERVE)
@@ -390,25 +392,25 @@ static bool ask_slot(struct pool *p, enum slot_why why)
 	return true;
 }
 
-void pool_slot_release_names(const char *db, const char *user)
+void pool_slot_release_names(struct world *w, const char *db, const char *user)
 {
 	struct slot_req r;
 	memset(&r, 0, sizeof(r));
 	strlcpy_(r.db, db, sizeof(r.db));
 	strlcpy_(r.user, user, sizeof(r.user));
-	if (ipc_send_slot(W->sup, IPC_SLOT_RELEASE, 0, &r) < 0)
+	if (ipc_send_slot(w->sup, IPC_SLOT_RELEASE, 0, &r) < 0)
 		log_warning("could not return a server slot of %s/%s to the supervisor", db, user);
 }
 
 void pool_slot_release(struct pool *p)
 {
-	pool_slot_release_names(p->db->name, p->user->name);
+	pool_slot_release_names(p->world, p->db->name, p->user->name);
 }
 
-struct pool *pool_find_names(const char *db, const char *user)
+struct pool *pool_find_names(struct world *w, const char *db, const char *user)
 {
 	struct list *it;
-	list_for_each(it, &W->pools) {
+	list_for_each(it, &w->pools) {
 		struct pool *p = container_of(it, struct pool, node);
 		if (strcmp(p->db->name, db) == 0 && strcmp(p->user->name, user) == 0)
 			return p;
@@ -416,17 +418,17 @@ struct pool *pool_find_names(const char *db, const char *user)
 	return NULL;
 }
 
-struct pool *pool_get_names(const char *db, const char *user)
+struct pool *pool_get_names(struct world *w, const char *db, const char *user)
 {
-	struct database *d = pool_get_db(db);
-	struct puser *u = d && !d->admin ? pool_get_user(user) : NULL;
+	struct database *d = pool_get_db(w, db);
+	struct puser *u = d && !d->admin ? pool_get_user(w, user) : NULL;
 	return u ? pool_get(d, u) : NULL;
 }
 
-void pool_refuse_waiters(const char *why)
+void pool_refuse_waiters(struct world *w, const char *why)
 {
 	struct list *it, *c, *tmp;
-	list_for_each(it, &W->pools) {
+	list_for_each(it, &w->pools) {
 		struct pool *p = container_of(it, struct pool, node);
 		list_for_each_safe(c, tmp, &p->waiting_clients)
 			client_close(container_of(c, struct client, node), true, why);
@@ -439,8 +441,8 @@ static bool launch_blocked(const struct pool *p)
 {
 	/* Handing over to a new process, the clients that stay (TLS, busy)
 	 * still need servers. */
-	bool stopping = W->shutting_down && W->shutdown_mode != SHUTDOWN_HANDOVER;
-	return p->db->dead || p->db->admin || stopping || W->paused || W->suspended ||
+	bool stopping = p->world->shutting_down && p->world->shutdown_mode != SHUTDOWN_HANDOVER;
+	return p->db->dead || p->db->admin || stopping || p->world->paused || p->world->suspended ||
 	       p->db->paused || p->paused;
 }
 
@@ -475,9 +477,9 @@ void pool_slot_taken(struct pool *p, uint32_t why)
 static void repl_slot_answer(struct pool *p, const struct slot_req *r, bool granted);
 static void repl_take_idle(struct pool *p);
 
-void pool_slot_answer(const struct slot_req *r, uint32_t why, bool granted)
+void pool_slot_answer(struct world *w, const struct slot_req *r, uint32_t why, bool granted)
 {
-	struct pool *p = pool_find_names(r->db, r->user);
+	struct pool *p = pool_find_names(w, r->db, r->user);
 
 	if (why == IPC_SLOT_NOT_QUEUED) {
 		if (p && p->n_repl_withdrawing > 0)
@@ -495,7 +497,7 @@ void pool_slot_answer(const struct slot_req *r, uint32_t why, bool granted)
 	if (!granted)
 		return;
 	if (!p || !slot_still_needed(p, (enum slot_why)why)) {
-		if (ipc_send_slot(W->sup, IPC_SLOT_RELEASE, 0, r) < 0)
+		if (ipc_send_slot(w->sup, IPC_SLOT_RELEASE, 0, r) < 0)
 			log_warning("could not return an unneeded server slot");
 		return;
 	}
@@ -518,9 +520,10 @@ static usec_t give_timer_at;          /* when the pending give_timer fires */
 
 static void on_give_timer(evutil_socket_t fd, short what, void *arg)
 {
+	struct world *w = arg;
 	struct list *it;
 	give_timer_at = 0;
-	list_for_each(it, &W->pools) {
+	list_for_each(it, &w->pools) {
 		struct pool *p = container_of(it, struct pool, node);
 		if (p->wanted > 0)
 			pool_give_idle(p);
@@ -608,7 +611,7 @@ static usec_t line_head(const struct pool *p)
 
 static bool first_in_line_elsewhere(const struct pool *p)
 {
-	if (W->paused || p->db->paused || p->paused)
+	if (p->world->paused || p->db->paused || p->paused)
 		return false;         /* PAUSE holds every worker: nothing to serve */
 	usec_t other = waiting_elsewhere(p), mine = waiting_here(p);
 	if (!other)
@@ -627,12 +630,12 @@ void pool_wait_line(struct pool *p)
 
 /* Look at the idle servers again in `left` (one timer for all pools:
  * keep the earliest time). */
-static void arm_give_timer(usec_t left)
+static void arm_give_timer(struct world *w, usec_t left)
 {
 	usec_t now = util_monotonic();
 	struct timeval tv = { (time_t)(left / USEC_PER_SEC), (suseconds_t)(left % USEC_PER_SEC) };
 	if (!give_timer)
-		give_timer = event_new(W->base, -1, 0, on_give_timer, NULL);
+		give_timer = event_new(w->base, -1, 0, on_give_timer, w);
 	if (!event_pending(give_timer, EV_TIMEOUT, NULL) || now + left < give_timer_at) {
 		event_add(give_timer, &tv);
 		give_timer_at = now + left;
@@ -663,10 +666,10 @@ void pool_give_idle(struct pool *p)
 		/* An ask with nobody waiting any more is stale: keep it. */
 		if (!waiting_elsewhere(p))
 			break;
-		if (server_may_move(sv) && (W->paused || p->db->paused || p->paused))
+		if (server_may_move(sv) && (p->world->paused || p->db->paused || p->paused))
 			break;        /* PAUSE holds every worker: nothing to serve */
 		if (server_may_move(sv) && (left = move_delay(p, sv, now)) > 0) {
-			arm_give_timer(left);
+			arm_give_timer(p->world, left);
 			break;
 		}
 		/* A server that cannot move costs a new backend on the other
@@ -678,7 +681,7 @@ void pool_give_idle(struct pool *p)
 			if (p->wanted_soon <= 0)
 				break;
 			if (now - sv->last_used < GIVE_IDLE_USEC) {
-				arm_give_timer(GIVE_IDLE_USEC - (now - sv->last_used));
+				arm_give_timer(p->world, GIVE_IDLE_USEC - (now - sv->last_used));
 				break;
 			}
 		}
@@ -688,18 +691,18 @@ void pool_give_idle(struct pool *p)
 	}
 }
 
-void pool_slot_wanted(const struct pool_want *w)
+void pool_slot_wanted(struct world *w, const struct pool_want *want)
 {
-	struct pool *p = pool_find_names(w->pool.db, w->pool.user);
+	struct pool *p = pool_find_names(w, want->pool.db, want->pool.user);
 	if (!p)
 		return;
-	p->wanted = w->n;
-	p->wanted_soon = w->soon < w->n ? w->soon : w->n;
-	p->give_up = w->over < w->n ? w->over : w->n;
-	p->other_since = w->n > 0 ? (usec_t)w->other_since : 0;
+	p->wanted = want->n;
+	p->wanted_soon = want->soon < want->n ? want->soon : want->n;
+	p->give_up = want->over < want->n ? want->over : want->n;
+	p->other_since = want->n > 0 ? (usec_t)want->other_since : 0;
 	log_noise("pool %s/%s: wanted elsewhere %d (in a hurry %d), beyond our share %d (servers %d, idle %d)",
-		  p->db->name, p->user->name, w->n, p->wanted_soon, w->over, pool_total_servers(p), p->n_idle);
-	if (w->n > 0)
+		  p->db->name, p->user->name, want->n, p->wanted_soon, want->over, pool_total_servers(p), p->n_idle);
+	if (want->n > 0)
 		repl_take_idle(p);
 	pool_give_idle(p);
 }
@@ -710,7 +713,7 @@ void pool_slot_wanted(const struct pool_want *w)
 static bool evict_idle(const struct pool *p, bool same_db)
 {
 	struct list *it;
-	list_for_each(it, &W->pools) {
+	list_for_each(it, &p->world->pools) {
 		struct pool *o = container_of(it, struct pool, node);
 		if (o == p || (same_db ? o->db != p->db : o->user != p->user))
 			continue;
@@ -801,7 +804,7 @@ static bool ask_repl_slot(struct pool *p)
 	r.pool_limit = pool_size_of(p);
 	r.wait = 1;
 	r.own = 1;
-	if (ipc_send_slot(W->sup, IPC_SLOT_REQ, SLOT_FOR_REPL, &r) < 0)
+	if (ipc_send_slot(p->world->sup, IPC_SLOT_REQ, SLOT_FOR_REPL, &r) < 0)
 		return false;
 	p->n_repl_slot_wait++;
 	return true;
@@ -818,7 +821,7 @@ static void repl_trim_asks(struct pool *p)
 	if (!shared_limits() || extra <= 0)
 		return;
 	fill_req(p, &r);
-	while (extra-- > 0 && ipc_send_slot(W->sup, IPC_SLOT_WITHDRAW, SLOT_FOR_REPL, &r) == 0)
+	while (extra-- > 0 && ipc_send_slot(p->world->sup, IPC_SLOT_WITHDRAW, SLOT_FOR_REPL, &r) == 0)
 		p->n_repl_withdrawing++;
 }
 
@@ -869,7 +872,7 @@ static void repl_slot_answer(struct pool *p, const struct slot_req *r, bool gran
 	}
 	struct client *c = launch_blocked(p) ? NULL : repl_waiter(p, 0);
 	if (!c) {
-		if (ipc_send_slot(W->sup, IPC_SLOT_RELEASE, 0, &r[0]) < 0)
+		if (ipc_send_slot(p->world->sup, IPC_SLOT_RELEASE, 0, &r[0]) < 0)
 			log_warning("could not return an unneeded server slot");
 		return;
 	}
@@ -907,7 +910,7 @@ enum launch_ok { LAUNCH_NO, LAUNCH_POOL, LAUNCH_RESERVE };
 
 static enum launch_ok can_launch(struct pool *p, bool for_waiter)
 {
-	const struct config *cfg = W->cfg;
+	const struct config *cfg = p->world->cfg;
 	usec_t now = util_monotonic();
 	int total = pool_total_servers(p) + p->n_slot_wait;
 	int size = pool_size_of(p);
@@ -944,7 +947,7 @@ static enum launch_ok can_launch(struct pool *p, bool for_waiter)
  * client waiting past reserve_pool_timeout asks once more, for the reserve. */
 static void ask_reserve(struct pool *p)
 {
-	const struct config *cfg = W->cfg;
+	const struct config *cfg = p->world->cfg;
 	if (p->reserve_asked || pool_reserve_of(p) <= 0 || launch_blocked(p))
 		return;
 	struct list *it = list_first(&p->waiting_clients);
@@ -1023,7 +1026,7 @@ void pool_welcome_share(struct pool *p)
 	for (int i = 0; i < p->n_welcome_other; i++)
 		(void)put_pair(&pb, p->welcome_other[2 * i], p->welcome_other[2 * i + 1]);
 	if (pktbuf_failed(&pb) || pb.len > IPC_MAX_PAYLOAD ||
-	    ipc_send(W->sup, IPC_WELCOME_PUT, 0, pb.buf, (uint32_t)pb.len, -1) < 0)
+	    ipc_send(p->world->sup, IPC_WELCOME_PUT, 0, pb.buf, (uint32_t)pb.len, -1) < 0)
 		log_warning("could not share the server parameters of %s/%s", p->db->name, p->user->name);
 	pktbuf_free(&pb);
 }
@@ -1032,14 +1035,14 @@ static void ask_welcome(struct pool *p)
 {
 	struct slot_req names;
 	fill_req(p, &names);
-	if (ipc_send(W->sup, IPC_WELCOME_GET, 0, &names, 2 * LEDGER_NAME, -1) < 0) {
+	if (ipc_send(p->world->sup, IPC_WELCOME_GET, 0, &names, 2 * LEDGER_NAME, -1) < 0) {
 		p->welcome_asked = 2;
 		return;
 	}
 	p->welcome_asked = 1;
 }
 
-void pool_welcome_answer(const void *payload, size_t len)
+void pool_welcome_answer(struct world *w, const void *payload, size_t len)
 {
 	const char *b = payload, *end = b + len;
 	char db[LEDGER_NAME], user[LEDGER_NAME];
@@ -1049,7 +1052,7 @@ void pool_welcome_answer(const void *payload, size_t len)
 	memcpy(db, b, LEDGER_NAME);
 	memcpy(user, b + LEDGER_NAME, LEDGER_NAME);
 	db[LEDGER_NAME - 1] = user[LEDGER_NAME - 1] = 0;
-	struct pool *p = pool_find_names(db, user);
+	struct pool *p = pool_find_names(w, db, user);
 	if (!p || p->welcome_asked != 1)
 		return;
 	p->welcome_asked = 2;
@@ -1083,13 +1086,13 @@ void pool_login_failed_share(struct pool *p)
 	fill_req(p, &f.pool);
 	strlcpy_(f.code, p->login_error_code, sizeof(f.code));
 	strlcpy_(f.msg, p->login_error, sizeof(f.msg));
-	if (ipc_send_login_failure(W->sup, &f) < 0)
+	if (ipc_send_login_failure(p->world->sup, &f) < 0)
 		log_warning("could not tell the other workers about a failed login");
 }
 
-void pool_login_failed_heard(const struct login_failure *f)
+void pool_login_failed_heard(struct world *w, const struct login_failure *f)
 {
-	struct pool *p = pool_find_names(f->pool.db, f->pool.user);
+	struct pool *p = pool_find_names(w, f->pool.db, f->pool.user);
 	if (!p)
 		return;
 	strlcpy_(p->login_error_code, f->code, sizeof(p->login_error_code));
@@ -1139,7 +1142,7 @@ void pool_launch_needed(struct pool *p)
 	}
 	/* Logins failing and retry not yet due: waiting clients get the error now. */
 	if (p->login_failed_at && p->n_login == 0 && p->login_error[0] &&
-	    util_monotonic() - p->login_failed_at < W->cfg->server_login_retry) {
+	    util_monotonic() - p->login_failed_at < p->world->cfg->server_login_retry) {
 		struct list *it, *tmp;
 		list_for_each_safe(it, tmp, &p->waiting_clients) {
 			struct client *c = container_of(it, struct client, node);
@@ -1152,7 +1155,7 @@ void pool_launch_needed(struct pool *p)
 
 static bool check_needed(const struct server *sv)
 {
-	const struct config *cfg = W->cfg;
+	const struct config *cfg = sv->world->cfg;
 	/* A server fresh from login is known good; only used ones go stale. */
 	if (!sv->used || !cfg->server_check_query[0] || cfg->server_check_delay < 0)
 		return false;
@@ -1231,7 +1234,7 @@ struct server *pool_idle_server(struct pool *p)
 			continue;
 		}
 		if (check_needed(sv)) {
-			if (!server_run_internal(sv, SI_CHECK, W->cfg->server_check_query))
+			if (!server_run_internal(sv, SI_CHECK, p->world->cfg->server_check_query))
 				continue;
 			return NULL;
 		}
@@ -1262,7 +1265,7 @@ bool pool_request_server(struct client *c)
 		return false;
 	}
 
-	if (!(W->paused || p->db->paused || p->paused) && !first_waiter(p)) {
+	if (!(c->world->paused || p->db->paused || p->paused) && !first_waiter(p)) {
 		struct server *sv = pool_idle_server(p);
 		if (sv)
 			return link_pair(c, sv);
@@ -1301,7 +1304,7 @@ void pool_server_ready(struct server *sv)
 		sv->give_away = true;     /* the reaper moves it if it can */
 		return;
 	}
-	if (!(W->paused || p->db->paused || p->paused)) {
+	if (!(sv->world->paused || p->db->paused || p->paused)) {
 		if (p->n_repl_waiting > 0 && repl_takes(p, sv))
 			return;
 		if (p->n_auth_waiting > 0 && authquery_server_ready(sv))
@@ -1316,7 +1319,7 @@ void pool_server_ready(struct server *sv)
 	}
 	/* PAUSE (of all, or of this database) closes servers as they come
 	 * back, as PgBouncer's does. */
-	if (W->paused || p->db->paused) {
+	if (sv->world->paused || p->db->paused) {
 		server_close_soon(sv, "pause mode");
 		return;
 	}
@@ -1324,30 +1327,30 @@ void pool_server_ready(struct server *sv)
 	/* Someone elsewhere waits: unless our own client takes it back at
 	 * once, the server goes in a moment. */
 	if (server_may_move(sv) && waiting_elsewhere(p))
-		arm_give_timer(move_delay(p, sv, util_monotonic()));
-	world_check_shutdown();
+		arm_give_timer(p->world, move_delay(p, sv, util_monotonic()));
+	world_check_shutdown(p->world);
 }
 
 /* ---- reload ---- */
 
-void pool_apply_config(const struct config *cfg)
+void pool_apply_config(struct world *w, const struct config *cfg)
 {
 	struct list *it, *tmp;
 
-	list_for_each(it, &W->databases) {
+	list_for_each(it, &w->databases) {
 		struct database *db = container_of(it, struct database, node);
 		db->mark = true;
 	}
 	for (int i = 0; i < cfg->n_dbs; i++) {
 		const struct db_def *d = &cfg->dbs[i];
-		struct database *db = pool_find_db(d->name);
+		struct database *db = pool_find_db(w, d->name);
 		if (!db)
-			db = db_new(d->name);
+			db = db_new(w, d->name);
 		db_apply_def(db, d, d->name);
 		db->is_autodb = false;
 		db->mark = false;
 	}
-	list_for_each_safe(it, tmp, &W->databases) {
+	list_for_each_safe(it, tmp, &w->databases) {
 		struct database *db = container_of(it, struct database, node);
 		if (!db->mark || db->admin)
 			continue;
@@ -1357,12 +1360,12 @@ void pool_apply_config(const struct config *cfg)
 		}
 		db->dead = true;
 	}
-	list_for_each(it, &W->users) {
+	list_for_each(it, &w->users) {
 		struct puser *u = container_of(it, struct puser, node);
-		user_apply(u);
+		user_apply(w, u);
 	}
 	/* Close idle servers of removed databases now; busy ones on release. */
-	list_for_each(it, &W->pools) {
+	list_for_each(it, &w->pools) {
 		struct pool *p = container_of(it, struct pool, node);
 		if (!p->db->dead)
 			continue;
@@ -1373,17 +1376,17 @@ void pool_apply_config(const struct config *cfg)
 }
 
 /* Used at worker exit; every connection is already closed and reaped. */
-void pool_free_all(void)
+void pool_free_all(struct world *w)
 {
 	if (give_timer)
 		event_free(give_timer);
 	give_timer = NULL;
 	struct list *it;
-	while ((it = list_first(&W->pools)) != NULL)
+	while ((it = list_first(&w->pools)) != NULL)
 		pool_free(container_of(it, struct pool, node));
-	while ((it = list_first(&W->databases)) != NULL)
+	while ((it = list_first(&w->databases)) != NULL)
 		db_free(container_of(it, struct database, node));
-	while ((it = list_first(&W->users)) != NULL) {
+	while ((it = list_first(&w->users)) != NULL) {
 		struct puser *u = container_of(it, struct puser, node);
 		list_del(&u->node);
 		free(u);

@@ -46,7 +46,7 @@ void proxy_accept_free_all(void)
 
 bool proxy_accept_wanted(const struct client *c)
 {
-	return !c->is_unix && W->cfg->proxy_protocol;
+	return !c->is_unix && c->world->cfg->proxy_protocol;
 }
 
 /* The connection's own peer is a listed load balancer. */
@@ -166,10 +166,10 @@ void proxy_accept_start(struct client *c, void (*done)(struct client *c),
 	struct proxy_wait *w = xcalloc(1, sizeof(*w));
 	w->done = done;
 	w->failed = failed;
-	w->ev = event_new(W->base, c->s.fd, EV_READ | EV_PERSIST, on_readable, c);
+	w->ev = event_new(c->world->base, c->s.fd, EV_READ | EV_PERSIST, on_readable, c);
 	c->proxy = w;
 	event_add(w->ev, NULL);
 	/* With TCP_DEFER_ACCEPT the header is usually here already. */
-	if (W->cfg->tcp_defer_accept)
+	if (c->world->cfg->tcp_defer_accept)
 		on_readable(c->s.fd, EV_READ, c);
 }

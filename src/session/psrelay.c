@@ -32,7 +32,7 @@ void psrelay_free(void)
  * statements stay with the client. */
 static bool sql_on(const struct client *c)
 {
-	return W->cfg->sql_prepared_statements && W->cfg->max_prepared_statements > 0 &&
+	return c->world->cfg->sql_prepared_statements && c->world->cfg->max_prepared_statements > 0 &&
 	       pool_mode_of(c->pool) != POOL_SESSION;
 }
 
@@ -44,7 +44,7 @@ bool psrelay_client_watch(const struct client *c, uint8_t type)
 {
 	/* max_prepared_statements = 0 (the console's SET included) stops the
 	 * rewriting on every connection at once, as in PgBouncer. */
-	if (W->cfg->max_prepared_statements <= 0)
+	if (c->world->cfg->max_prepared_statements <= 0)
 		return false;
 	if (type == 'Q')
 		return c->ps != NULL || sql_on(c);
@@ -68,8 +68,8 @@ enum stream_action psrelay_client_pkt(struct client *c, const struct pkt_hdr *h,
 	bool can_grow = stream_head_room(&c->s) >= PS_MAX_GROW;
 
 	struct ps_config cfg = {
-		.max_stmts = W->cfg->max_prepared_statements,
-		.unnamed_cache = W->cfg->unnamed_statement_cache && W->cfg->max_prepared_statements > 0,
+		.max_stmts = c->world->cfg->max_prepared_statements,
+		.unnamed_cache = c->world->cfg->unnamed_statement_cache && c->world->cfg->max_prepared_statements > 0,
 		.sql = sql_on(c),
 	};
 

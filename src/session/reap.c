@@ -9,10 +9,10 @@
 #include "server_move.h"
 #include "world.h"
 
-void session_reap(void)
+void session_reap(struct world *w)
 {
 	struct list *it;
-	while ((it = list_first(&W->closing_servers)) != NULL) {
+	while ((it = list_first(&w->closing_servers)) != NULL) {
 		struct server *sv = container_of(it, struct server, close_node);
 		struct pool *p = sv->pool;
 		list_del(it);
@@ -20,8 +20,8 @@ void session_reap(void)
 			server_close(sv, sv->close_reason);
 		pool_launch_needed(p);
 	}
-	while ((it = list_first(&W->justfree_clients)) != NULL)
+	while ((it = list_first(&w->justfree_clients)) != NULL)
 		client_free(container_of(it, struct client, node));
-	while ((it = list_first(&W->justfree_servers)) != NULL)
+	while ((it = list_first(&w->justfree_servers)) != NULL)
 		server_free(container_of(it, struct server, node));
 }

@@ -57,7 +57,7 @@ static bool socket_movable(const struct server *sv)
 bool server_may_move(const struct server *sv)
 {
 	return shm_n_workers() > 1 && sv->has_slot && sv->repl == REPL_NONE && socket_movable(sv) &&
-	       !W->shutting_down;
+	       !sv->world->shutting_down;
 }
 
 bool server_at_rest(const struct server *sv)
@@ -90,7 +90,7 @@ static struct list *state_list(struct pool *p, enum server_state st)
 	case SERVER_ACTIVE: return &p->active_servers;
 	case SERVER_TESTED: return &p->tested_servers;
 	case SERVER_BEING_CANCELED: return &p->canceled_servers;
-	case SERVER_JUSTFREE: return &W->justfree_servers;
+	case SERVER_JUSTFREE: return &p->world->justfree_servers;
 	default: return NULL;
 	}
 }
@@ -113,7 +113,7 @@ void server_set_state(struct server *sv, enum server_state st)
 		(*cnt)++;
 	/* Idle list is LIFO (the most recently used server is the warmest)
 	 * unless server_round_robin asks to spread load evenly. */
-	if (st == SERVER_IDLE && !W->cfg->server_round_robin)
+	if (st == SERVER_IDLE && !sv->world->cfg->server_round_robin)
 		list_prepend(&p->idle_servers, &sv->node);
 	else
 		list_append(state_list(p, st), &sv->node);
@@ -134,6 +134,7 @@ struct lingering {
 	struct list node;
 	struct event *ev;
 	int fd;
+	struct world *world;
 	struct slot_req names;
 };
 
@@ -156,7 +157,7 @@ static void linger_done(evutil_socket_t fd, short what, void *arg)
 		if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR)))
 			return;    /* TLS close_notify or a notice: wait on */
 	}
-	pool_slot_release_names(l->names.db, l->names.user);
+	pool_slot_release_names(l->world, l->names.db, l->names.user);
 	linger_free(l);
 }
 
@@ -175,11 +176,12 @@ static void linger(struct pool *p, int fd)
 	}
 	struct lingering *l = xcalloc(1, sizeof(*l));
 	l->fd = fd;
+	l->world = p->world;
 	list_append(&lingering, &l->node);
 	strlcpy_(l->names.db, p->db->name, sizeof(l->names.db));
 	strlcpy_(l->names.user, p->user->name, sizeof(l->names.user));
 	struct timeval tv = { LINGER_USEC / USEC_PER_SEC, LINGER_USEC % USEC_PER_SEC };
-	l->ev = event_new(W->base, fd, EV_READ | EV_PERSIST | EV_TIMEOUT, linger_done, l);
+	l->ev = event_new(p->world->base, fd, EV_READ | EV_PERSIST | EV_TIMEOUT, linger_done, l);
 	event_add(l->ev, &tv);
 }
 
@@ -215,7 +217,7 @@ void server_close(struct server *sv, const char *reason)
 		sv->dns = NULL;
 	}
 	util_format_age(util_monotonic() - sv->connect_time, age, sizeof(age));
-	if (W->cfg->log_disconnections)
+	if (sv->world->cfg->log_disconnections)
 		log_server(sv, LG_LOG, "closing because: %s (age=%s)", reason, age);
 	drop_repl_owner(sv, "08P01", reason);
 	struct client *c = link_detach_server(sv, LINK_SERVER_GONE);
@@ -224,7 +226,7 @@ void server_close(struct server *sv, const char *reason)
 	bool said_bye = false;
 	if (sv->state == SERVER_ACTIVE || sv->state == SERVER_IDLE || sv->state == SERVER_TESTED)
 		said_bye = stream_write_raw(&sv->s, "X\0\0\0\4", 5);   /* polite Terminate */
-	if (sv->has_slot && said_bye && !stream_has_pending_out(&sv->s) && !W->shutting_down)
+	if (sv->has_slot && said_bye && !stream_has_pending_out(&sv->s) && !sv->world->shutting_down)
 		linger(p, stream_take_fd(&sv->s));
 	else if (sv->has_slot)
 		pool_slot_release(p);
@@ -234,8 +236,8 @@ void server_close(struct server *sv, const char *reason)
 	server_set_state(sv, SERVER_JUSTFREE);
 	free(sv->scram);
 	sv->scram = NULL;
-	world_schedule_reap();
-	world_check_shutdown();
+	world_schedule_reap(sv->world);
+	world_check_shutdown(sv->world);
 }
 
 void server_free(struct server *sv)
@@ -370,14 +372,15 @@ struct server *server_new(struct pool *p, bool with_slot, int fd)
 	sv->has_slot = with_slot;
 	list_init(&sv->close_node);
 	sv->id = shm_next_id();
+	sv->world = p->world;
 	sv->pool = p;
 	sv->connect_time = sv->last_used = util_monotonic();
 	sv->hot_standby = sv->read_only = -1;
 	varcache_init(&sv->vars);
 	list_init(&sv->node);
-	list_append(&W->all_servers, &sv->all_node);
+	list_append(&p->world->all_servers, &sv->all_node);
 	sv->state = SERVER_JUSTFREE;   /* not counted until set below */
-	list_append(&W->justfree_servers, &sv->node);
+	list_append(&p->world->justfree_servers, &sv->node);
 	sv->state = SERVER_LOGIN;
 	list_del(&sv->node);
 	list_append(&p->login_servers, &sv->node);
@@ -386,7 +389,7 @@ struct server *server_new(struct pool *p, bool with_slot, int fd)
 	p->user->n_servers++;
 	sv->welcome_src = !p->welcome_ready;
 	stream_init(&sv->s, fd, sv, server_on_pkt, server_on_event);
-	sv->s.max_pkt = W->cfg->max_packet_size > 0 ? (uint32_t)W->cfg->max_packet_size : 0x7fffffff;
+	sv->s.max_pkt = p->world->cfg->max_packet_size > 0 ? (uint32_t)p->world->cfg->max_packet_size : 0x7fffffff;
 	return sv;
 }
 
@@ -494,7 +497,7 @@ static void send_startup(struct server *sv)
 
 static bool start_server_tls(struct server *sv)
 {
-	struct tls_conn *t = tls_conn_connect(W->server_tls, sv->s.fd, sv->addr);
+	struct tls_conn *t = tls_conn_connect(sv->world->server_tls, sv->s.fd, sv->addr);
 	if (!t) {
 		server_close(sv, "TLS setup failed");
 		return false;
@@ -520,7 +523,7 @@ static void on_ssl_answer(evutil_socket_t fd, short what, void *arg)
 		(void)start_server_tls(sv);
 		return;
 	}
-	if (n == 1 && answer == 'N' && W->cfg->server_tls_sslmode < SSLMODE_REQUIRE) {
+	if (n == 1 && answer == 'N' && sv->world->cfg->server_tls_sslmode < SSLMODE_REQUIRE) {
 		stream_start_reading(&sv->s);
 		send_startup(sv);
 		return;
@@ -534,7 +537,7 @@ static void ask_for_tls(struct server *sv)
 	static const uint8_t ssl_request[8] = { 0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f };
 	int neg = sv->pool->db->sslnegotiation;
 	if (neg < 0)
-		neg = (int)W->cfg->server_tls_sslnegotiation;
+		neg = (int)sv->world->cfg->server_tls_sslnegotiation;
 	if (neg == SSLNEG_DIRECT) {
 		(void)start_server_tls(sv);     /* PostgreSQL 17+: TLS from the first byte */
 		return;
@@ -543,7 +546,7 @@ static void ask_for_tls(struct server *sv)
 		server_close(sv, "could not send SSLRequest");
 		return;
 	}
-	sv->ssl_ev = event_new(W->base, sv->s.fd, EV_READ, on_ssl_answer, sv);
+	sv->ssl_ev = event_new(sv->world->base, sv->s.fd, EV_READ, on_ssl_answer, sv);
 	event_add(sv->ssl_ev, NULL);
 }
 
@@ -555,18 +558,18 @@ static void on_connected(struct server *sv)
 	if (getsockname(sv->s.fd, (struct sockaddr *)&ss, &len) == 0)
 		util_format_addr((struct sockaddr *)&ss, sv->laddr, sizeof(sv->laddr), &sv->lport);
 	if (ss.ss_family != AF_UNIX)
-		util_tune_tcp(sv->s.fd, W->cfg);
-	if (W->cfg->log_connections) {
+		util_tune_tcp(sv->s.fd, sv->world->cfg);
+	if (sv->world->cfg->log_connections) {
 		char from[sizeof(sv->laddr) + 16];
 		log_server(sv, LG_LOG, "new connection to server (from %s)",
 			   util_addr_port(from, sizeof(from), sv->laddr, sv->lport));
 	}
 	/* As PgBouncer: no TLS over Unix sockets; none without a context. */
-	if (ss.ss_family != AF_UNIX && W->server_tls && W->cfg->server_tls_sslmode != SSLMODE_DISABLE) {
+	if (ss.ss_family != AF_UNIX && sv->world->server_tls && sv->world->cfg->server_tls_sslmode != SSLMODE_DISABLE) {
 		ask_for_tls(sv);
 		return;
 	}
-	if (W->cfg->server_tls_sslmode >= SSLMODE_REQUIRE && ss.ss_family != AF_UNIX) {
+	if (sv->world->cfg->server_tls_sslmode >= SSLMODE_REQUIRE && ss.ss_family != AF_UNIX) {
 		server_close(sv, "server TLS required but not configured");
 		return;
 	}
@@ -1121,7 +1124,7 @@ static void ready_for_query(struct server *sv, char status)
 	/* Pipelined requests still owe ReadyForQuery: keep the link. A session
 	 * keeps its server, unless server_fast_close retires an outdated one
 	 * at the end of its transaction. */
-	if (mode == POOL_SESSION && sv->close_needed && W->cfg->server_fast_close &&
+	if (mode == POOL_SESSION && sv->close_needed && sv->world->cfg->server_fast_close &&
 	    status == 'I' && sv->expect_rfq == 0) {
 		server_close_with_client(sv, "database configuration changed");
 		return;
@@ -1246,8 +1249,8 @@ void server_release(struct server *sv)
 		server_set_state(sv, SERVER_BEING_CANCELED);
 		return;
 	}
-	if (W->cfg->server_reset_query_always && W->cfg->server_reset_query[0]) {
-		server_run_internal(sv, SI_RESET, W->cfg->server_reset_query);
+	if (sv->world->cfg->server_reset_query_always && sv->world->cfg->server_reset_query[0]) {
+		server_run_internal(sv, SI_RESET, sv->world->cfg->server_reset_query);
 		return;
 	}
 	pool_server_ready(sv);
@@ -1272,8 +1275,8 @@ void server_close_soon(struct server *sv, const char *reason)
 	sv->close_reason = reason;
 	server_set_state(sv, SERVER_IDLE);
 	list_del(&sv->close_node);
-	list_append(&W->closing_servers, &sv->close_node);
-	world_schedule_reap();
+	list_append(&sv->world->closing_servers, &sv->close_node);
+	world_schedule_reap(sv->world);
 }
 
 void server_client_gone(struct server *sv)
@@ -1306,9 +1309,9 @@ void server_client_gone(struct server *sv)
 		server_set_state(sv, SERVER_BEING_CANCELED);
 		return;
 	}
-	if (W->cfg->server_reset_query[0] &&
-	    (pool_mode_of(sv->pool) == POOL_SESSION || W->cfg->server_reset_query_always)) {
-		server_run_internal(sv, SI_RESET, W->cfg->server_reset_query);
+	if (sv->world->cfg->server_reset_query[0] &&
+	    (pool_mode_of(sv->pool) == POOL_SESSION || sv->world->cfg->server_reset_query_always)) {
+		server_run_internal(sv, SI_RESET, sv->world->cfg->server_reset_query);
 		return;
 	}
 	pool_server_ready(sv);

@@ -68,8 +68,8 @@ static void forget(struct server *sv)
 	p->db->n_servers--;
 	p->user->n_servers--;
 	server_set_state(sv, SERVER_JUSTFREE);
-	world_schedule_reap();
-	world_check_shutdown();
+	world_schedule_reap(sv->world);
+	world_check_shutdown(sv->world);
 }
 
 bool server_send(struct server *sv, enum ipc_type type, uint32_t reqid, const struct client *owner)
@@ -88,7 +88,7 @@ bool server_send(struct server *sv, enum ipc_type type, uint32_t reqid, const st
 	pktbuf_init(&pb, 512);
 	sent = handover_encode(&pb, &h, &sv->vars, sv->pool->welcome_other, sv->pool->n_welcome_other,
 			       sv->ps) &&
-	       ipc_send(W->sup, type, reqid, pb.buf, (uint32_t)pb.len, sv->s.fd) == 0;
+	       ipc_send(sv->world->sup, type, reqid, pb.buf, (uint32_t)pb.len, sv->s.fd) == 0;
 	pktbuf_free(&pb);
 	if (sent)
 		forget(sv);
@@ -131,7 +131,7 @@ static void welcome_param(void *pool, const char *k, const char *v)
 	pool_welcome_param(pool, k, v);
 }
 
-struct server *server_received(const void *payload, size_t len, int fd, bool new_pool,
+struct server *server_received(struct world *w, const void *payload, size_t len, int fd, bool new_pool,
 			       struct handover_rec *h)
 {
 	char db[LEDGER_NAME], user[LEDGER_NAME];
@@ -142,13 +142,13 @@ struct server *server_received(const void *payload, size_t len, int fd, bool new
 			close(fd);
 		return NULL;
 	}
-	struct pool *p = new_pool ? pool_get_names(db, user) : pool_find_names(db, user);
+	struct pool *p = new_pool ? pool_get_names(w, db, user) : pool_find_names(w, db, user);
 	if (!p) {
 		/* The backend ends on EOF; the slot we were given goes back. */
 		log_warning("server connection of unknown pool %s/%s from another process or worker: closing it",
 			    db, user);
 		close(fd);
-		pool_slot_release_names(db, user);
+		pool_slot_release_names(w, db, user);
 		return NULL;
 	}
 	struct server *sv = server_new(p, true, fd);
@@ -166,10 +166,10 @@ struct server *server_received(const void *payload, size_t len, int fd, bool new
 	return sv;
 }
 
-void server_arrived(uint32_t reqid, const void *payload, size_t len, int fd)
+void server_arrived(struct world *w, uint32_t reqid, const void *payload, size_t len, int fd)
 {
 	struct handover_rec h;
-	struct server *sv = server_received(payload, len, fd, false, &h);
+	struct server *sv = server_received(w, payload, len, fd, false, &h);
 	if (!sv)
 		return;
 	struct pool *p = sv->pool;

@@ -36,10 +36,10 @@ void stats_to_array(const struct pool_stats *s, uint64_t a[SHM_STATS])
 }
 
 /* Move what the pools counted since the last flush into shared memory. */
-void stats_flush(void)
+void stats_flush(struct world *w)
 {
 	struct list *it;
-	list_for_each(it, &W->pools) {
+	list_for_each(it, &w->pools) {
 		struct pool *p = container_of(it, struct pool, node);
 		uint64_t now[SHM_STATS], before[SHM_STATS], delta[SHM_STATS];
 		if (p->db->shm_idx < 0 || p->db->admin)
@@ -128,19 +128,20 @@ static uint64_t per(uint64_t v, uint64_t n)
 
 static void tick(evutil_socket_t fd, short what, void *arg)
 {
+	struct world *world = arg;
 	uint64_t now[SHM_STATS];
 	usec_t t = util_monotonic();
 	uint64_t secs = (uint64_t)((t - last_time) / USEC_PER_SEC);
 
-	stats_flush();
+	stats_flush(world);
 	/* One line for the instance, as PgBouncer writes one. */
-	if (W->id != 0)
+	if (world->id != 0)
 		return;
 	sum(now);
 	if (!secs)
 		secs = 1;
 	per_db_averages(secs);
-	if (W->cfg->log_stats) {
+	if (world->cfg->log_stats) {
 		uint64_t x = now[ST_XACT] - last[ST_XACT], q = now[ST_QUERY] - last[ST_QUERY];
 		uint64_t w = now[ST_ASSIGN] - last[ST_ASSIGN];
 		log_info("stats: %llu xacts/s, %llu queries/s, %llu client parses/s, %llu server parses/s, "
@@ -156,22 +157,22 @@ static void tick(evutil_socket_t fd, short what, void *arg)
 	last_time = t;
 }
 
-void stats_start(void)
+void stats_start(struct world *w)
 {
-	usec_t p = W->cfg->stats_period > 0 ? W->cfg->stats_period : 60 * USEC_PER_SEC;
+	usec_t p = w->cfg->stats_period > 0 ? w->cfg->stats_period : 60 * USEC_PER_SEC;
 	struct timeval tv = { (time_t)(p / USEC_PER_SEC), (suseconds_t)(p % USEC_PER_SEC) };
 	last_time = util_monotonic();
-	if (W->id == 0) {
+	if (w->id == 0) {
 		sum(last);
 		snapshot_db_last();
 	}
-	W->stats_timer = event_new(W->base, -1, EV_PERSIST, tick, NULL);
-	event_add(W->stats_timer, &tv);
+	w->stats_timer = event_new(w->base, -1, EV_PERSIST, tick, w);
+	event_add(w->stats_timer, &tv);
 }
 
-void stats_stop(void)
+void stats_stop(struct world *w)
 {
-	if (W->stats_timer)
-		event_free(W->stats_timer);
-	W->stats_timer = NULL;
+	if (w->stats_timer)
+		event_free(w->stats_timer);
+	w->stats_timer = NULL;
 }

@@ -1,15 +1,11 @@
-/* pgcrew — the world of a worker's sessions (world.h): the one `W` and
+/* pgcrew — the world of a worker's sessions (world.h): setting one up, and
  * the hooks by which the session layer tells the loop that runs it, so it
  * never calls up into worker.c. */
 #include "world.h"
 
-struct world *W;
-
-static const struct world_hooks *hooks;
-
-void world_init(struct world *w, int id)
+void world_init(struct world *w, int id, const struct world_hooks *hooks)
 {
-	*w = (struct world){ .id = id };
+	*w = (struct world){ .id = id, .hooks = hooks };
 	list_init(&w->databases);
 	list_init(&w->users);
 	list_init(&w->pools);
@@ -22,25 +18,20 @@ void world_init(struct world *w, int id)
 	list_init(&w->closing_servers);
 }
 
-void world_set_hooks(const struct world_hooks *h)
+void world_schedule_reap(struct world *w)
 {
-	hooks = h;
+	if (w->hooks && w->hooks->schedule_reap)
+		w->hooks->schedule_reap(w);
 }
 
-void world_schedule_reap(void)
+void world_check_shutdown(struct world *w)
 {
-	if (hooks && hooks->schedule_reap)
-		hooks->schedule_reap();
+	if (w->hooks && w->hooks->check_shutdown)
+		w->hooks->check_shutdown(w);
 }
 
-void world_check_shutdown(void)
+void world_refresh_config(struct world *w)
 {
-	if (hooks && hooks->check_shutdown)
-		hooks->check_shutdown();
-}
-
-void world_refresh_config(void)
-{
-	if (hooks && hooks->refresh_config)
-		hooks->refresh_config();
+	if (w->hooks && w->hooks->refresh_config)
+		w->hooks->refresh_config(w);
 }

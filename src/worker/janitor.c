@@ -21,13 +21,13 @@ static usec_t eff(usec_t user_value, usec_t global)
 	return user_value >= 0 ? user_value : global;
 }
 
-static void check_login_clients(usec_t now)
+static void check_login_clients(struct world *w, usec_t now)
 {
 	struct list *it, *tmp;
-	usec_t t = W->cfg->client_login_timeout;
+	usec_t t = w->cfg->client_login_timeout;
 	if (t <= 0)
 		return;
-	list_for_each_safe(it, tmp, &W->login_clients) {
+	list_for_each_safe(it, tmp, &w->login_clients) {
 		struct client *c = container_of(it, struct client, node);
 		if (now - c->connect_time > t)
 			client_close(c, true, "client_login_timeout");
@@ -38,7 +38,7 @@ static void check_login_clients(usec_t now)
  * counts too, before query_wait_timeout, as in PgBouncer. */
 static void check_waiting(struct pool *p, usec_t now)
 {
-	const struct config *cfg = W->cfg;
+	const struct config *cfg = p->world->cfg;
 	usec_t qt = eff(p->user->query_timeout, cfg->query_timeout);
 	struct list *it, *tmp;
 	list_for_each_safe(it, tmp, &p->waiting_clients) {
@@ -64,7 +64,7 @@ static void check_waiting(struct pool *p, usec_t now)
 
 static void check_active(struct pool *p, usec_t now)
 {
-	const struct config *cfg = W->cfg;
+	const struct config *cfg = p->world->cfg;
 	const struct puser *u = p->user;
 	usec_t idle = eff(u->client_idle_timeout, cfg->client_idle_timeout);
 	usec_t itx = eff(u->idle_transaction_timeout, cfg->idle_transaction_timeout);
@@ -100,7 +100,7 @@ static void check_active(struct pool *p, usec_t now)
 
 static void check_servers(struct pool *p, usec_t now)
 {
-	const struct config *cfg = W->cfg;
+	const struct config *cfg = p->world->cfg;
 	usec_t life = pool_server_lifetime(p);
 	struct list *it, *tmp;
 
@@ -131,13 +131,13 @@ static void check_servers(struct pool *p, usec_t now)
 	}
 }
 
-static void check_autodb(usec_t now)
+static void check_autodb(struct world *w, usec_t now)
 {
-	usec_t t = W->cfg->autodb_idle_timeout;
+	usec_t t = w->cfg->autodb_idle_timeout;
 	struct list *it;
 	if (t <= 0)
 		return;
-	list_for_each(it, &W->databases) {
+	list_for_each(it, &w->databases) {
 		struct database *db = container_of(it, struct database, node);
 		if (db->is_autodb && !db->dead && db->n_clients == 0 && db->n_servers == 0 &&
 		    now - db->last_used > t) {
@@ -150,27 +150,27 @@ static void check_autodb(usec_t now)
 
 /* A database with a forced user and min_pool_size has its pool opened
  * before any client asks, as PgBouncer does. */
-static void open_forced_pools(void)
+static void open_forced_pools(struct world *w)
 {
 	struct list *it;
-	list_for_each(it, &W->databases) {
+	list_for_each(it, &w->databases) {
 		struct database *db = container_of(it, struct database, node);
 		if (!db->forced_user || db->min_pool_size <= 0 || db->dead || db->admin)
 			continue;
-		struct puser *u = pool_get_user(db->forced_user);
+		struct puser *u = pool_get_user(w, db->forced_user);
 		if (u)
 			(void)pool_get(db, u);
 	}
 }
 
-void janitor_pass(void)
+void janitor_pass(struct world *w)
 {
 	usec_t now = util_monotonic();
 	struct list *it;
 
-	check_login_clients(now);
-	open_forced_pools();
-	list_for_each(it, &W->pools) {
+	check_login_clients(w, now);
+	open_forced_pools(w);
+	list_for_each(it, &w->pools) {
 		struct pool *p = container_of(it, struct pool, node);
 		check_waiting(p, now);
 		check_active(p, now);
@@ -179,27 +179,27 @@ void janitor_pass(void)
 			pool_give_idle(p);
 		pool_launch_needed(p);
 	}
-	check_autodb(now);
-	stats_flush();
-	control_janitor();
-	cancel_janitor(now);
+	check_autodb(w, now);
+	stats_flush(w);
+	control_janitor(w);
+	cancel_janitor(w, now);
 }
 
 static void janitor_run(evutil_socket_t fd, short what, void *arg)
 {
-	janitor_pass();
+	janitor_pass(arg);
 }
 
-void janitor_start(void)
+void janitor_start(struct world *w)
 {
 	struct timeval tv = { 0, JANITOR_PERIOD_USEC };
-	W->janitor = event_new(W->base, -1, EV_PERSIST, janitor_run, NULL);
-	event_add(W->janitor, &tv);
+	w->janitor = event_new(w->base, -1, EV_PERSIST, janitor_run, w);
+	event_add(w->janitor, &tv);
 }
 
-void janitor_stop(void)
+void janitor_stop(struct world *w)
 {
-	if (W->janitor)
-		event_free(W->janitor);
-	W->janitor = NULL;
+	if (w->janitor)
+		event_free(w->janitor);
+	w->janitor = NULL;
 }

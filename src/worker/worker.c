@@ -38,20 +38,21 @@
 #include <unistd.h>
 
 static struct world the_worker;
+struct world *W;
 
-static void worker_schedule_reap(void);
-static void worker_check_shutdown(void);
-static void worker_refresh_config(void);
+static void worker_schedule_reap(struct world *w);
+static void worker_check_shutdown(struct world *w);
+static void worker_refresh_config(struct world *w);
 
 static void reap(evutil_socket_t fd, short what, void *arg)
 {
-	session_reap();
+	session_reap(W);
 }
 
-static void worker_schedule_reap(void)
+static void worker_schedule_reap(struct world *w)
 {
-	if (W->reaper)
-		event_active(W->reaper, EV_TIMEOUT, 0);
+	if (w->reaper)
+		event_active(w->reaper, EV_TIMEOUT, 0);
 }
 
 static void dns_settings_of(const struct config *cfg, struct dns_settings *ds)
@@ -195,29 +196,29 @@ static void finish(void)
 	event_base_loopexit(W->base, NULL);
 }
 
-static void worker_check_shutdown(void)
+static void worker_check_shutdown(struct world *w)
 {
-	if (!W->shutting_down)
+	if (!w->shutting_down)
 		return;
-	switch (W->shutdown_mode) {
+	switch (w->shutdown_mode) {
 	case SHUTDOWN_IMMEDIATE:
 		finish();
 		break;
 	case SHUTDOWN_WAIT_SERVERS:
 		/* Instance-wide, as one PgBouncer: the supervisor ends every
 		 * worker once none has a server in use. */
-		if (!servers_busy() && !W->shutdown_ready_told) {
-			W->shutdown_ready_told = true;
-			if (ipc_send_empty(W->sup, IPC_SHUTDOWN_READY) < 0)
+		if (!servers_busy() && !w->shutdown_ready_told) {
+			w->shutdown_ready_told = true;
+			if (ipc_send_empty(w->sup, IPC_SHUTDOWN_READY) < 0)
 				finish();
 		}
 		break;
 	case SHUTDOWN_WAIT_CLIENTS:
-		if (W->n_clients == 0)
+		if (w->n_clients == 0)
 			finish();
 		break;
 	case SHUTDOWN_HANDOVER:
-		if (W->n_clients == 0 && conn_takeover_last_servers())
+		if (w->n_clients == 0 && conn_takeover_last_servers(w))
 			finish();
 		break;
 	}
@@ -237,10 +238,10 @@ static void start_shutdown(enum shutdown_mode mode)
 	if (mode == SHUTDOWN_HANDOVER)
 		listener_pause(W->listener, true);
 	if (mode == SHUTDOWN_WAIT_SERVERS)
-		pool_refuse_waiters("server shutting down");
+		pool_refuse_waiters(W, "server shutting down");
 	if (mode == SHUTDOWN_HANDOVER)
-		conn_takeover_start();
-	worker_check_shutdown();
+		conn_takeover_start(W);
+	worker_check_shutdown(W);
 }
 
 /* ---- reload ---- */
@@ -275,9 +276,9 @@ static void load_hba(const struct config *cfg)
 }
 
 /* The current generation changed in place (the console's SET). */
-static void worker_refresh_config(void)
+static void worker_refresh_config(struct world *w)
 {
-	struct config *cfg = W->cfg;
+	struct config *cfg = w->cfg;
 	load_hba(cfg);
 	(void)proxy_accept_configure(cfg);
 	log_verbose = cfg->verbose > log_verbose ? cfg->verbose : log_verbose;
@@ -285,7 +286,7 @@ static void worker_refresh_config(void)
 	struct dns_settings ds;
 	dns_settings_of(cfg, &ds);
 	dns_apply_settings(&ds);
-	pool_apply_config(cfg);
+	pool_apply_config(w, cfg);
 	authquery_reload();
 }
 
@@ -324,7 +325,7 @@ void worker_apply_config(struct config *cfg)
 	struct config *old = W->cfg;
 	bool tls_changed = old && server_tls_changed(old, cfg);
 	W->cfg = cfg;
-	worker_refresh_config();
+	worker_refresh_config(W);
 	if (tls_changed)
 		retire_servers_for_tls();
 	config_free(old);
@@ -373,19 +374,19 @@ static void on_ipc(struct ipc_chan *ch, const struct ipc_hdr *hdr, const void *p
 	int32_t v = 0;
 	if (hdr->type == IPC_CLIENT_FD) {
 		if (fd >= 0)
-			client_accept(fd, false);
+			client_accept(W, fd, false);
 		return;
 	}
 	if (hdr->type == IPC_SERVER_FD) {
-		server_arrived(hdr->reqid, payload, hdr->len, fd);
+		server_arrived(W, hdr->reqid, payload, hdr->len, fd);
 		return;
 	}
 	if (hdr->type == IPC_TAKEN_CLIENT) {
-		conn_takeover_client(hdr->reqid, payload, hdr->len, fd);
+		conn_takeover_client(W, hdr->reqid, payload, hdr->len, fd);
 		return;
 	}
 	if (hdr->type == IPC_TAKEN_SERVER) {
-		conn_takeover_server(hdr->reqid, payload, hdr->len, fd);
+		conn_takeover_server(W, hdr->reqid, payload, hdr->len, fd);
 		return;
 	}
 	if (fd >= 0)
@@ -402,31 +403,31 @@ static void on_ipc(struct ipc_chan *ch, const struct ipc_hdr *hdr, const void *p
 	case IPC_SLOT_DENY: {
 		struct slot_req r;
 		if (ipc_get_slot(hdr, payload, &r))
-			pool_slot_answer(&r, hdr->reqid, hdr->type == IPC_SLOT_GRANT);
+			pool_slot_answer(W, &r, hdr->reqid, hdr->type == IPC_SLOT_GRANT);
 		break;
 	}
 	case IPC_POOL_WANT: {
 		struct pool_want w;
 		if (ipc_get_want(hdr, payload, &w))
-			pool_slot_wanted(&w);
+			pool_slot_wanted(W, &w);
 		break;
 	}
 	case IPC_WELCOME:
-		pool_welcome_answer(payload, hdr->len);
+		pool_welcome_answer(W, payload, hdr->len);
 		break;
 	case IPC_ADMIN_RUN:
-		admin_remote_run(hdr->reqid, payload, hdr->len);
+		admin_remote_run(W, hdr->reqid, payload, hdr->len);
 		break;
 	case IPC_ADMIN_PART:
-		admin_fanout_part(hdr->reqid, payload, hdr->len);
+		admin_fanout_part(W, hdr->reqid, payload, hdr->len);
 		break;
 	case IPC_ADMIN_DONE:
-		admin_fanout_done(hdr->reqid, payload, hdr->len);
+		admin_fanout_done(W, hdr->reqid, payload, hdr->len);
 		break;
 	case IPC_LOGIN_FAILED: {
 		struct login_failure f;
 		if (ipc_get_login_failure(hdr, payload, &f))
-			pool_login_failed_heard(&f);
+			pool_login_failed_heard(W, &f);
 		break;
 	}
 	case IPC_CANCEL_FWD: {
@@ -443,7 +444,7 @@ static void on_ipc(struct ipc_chan *ch, const struct ipc_hdr *hdr, const void *p
 		W->paused = true;
 		break;
 	case IPC_RESUME:
-		control_resume_all();      /* SIGUSR2: after PAUSE or SUSPEND, as in PgBouncer */
+		control_resume_all(W);      /* SIGUSR2: after PAUSE or SUSPEND, as in PgBouncer */
 		break;
 	case IPC_LOG_REOPEN:
 		log_reopen();
@@ -495,7 +496,7 @@ static void on_accept(int fd, bool is_unix, void *arg)
 			return;
 		}
 	}
-	client_accept(fd, is_unix);
+	client_accept(W, fd, is_unix);
 }
 
 static void reset_signals(void)
@@ -517,14 +518,14 @@ static void worker_cleanup(void)
 	peer_free_all();
 	dns_shutdown();
 	reap(-1, 0, NULL);
-	janitor_stop();
-	stats_stop();
+	janitor_stop(W);
+	stats_stop(W);
 	stats_free();
 	cancel_free_all();
 	server_linger_free_all();
 	control_free();
 	authquery_free_all();
-	pool_free_all();
+	pool_free_all(W);
 	authpool_free();
 	admin_free();
 	listener_free(W->listener);
@@ -552,8 +553,7 @@ void worker_main(int id, struct config *cfg, int ipc_fd, struct listen_set *ls)
 		.refresh_config = worker_refresh_config,
 	};
 	W = &the_worker;
-	world_init(W, id);
-	world_set_hooks(&hooks);
+	world_init(W, id, &hooks);
 	W->cfg = cfg;
 	W->lset = ls;
 	reset_signals();
@@ -584,14 +584,14 @@ void worker_main(int id, struct config *cfg, int ipc_fd, struct listen_set *ls)
 	admin_register();
 	cancel_set_server_done(server_client_gone);
 	pool_set_mover(server_give);
-	pool_apply_config(cfg);
+	pool_apply_config(W, cfg);
 	load_hba(cfg);
 	(void)proxy_accept_configure(cfg);
 	W->reaper = event_new(W->base, -1, 0, reap, NULL);
 	W->sup = ipc_chan_new(W->base, ipc_fd, id, on_ipc, on_ipc_eof, NULL);
 	W->listener = listener_start(W->base, ls, id, on_accept, NULL);
-	janitor_start();
-	stats_start();
+	janitor_start(W);
+	stats_start(W);
 	if (ipc_send_empty(W->sup, IPC_WORKER_READY) < 0)
 		fatal("worker %d: cannot talk to the supervisor", id);
 	log_debug("worker %d started, pid %d", id, (int)getpid());

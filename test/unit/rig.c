@@ -43,12 +43,13 @@
 #define WAIT_USEC 2000000
 
 static struct world world;
+struct world *rig_w;
 static char dir[64];
 static int pg_listen = -1;
 static struct event *reaper;
 static uint64_t clock_offset;
 
-/* The supervisor's end of W->sup: what the worker told it. */
+/* The supervisor's end of rig_w->sup: what the worker told it. */
 #define SUP_LOG 64
 static struct ipc_chan *sup_end;
 static struct sup_msg {
@@ -106,8 +107,9 @@ static void listen_pg(void)
 	assert_int_equal(listen(pg_listen, 64), 0);
 }
 
-static void schedule_reap(void)
+static void schedule_reap(struct world *w)
 {
+	(void)w;
 	event_active(reaper, EV_TIMEOUT, 0);
 }
 
@@ -116,7 +118,7 @@ static void on_reap(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	(void)arg;
-	session_reap();
+	session_reap(rig_w);
 }
 
 static void load_config(const char *settings, const char *databases)
@@ -134,7 +136,7 @@ static void load_config(const char *settings, const char *databases)
 	write_file(path, ini);
 	if (config_load(path, &cfg, &err) < 0)
 		fail_msg("rig config: %s", err.msg);
-	W->cfg = cfg;
+	rig_w->cfg = cfg;
 }
 
 static void on_sup_msg(struct ipc_chan *ch, const struct ipc_hdr *hdr, const void *payload,
@@ -168,9 +170,9 @@ static void open_sup_channel(void)
 {
 	int sv[2];
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
-	W->sup = ipc_chan_new(W->base, sv[0], 0, on_worker_msg, NULL, NULL);
-	sup_end = ipc_chan_new(W->base, sv[1], -1, on_sup_msg, NULL, NULL);
-	assert_non_null(W->sup);
+	rig_w->sup = ipc_chan_new(rig_w->base, sv[0], 0, on_worker_msg, NULL, NULL);
+	sup_end = ipc_chan_new(rig_w->base, sv[1], -1, on_sup_msg, NULL, NULL);
+	assert_non_null(rig_w->sup);
 	assert_non_null(sup_end);
 	n_sup = 0;
 }
@@ -208,23 +210,22 @@ void rig_start_workers(int n, const char *settings, const char *databases)
 	snprintf(dir, sizeof(dir), "/tmp/pgcrew-rig-XXXXXX");
 	assert_non_null(mkdtemp(dir));
 	clock_offset = 0;
-	W = &world;
-	world_init(W, 0);
-	world_set_hooks(&hooks);
+	rig_w = &world;
+	world_init(rig_w, 0, &hooks);
 	load_config(settings, databases);
 	assert_int_equal(shm_create(n), 0);
 	shm_attach_worker(0);
 	assert_int_equal(crypto_init(), 0);
-	assert_true(crypto_random(W->secret, sizeof(W->secret)));
-	W->base = event_base_new();
-	assert_non_null(W->base);
-	stream_base = W->base;
-	stream_cache_init((uint32_t)W->cfg->pkt_buf);
-	varcache_set_tracked(W->cfg->track_extra_parameters);
+	assert_true(crypto_random(rig_w->secret, sizeof(rig_w->secret)));
+	rig_w->base = event_base_new();
+	assert_non_null(rig_w->base);
+	stream_base = rig_w->base;
+	stream_cache_init((uint32_t)rig_w->cfg->pkt_buf);
+	varcache_set_tracked(rig_w->cfg->track_extra_parameters);
 	cancel_set_server_done(server_client_gone);
 	pool_set_mover(server_give);
-	pool_apply_config(W->cfg);
-	reaper = event_new(W->base, -1, 0, on_reap, NULL);
+	pool_apply_config(rig_w, rig_w->cfg);
+	reaper = event_new(rig_w->base, -1, 0, on_reap, NULL);
 	open_sup_channel();
 	listen_pg();
 }
@@ -232,31 +233,31 @@ void rig_start_workers(int n, const char *settings, const char *databases)
 void rig_pump(void)
 {
 	for (int i = 0; i < 4; i++)
-		event_base_loop(W->base, EVLOOP_NONBLOCK);
+		event_base_loop(rig_w->base, EVLOOP_NONBLOCK);
 }
 
 void rig_stop(void)
 {
 	struct list *it, *tmp;
-	list_for_each_safe(it, tmp, &W->all_clients)
+	list_for_each_safe(it, tmp, &rig_w->all_clients)
 		client_close(container_of(it, struct client, all_node), false, "test over");
-	list_for_each_safe(it, tmp, &W->all_servers)
+	list_for_each_safe(it, tmp, &rig_w->all_servers)
 		server_close(container_of(it, struct server, all_node), "test over");
-	session_reap();
+	session_reap(rig_w);
 	peer_free_all();
-	session_reap();
+	session_reap(rig_w);
 	cancel_free_all();
 	server_linger_free_all();
 	authquery_free_all();
-	pool_free_all();
+	pool_free_all(rig_w);
 	event_free(reaper);
-	ipc_chan_free(W->sup);
+	ipc_chan_free(rig_w->sup);
 	ipc_chan_free(sup_end);
 	stream_cache_free();
 	psrelay_free();
 	varcache_set_tracked(NULL);
-	event_base_free(W->base);
-	config_free(W->cfg);
+	event_base_free(rig_w->base);
+	config_free(rig_w->cfg);
 	shm_destroy();
 	crypto_shutdown();
 	close(pg_listen);
@@ -268,13 +269,13 @@ void rig_stop(void)
 	snprintf(path, sizeof(path), "%s/rig.ini", dir);
 	unlink(path);
 	rmdir(dir);
-	W = NULL;
+	rig_w = NULL;
 }
 
 int rig_teardown(void **state)
 {
 	(void)state;
-	if (W)
+	if (rig_w)
 		rig_stop();
 	return 0;
 }
@@ -513,7 +514,7 @@ void rig_client_raw(struct peer *p)
 	memset(p, 0, sizeof(*p));
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
 	assert_int_equal(fcntl(sv[0], F_SETFL, O_NONBLOCK), 0);
-	client_accept(sv[0], true);
+	client_accept(rig_w, sv[0], true);
 	p->fd = sv[1];
 	p->pooler_fd = sv[0];
 }
@@ -595,7 +596,7 @@ void rig_round_trip(struct peer *c, struct peer *pg, const char *sql, char statu
 struct client *rig_client_of(const struct peer *p)
 {
 	struct list *it;
-	list_for_each(it, &W->all_clients) {
+	list_for_each(it, &rig_w->all_clients) {
 		struct client *c = container_of(it, struct client, all_node);
 		if (c->s.fd == p->pooler_fd && c->state != CLIENT_JUSTFREE)
 			return c;
@@ -605,7 +606,7 @@ struct client *rig_client_of(const struct peer *p)
 
 struct pool *rig_pool(const char *db, const char *user)
 {
-	struct pool *pl = pool_find_names(db, user);
+	struct pool *pl = pool_find_names(rig_w, db, user);
 	assert_non_null(pl);
 	return pl;
 }

@@ -27,6 +27,9 @@ struct msg {
 	uint8_t body[8192];
 };
 
+/* The world under test (NULL between tests). */
+extern struct world *rig_w;
+
 /* Build the world from `settings` (lines for [pgbouncer]) and `databases`
  * (lines for [databases]; "@PG@" stands for the fake server's host and
  * port). The fake server listens from here on. */

@@ -34,13 +34,13 @@ static void test_states(void **state)
 	rig_start("pool_mode = transaction", DBS);
 
 	/* Accepted: logging in, on the login list, before any packet. */
-	assert_int_equal(W->n_clients, 0);
+	assert_int_equal(rig_w->n_clients, 0);
 	rig_client_raw(&c);
 	struct client *cl = rig_client_of(&c);
 	assert_non_null(cl);
 	assert_int_equal(cl->state, CLIENT_LOGIN);
-	assert_true(on_list(&W->login_clients, cl));
-	assert_int_equal(W->n_clients, 1);
+	assert_true(on_list(&rig_w->login_clients, cl));
+	assert_int_equal(rig_w->n_clients, 1);
 	rig_send_startup(&c, "alice", "db");
 	/* The pool has no welcome yet: the client waits for the first server's. */
 	rig_pg_accept(&pg);
@@ -75,9 +75,9 @@ static void test_states(void **state)
 	rig_send(&c, 'X', NULL, 0);
 	rig_pump();
 	assert_null(rig_client_of(&c));
-	assert_int_equal(W->n_clients, 0);
+	assert_int_equal(rig_w->n_clients, 0);
 	assert_int_equal(p->n_active_clients, 0);
-	assert_true(list_empty(&W->justfree_clients));
+	assert_true(list_empty(&rig_w->justfree_clients));
 	rig_expect_eof(&pg, NULL, 0);
 	assert_int_equal(p->n_idle + p->n_active, 0);
 	rig_close(&c);
@@ -109,7 +109,7 @@ static void test_no_such_database(void **state)
 	rig_client(&c, "alice", "nope");
 	rig_expect_eof(&c, err, sizeof(err));
 	assert_string_equal(err, "no such database: nope");
-	assert_int_equal(W->n_clients, 0);
+	assert_int_equal(rig_w->n_clients, 0);
 	assert_false(rig_pg_pending());
 	rig_close(&c);
 }
@@ -148,7 +148,7 @@ static void test_md5(void **state)
 	rig_pg_accept(&pg);
 	rig_pg_login(&pg, 5, 6);
 	rig_client_welcome(&good, NULL, NULL);
-	assert_int_equal(W->n_clients, 1);
+	assert_int_equal(rig_w->n_clients, 1);
 	rig_close(&good);
 	rig_close(&bad);
 	rig_close(&ghost);
@@ -186,7 +186,7 @@ static void test_bad_packets(void **state)
 	rig_send_done(&pg, "SELECT 1", 'I');
 	rig_expect(&a, 'C', NULL);
 	rig_expect(&a, 'Z', NULL);
-	assert_int_equal(W->n_clients, 1);
+	assert_int_equal(rig_w->n_clients, 1);
 	rig_close(&a);
 	rig_close(&c);
 	rig_close(&d);
@@ -228,7 +228,7 @@ static void test_eof_while_waiting(void **state)
 	assert_int_equal(p->n_waiting_clients, 1);
 	rig_close(&b);
 	assert_int_equal(p->n_waiting_clients, 0);
-	assert_int_equal(W->n_clients, 1);
+	assert_int_equal(rig_w->n_clients, 1);
 	rig_send_query(&a, "COMMIT");
 	rig_expect(&pg, 'Q', NULL);
 	rig_send_done(&pg, "COMMIT", 'I');

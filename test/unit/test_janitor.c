@@ -22,7 +22,7 @@ static const char *const DBS = "db = @PG@ dbname=db\n";
 static void after(uint64_t usec)
 {
 	rig_advance(usec);
-	janitor_pass();
+	janitor_pass(rig_w);
 	rig_pump();
 }
 
@@ -134,7 +134,7 @@ static void test_client_login_timeout(void **state)
 	assert_non_null(rig_client_of(&c));
 	after(2 * SEC);
 	expect_closed(&c, "client_login_timeout");
-	assert_int_equal(W->n_clients, 0);
+	assert_int_equal(rig_w->n_clients, 0);
 	rig_close(&c);
 }
 

@@ -130,7 +130,7 @@ static void test_crash(void **state)
 	assert_string_equal(err, "server conn crashed?");
 	struct pool *p = rig_pool("db", "alice");
 	assert_int_equal(p->n_active + p->n_idle, 0);
-	assert_int_equal(W->n_clients, 0);
+	assert_int_equal(rig_w->n_clients, 0);
 	rig_close(&c);
 }
 
