@@ -12,7 +12,7 @@ libpgcrew_a_SOURCES += \
 	src/session/cancel.c src/session/psrelay.c src/session/peer.c src/session/stats.c \
 	src/session/authquery.c src/session/hostrole.c src/session/server_move.c \
 	src/session/handover.c src/session/proxy_accept.c src/session/conn_takeover.c \
-	src/session/world.c src/session/connlog.c src/session/reap.c \
+	src/session/world.c src/session/connlog.c src/session/reap.c src/session/session_ipc.c \
 	src/net/stream.c src/net/tls.c src/net/dns.c src/net/listen.c \
 	src/base/log.c src/base/util.c src/base/ipc.c src/base/ipc_msg.c src/base/shm.c src/base/hist.c \
 	src/base/strpool.c
@@ -44,6 +44,7 @@ noinst_HEADERS += \
 	include/hostrole.h \
 	include/psrelay.h \
 	include/reap.h \
+	include/session_ipc.h \
 	include/rowmerge.h \
 	include/sdnotify.h \
 	include/server.h \

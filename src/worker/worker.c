@@ -28,6 +28,7 @@
 #include "server.h"
 #include "prepared.h"
 #include "server_move.h"
+#include "session_ipc.h"
 #include "stats.h"
 #include "tls.h"
 #include "varcache.h"
@@ -372,23 +373,8 @@ static void finish_reload(bool commit)
 static void on_ipc(struct ipc_chan *ch, const struct ipc_hdr *hdr, const void *payload, int fd, void *arg)
 {
 	int32_t v = 0;
-	if (hdr->type == IPC_CLIENT_FD) {
-		if (fd >= 0)
-			client_accept(W, fd, false);
+	if (session_ipc(W, hdr, payload, fd))
 		return;
-	}
-	if (hdr->type == IPC_SERVER_FD) {
-		server_arrived(W, hdr->reqid, payload, hdr->len, fd);
-		return;
-	}
-	if (hdr->type == IPC_TAKEN_CLIENT) {
-		conn_takeover_client(W, hdr->reqid, payload, hdr->len, fd);
-		return;
-	}
-	if (hdr->type == IPC_TAKEN_SERVER) {
-		conn_takeover_server(W, hdr->reqid, payload, hdr->len, fd);
-		return;
-	}
 	if (fd >= 0)
 		close(fd);
 	switch (hdr->type) {
@@ -399,22 +385,6 @@ static void on_ipc(struct ipc_chan *ch, const struct ipc_hdr *hdr, const void *p
 	case IPC_RELOAD_ABORT:
 		finish_reload(hdr->type == IPC_RELOAD_COMMIT);
 		break;
-	case IPC_SLOT_GRANT:
-	case IPC_SLOT_DENY: {
-		struct slot_req r;
-		if (ipc_get_slot(hdr, payload, &r))
-			pool_slot_answer(W, &r, hdr->reqid, hdr->type == IPC_SLOT_GRANT);
-		break;
-	}
-	case IPC_POOL_WANT: {
-		struct pool_want w;
-		if (ipc_get_want(hdr, payload, &w))
-			pool_slot_wanted(W, &w);
-		break;
-	}
-	case IPC_WELCOME:
-		pool_welcome_answer(W, payload, hdr->len);
-		break;
 	case IPC_ADMIN_RUN:
 		admin_remote_run(W, hdr->reqid, payload, hdr->len);
 		break;
@@ -424,18 +394,6 @@ static void on_ipc(struct ipc_chan *ch, const struct ipc_hdr *hdr, const void *p
 	case IPC_ADMIN_DONE:
 		admin_fanout_done(W, hdr->reqid, payload, hdr->len);
 		break;
-	case IPC_LOGIN_FAILED: {
-		struct login_failure f;
-		if (ipc_get_login_failure(hdr, payload, &f))
-			pool_login_failed_heard(W, &f);
-		break;
-	}
-	case IPC_CANCEL_FWD: {
-		uint32_t pid, key;
-		if (ipc_get_cancel(hdr, payload, &pid, &key))
-			cancel_local(pid, key);
-		break;
-	}
 	case IPC_SHUTDOWN:
 		if (ipc_get_i32(hdr, payload, &v))
 			start_shutdown((enum shutdown_mode)v);

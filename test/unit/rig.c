@@ -34,6 +34,7 @@
 #include "reap.h"
 #include "server.h"
 #include "server_move.h"
+#include "session_ipc.h"
 #include "shm.h"
 #include "stream.h"
 #include "varcache.h"
@@ -54,6 +55,8 @@ static uint64_t clock_offset;
 static struct ipc_chan *sup_end;
 static struct sup_msg {
 	int type;
+	uint32_t reqid;
+	int fd;
 	size_t len;
 	uint8_t payload[1024];
 } sup_log[SUP_LOG];
@@ -144,25 +147,29 @@ static void on_sup_msg(struct ipc_chan *ch, const struct ipc_hdr *hdr, const voi
 {
 	(void)ch;
 	(void)arg;
-	if (fd >= 0)
-		close(fd);
-	if (n_sup == SUP_LOG)
+	if (n_sup == SUP_LOG) {
+		if (fd >= 0)
+			close(fd);
 		return;
+	}
 	struct sup_msg *m = &sup_log[n_sup++];
 	m->type = (int)hdr->type;
+	m->reqid = hdr->reqid;
+	m->fd = fd;
 	m->len = hdr->len < sizeof(m->payload) ? hdr->len : sizeof(m->payload);
 	if (m->len)
 		memcpy(m->payload, payload, m->len);
 }
 
+/* What the worker loop does with the supervisor's messages, for those
+ * the session layer takes; the rest (reload, shutdown, console) are not
+ * the rig's business. */
 static void on_worker_msg(struct ipc_chan *ch, const struct ipc_hdr *hdr, const void *payload,
 			  int fd, void *arg)
 {
 	(void)ch;
-	(void)hdr;
-	(void)payload;
 	(void)arg;
-	if (fd >= 0)
+	if (!session_ipc(rig_w, hdr, payload, fd) && fd >= 0)
 		close(fd);
 }
 
@@ -186,17 +193,35 @@ int rig_sup_count(int type)
 	return n;
 }
 
-size_t rig_sup_last(int type, void *payload, size_t len)
+static const struct sup_msg *sup_last(int type)
 {
 	rig_pump();
-	for (int i = n_sup - 1; i >= 0; i--) {
-		if (sup_log[i].type != type)
-			continue;
-		memcpy(payload, sup_log[i].payload, sup_log[i].len < len ? sup_log[i].len : len);
-		return sup_log[i].len;
-	}
+	for (int i = n_sup - 1; i >= 0; i--)
+		if (sup_log[i].type == type)
+			return &sup_log[i];
 	fail_msg("rig: the worker sent no %s", ipc_type_name((enum ipc_type)type));
-	return 0;
+	return NULL;
+}
+
+size_t rig_sup_last(int type, uint32_t *reqid, void *payload, size_t len)
+{
+	const struct sup_msg *m = sup_last(type);
+	if (reqid)
+		*reqid = m->reqid;
+	if (payload)
+		memcpy(payload, m->payload, m->len < len ? m->len : len);
+	return m->len;
+}
+
+int rig_sup_last_fd(int type)
+{
+	return sup_last(type)->fd;
+}
+
+void rig_sup_send(int type, uint32_t reqid, const void *payload, size_t len)
+{
+	assert_int_equal(ipc_send(sup_end, (enum ipc_type)type, reqid, payload, (uint32_t)len, -1), 0);
+	rig_pump();
 }
 
 void rig_start(const char *settings, const char *databases)
@@ -253,6 +278,10 @@ void rig_stop(void)
 	event_free(reaper);
 	ipc_chan_free(rig_w->sup);
 	ipc_chan_free(sup_end);
+	for (int i = 0; i < n_sup; i++)
+		if (sup_log[i].fd >= 0)
+			close(sup_log[i].fd);
+	n_sup = 0;
 	stream_cache_free();
 	psrelay_free();
 	varcache_set_tracked(NULL);

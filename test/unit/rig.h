@@ -93,9 +93,14 @@ void rig_close(struct peer *p);
 const char *rig_field(const struct msg *m, char code);
 
 /* Messages the worker sent the supervisor: how many of type t, and the
- * newest one's payload (copied, up to len bytes; its length returned). */
+ * newest one's reqid (when asked) and payload (copied, up to len bytes;
+ * its length returned). A socket it carried is kept open for the test
+ * (rig_sup_last_fd) and closed by rig_stop. */
 int rig_sup_count(int type);
-size_t rig_sup_last(int type, void *payload, size_t len);
+size_t rig_sup_last(int type, uint32_t *reqid, void *payload, size_t len);
+int rig_sup_last_fd(int type);
+/* The supervisor tells the worker something. */
+void rig_sup_send(int type, uint32_t reqid, const void *payload, size_t len);
 
 /* The only pool of database db (asserted to exist). */
 struct pool *rig_pool(const char *db, const char *user);

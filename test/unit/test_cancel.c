@@ -186,7 +186,7 @@ static void test_other_worker(void **state)
 	uint32_t pid = 1u << 24 | 12345, key = 777;
 	send_cancel(pid, key);
 	assert_int_equal(rig_sup_count(IPC_CANCEL_FWD), 1);
-	size_t n = rig_sup_last(IPC_CANCEL_FWD, payload, sizeof(payload));
+	size_t n = rig_sup_last(IPC_CANCEL_FWD, NULL, payload, sizeof(payload));
 	struct ipc_hdr h = { .type = IPC_CANCEL_FWD, .len = (uint32_t)n };
 	uint32_t got_pid, got_key;
 	assert_true(ipc_get_cancel(&h, payload, &got_pid, &got_key));

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "ipc.h"
+#include "ledger.h"
 #include "link.h"
 #include "pool.h"
 #include "rig.h"
@@ -195,6 +197,63 @@ static void test_pool_size(void **state)
 	rig_close(&pg2);
 }
 
+/* Worker 0 of 2: the pool asks the supervisor (the rig) for the pool's
+ * welcome, then (none known) for a ledger slot, and opens a server only
+ * once granted;
+ * when another worker's clients want a server, the idle one leaves with
+ * its socket (the same backend connection), no Terminate, no slot
+ * release (the ledger moves the slot). */
+static void test_two_workers(void **state)
+{
+	struct peer c, pg;
+	struct slot_req r;
+	uint32_t why;
+	char names[2 * LEDGER_NAME];
+	(void)state;
+	rig_start_workers(2, "pool_mode = transaction\ndefault_pool_size = 1", DBS);
+	rig_client(&c, "alice", "db");
+	/* Another worker may know the pool's parameters: asked first. */
+	assert_int_equal(rig_sup_count(IPC_WELCOME_GET), 1);
+	assert_int_equal(rig_sup_count(IPC_SLOT_REQ), 0);
+	assert_int_equal(rig_sup_last(IPC_WELCOME_GET, NULL, names, sizeof(names)), sizeof(names));
+	rig_sup_send(IPC_WELCOME, 0, names, sizeof(names));     /* none has them */
+	assert_int_equal(rig_client_of(&c)->state, CLIENT_WAITING_LOGIN);
+	assert_int_equal(rig_sup_count(IPC_SLOT_REQ), 1);
+	assert_false(rig_pg_pending());                 /* not before the ledger says so */
+	assert_int_equal(rig_sup_last(IPC_SLOT_REQ, &why, &r, sizeof(r)), sizeof(r));
+	assert_string_equal(r.db, "db");
+	assert_string_equal(r.user, "alice");
+	assert_int_equal(r.pool_limit, 1);
+	rig_sup_send(IPC_SLOT_GRANT, why, &r, sizeof(r));
+	rig_pg_accept(&pg);
+	rig_pg_login(&pg, 31, 32);
+	rig_client_welcome(&c, NULL, NULL);
+	assert_int_equal(rig_sup_count(IPC_WELCOME_PUT), 1);  /* shared for the others */
+	rig_round_trip(&c, &pg, "SELECT 1", 'I');
+	struct pool *p = rig_pool("db", "alice");
+	assert_int_equal(p->n_idle, 1);
+
+	struct pool_want want = { .n = 1, .soon = 1, .over = 1,
+				  .other_since = (int64_t)util_monotonic() - 1000000 };
+	strlcpy_(want.pool.db, "db", sizeof(want.pool.db));
+	strlcpy_(want.pool.user, "alice", sizeof(want.pool.user));
+	rig_sup_send(IPC_POOL_WANT, 0, &want, sizeof(want));
+	assert_int_equal(rig_sup_count(IPC_SERVER_FD), 1);
+	assert_int_equal(p->n_idle, 0);
+	assert_int_equal(rig_sup_count(IPC_SLOT_RELEASE), 0);
+	int moved = rig_sup_last_fd(IPC_SERVER_FD);
+	assert_true(moved >= 0);
+	/* The backend did not hear a Terminate, and its socket is the one
+	 * that left: what it sends arrives there. */
+	rig_expect_nothing(&pg);
+	assert_int_equal(send(pg.fd, "x", 1, 0), 1);
+	char got;
+	assert_int_equal(recv(moved, &got, 1, 0), 1);
+	assert_int_equal(got, 'x');
+	rig_close(&c);
+	rig_close(&pg);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -203,6 +262,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_statement_mode, rig_teardown),
 		cmocka_unit_test_teardown(test_fifo, rig_teardown),
 		cmocka_unit_test_teardown(test_pool_size, rig_teardown),
+		cmocka_unit_test_teardown(test_two_workers, rig_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
