@@ -17,7 +17,6 @@ void admin_client_login(struct client *c, const struct startup_msg *m);
 void admin_welcome(struct client *c);
 enum stream_action admin_on_pkt(struct client *c, const struct pkt_hdr *h,
 				const uint8_t *data, size_t avail);
-void admin_free(void);
 /* Several workers: run a console command here for another worker's client;
  * and, for our own client, the other workers' answers. */
 void admin_remote_run(struct world *w, uint32_t fanid, const char *text, size_t len);

@@ -56,7 +56,7 @@ struct world;
 
 struct database {
 	struct list node;                 /* worker.databases */
-	struct world *world;              /* the registry it is in */
+	struct world *world;              /* the registry it is in (its pools' and servers' too) */
 	char name[NAME_MAX_LEN];
 	char dbname[NAME_MAX_LEN];        /* name on the server */
 	char **hosts; int n_hosts;        /* host list (NULL entry = default unix dir) */
@@ -116,7 +116,6 @@ struct pool_stats {
 
 struct pool {
 	struct list node;                 /* worker.pools */
-	struct world *world;
 	struct database *db;
 	struct puser *user;               /* the server-side user */
 	struct list active_clients;       /* CLIENT_ACTIVE */
@@ -219,7 +218,6 @@ struct server {
 	struct list all_node;             /* worker.all_servers */
 	enum server_state state;
 	uint64_t id;
-	struct world *world;
 	struct stream s;
 	struct pool *pool;
 	struct client *link;

@@ -38,7 +38,7 @@ static inline int pool_mode_of(const struct pool *p)
 		return p->user->pool_mode;
 	if (p->db->pool_mode >= 0)
 		return p->db->pool_mode;
-	return p->world->cfg->pool_mode;
+	return p->db->world->cfg->pool_mode;
 }
 int pool_size_of(const struct pool *p);
 int pool_reserve_of(const struct pool *p);

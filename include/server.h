@@ -8,8 +8,14 @@
 #include "objects.h"
 #include "log.h"
 
-/* Open one more server connection for the pool. False if it could not even start. */
-/* Open a server connection; with_slot: the ledger counted it for us. */
+/* The world a server lives in: its pool's database's (one owner). */
+static inline struct world *server_world(const struct server *sv)
+{
+	return sv->pool->db->world;
+}
+
+/* Open one more server connection for the pool; with_slot: the ledger
+ * counted it for us. False if it could not even start. */
 bool server_launch(struct pool *pool, bool with_slot);
 /* A dedicated server for a replication client (c->repl): opened with its
  * replication= and parameters, outside the ledger, linked to c once logged

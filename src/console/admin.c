@@ -56,11 +56,6 @@ static bool in_list(const char *list, const char *name)
 	return false;
 }
 
-static struct database *get_admin_db(struct world *w)
-{
-	return pool_admin_db(w);
-}
-
 /* PgBouncer's rule: user "pgbouncer" connecting over the Unix socket from
  * the UID the pooler runs as gets the console without a password. */
 static bool local_admin(const struct client *c)
@@ -83,7 +78,7 @@ void admin_client_login(struct client *c, const struct startup_msg *m)
 		client_close_sqlstate(c, "08P01", "not allowed");
 		return;
 	}
-	c->db = get_admin_db(c->world);
+	c->db = pool_admin_db(c->world);
 	if (!c->db) {
 		client_close(c, true, "no such database: pgbouncer");
 		return;
@@ -1079,10 +1074,6 @@ enum stream_action admin_on_pkt(struct client *c, const struct pkt_hdr *h,
 	(void)stream_write(&c->s, &pb);
 	pktbuf_free(&pb);
 	return SA_CONSUMED;
-}
-
-void admin_free(void)
-{
 }
 
 /* A console client goes: its fan-out wait and its extended-protocol state. */

@@ -362,7 +362,7 @@ static void dispatch(struct authq_job *j)
 	struct pool *p = j->pool;
 	struct server *sv = NULL;
 
-	if (!(j->pool->world->paused || p->db->paused || p->paused))
+	if (!(p->db->world->paused || p->db->paused || p->paused))
 		sv = pool_idle_server(p);
 	if (sv) {
 		run(j, sv);
@@ -442,7 +442,7 @@ static void finish(struct authq_job *j, struct server *sv, char status)
 	j->sv = NULL;
 	sv->internal = SI_NONE;
 	sv->ready_status = status;
-	if (sv->world->cfg->auth_query_cache_ttl > 0 && cache)
+	if (server_world(sv)->cfg->auth_query_cache_ttl > 0 && cache)
 		authcache_put(cache, j->key, secret, util_monotonic());
 	struct client **w = take_waiters(j, &n);
 	list_del(&j->node);

@@ -353,7 +353,7 @@ static bool take_client_slot(int shm_idx, int *local, int limit);
 struct client *client_taken(int fd, const struct handover_client *h, struct pool *p,
 			    struct puser *login_user)
 {
-	struct client *c = client_new(p->world, fd, h->is_unix != 0);
+	struct client *c = client_new(p->db->world, fd, h->is_unix != 0);
 
 	client_set_names(c, h->user_name, h->db_name);
 	c->connect_time = h->connect_time;

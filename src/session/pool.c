@@ -288,7 +288,6 @@ struct pool *pool_get(struct database *db, struct puser *user)
 			return p;
 	}
 	struct pool *p = xcalloc(1, sizeof(*p));
-	p->world = db->world;
 	p->db = db;
 	p->user = user;
 	list_init(&p->active_clients);
@@ -321,7 +320,7 @@ int pool_size_of(const struct pool *p)
 		return p->user->pool_size;
 	if (p->db->pool_size >= 0)
 		return p->db->pool_size;
-	return p->world->cfg->default_pool_size;
+	return p->db->world->cfg->default_pool_size;
 }
 
 int pool_reserve_of(const struct pool *p)
@@ -330,12 +329,12 @@ int pool_reserve_of(const struct pool *p)
 		return p->user->reserve_pool_size;
 	if (p->db->reserve_pool_size >= 0)
 		return p->db->reserve_pool_size;
-	return p->world->cfg->reserve_pool_size;
+	return p->db->world->cfg->reserve_pool_size;
 }
 
 usec_t pool_server_lifetime(const struct pool *p)
 {
-	return p->db->server_lifetime >= 0 ? p->db->server_lifetime : p->world->cfg->server_lifetime;
+	return p->db->server_lifetime >= 0 ? p->db->server_lifetime : p->db->world->cfg->server_lifetime;
 }
 
 static int pool_total_servers(const struct pool *p)
@@ -384,7 +383,7 @@ static bool ask_slot(struct pool *p, enum slot_why why)
 	else if (why == SLOT_FOR_MIN && p->db->min_pool_size < size)
 		r.pool_limit = p->db->min_pool_size;
 	r.wait = why == SLOT_FOR_WAITER;
-	if (ipc_send_slot(p->world->sup, IPC_SLOT_REQ, why, &r) < 0)
+	if (ipc_send_slot(p->db->world->sup, IPC_SLOT_REQ, why, &r) < 0)
 		return false;
 	p->n_slot_wait++;
 	if (why == SLOT_FOR_RESERVE)
@@ -404,7 +403,7 @@ void pool_slot_release_names(struct world *w, const char *db, const char *user)
 
 void pool_slot_release(struct pool *p)
 {
-	pool_slot_release_names(p->world, p->db->name, p->user->name);
+	pool_slot_release_names(p->db->world, p->db->name, p->user->name);
 }
 
 struct pool *pool_find_names(struct world *w, const char *db, const char *user)
@@ -441,8 +440,8 @@ static bool launch_blocked(const struct pool *p)
 {
 	/* Handing over to a new process, the clients that stay (TLS, busy)
 	 * still need servers. */
-	bool stopping = p->world->shutting_down && p->world->shutdown_mode != SHUTDOWN_HANDOVER;
-	return p->db->dead || p->db->admin || stopping || p->world->paused || p->world->suspended ||
+	bool stopping = p->db->world->shutting_down && p->db->world->shutdown_mode != SHUTDOWN_HANDOVER;
+	return p->db->dead || p->db->admin || stopping || p->db->world->paused || p->db->world->suspended ||
 	       p->db->paused || p->paused;
 }
 
@@ -611,7 +610,7 @@ static usec_t line_head(const struct pool *p)
 
 static bool first_in_line_elsewhere(const struct pool *p)
 {
-	if (p->world->paused || p->db->paused || p->paused)
+	if (p->db->world->paused || p->db->paused || p->paused)
 		return false;         /* PAUSE holds every worker: nothing to serve */
 	usec_t other = waiting_elsewhere(p), mine = waiting_here(p);
 	if (!other)
@@ -666,10 +665,10 @@ void pool_give_idle(struct pool *p)
 		/* An ask with nobody waiting any more is stale: keep it. */
 		if (!waiting_elsewhere(p))
 			break;
-		if (server_may_move(sv) && (p->world->paused || p->db->paused || p->paused))
+		if (server_may_move(sv) && (p->db->world->paused || p->db->paused || p->paused))
 			break;        /* PAUSE holds every worker: nothing to serve */
 		if (server_may_move(sv) && (left = move_delay(p, sv, now)) > 0) {
-			arm_give_timer(p->world, left);
+			arm_give_timer(p->db->world, left);
 			break;
 		}
 		/* A server that cannot move costs a new backend on the other
@@ -681,7 +680,7 @@ void pool_give_idle(struct pool *p)
 			if (p->wanted_soon <= 0)
 				break;
 			if (now - sv->last_used < GIVE_IDLE_USEC) {
-				arm_give_timer(p->world, GIVE_IDLE_USEC - (now - sv->last_used));
+				arm_give_timer(p->db->world, GIVE_IDLE_USEC - (now - sv->last_used));
 				break;
 			}
 		}
@@ -713,7 +712,7 @@ void pool_slot_wanted(struct world *w, const struct pool_want *want)
 static bool evict_idle(const struct pool *p, bool same_db)
 {
 	struct list *it;
-	list_for_each(it, &p->world->pools) {
+	list_for_each(it, &p->db->world->pools) {
 		struct pool *o = container_of(it, struct pool, node);
 		if (o == p || (same_db ? o->db != p->db : o->user != p->user))
 			continue;
@@ -804,7 +803,7 @@ static bool ask_repl_slot(struct pool *p)
 	r.pool_limit = pool_size_of(p);
 	r.wait = 1;
 	r.own = 1;
-	if (ipc_send_slot(p->world->sup, IPC_SLOT_REQ, SLOT_FOR_REPL, &r) < 0)
+	if (ipc_send_slot(p->db->world->sup, IPC_SLOT_REQ, SLOT_FOR_REPL, &r) < 0)
 		return false;
 	p->n_repl_slot_wait++;
 	return true;
@@ -821,7 +820,7 @@ static void repl_trim_asks(struct pool *p)
 	if (!shared_limits() || extra <= 0)
 		return;
 	fill_req(p, &r);
-	while (extra-- > 0 && ipc_send_slot(p->world->sup, IPC_SLOT_WITHDRAW, SLOT_FOR_REPL, &r) == 0)
+	while (extra-- > 0 && ipc_send_slot(p->db->world->sup, IPC_SLOT_WITHDRAW, SLOT_FOR_REPL, &r) == 0)
 		p->n_repl_withdrawing++;
 }
 
@@ -872,7 +871,7 @@ static void repl_slot_answer(struct pool *p, const struct slot_req *r, bool gran
 	}
 	struct client *c = launch_blocked(p) ? NULL : repl_waiter(p, 0);
 	if (!c) {
-		if (ipc_send_slot(p->world->sup, IPC_SLOT_RELEASE, 0, &r[0]) < 0)
+		if (ipc_send_slot(p->db->world->sup, IPC_SLOT_RELEASE, 0, &r[0]) < 0)
 			log_warning("could not return an unneeded server slot");
 		return;
 	}
@@ -910,7 +909,7 @@ enum launch_ok { LAUNCH_NO, LAUNCH_POOL, LAUNCH_RESERVE };
 
 static enum launch_ok can_launch(struct pool *p, bool for_waiter)
 {
-	const struct config *cfg = p->world->cfg;
+	const struct config *cfg = p->db->world->cfg;
 	usec_t now = util_monotonic();
 	int total = pool_total_servers(p) + p->n_slot_wait;
 	int size = pool_size_of(p);
@@ -947,7 +946,7 @@ static enum launch_ok can_launch(struct pool *p, bool for_waiter)
  * client waiting past reserve_pool_timeout asks once more, for the reserve. */
 static void ask_reserve(struct pool *p)
 {
-	const struct config *cfg = p->world->cfg;
+	const struct config *cfg = p->db->world->cfg;
 	if (p->reserve_asked || pool_reserve_of(p) <= 0 || launch_blocked(p))
 		return;
 	struct list *it = list_first(&p->waiting_clients);
@@ -1026,7 +1025,7 @@ void pool_welcome_share(struct pool *p)
 	for (int i = 0; i < p->n_welcome_other; i++)
 		(void)put_pair(&pb, p->welcome_other[2 * i], p->welcome_other[2 * i + 1]);
 	if (pktbuf_failed(&pb) || pb.len > IPC_MAX_PAYLOAD ||
-	    ipc_send(p->world->sup, IPC_WELCOME_PUT, 0, pb.buf, (uint32_t)pb.len, -1) < 0)
+	    ipc_send(p->db->world->sup, IPC_WELCOME_PUT, 0, pb.buf, (uint32_t)pb.len, -1) < 0)
 		log_warning("could not share the server parameters of %s/%s", p->db->name, p->user->name);
 	pktbuf_free(&pb);
 }
@@ -1035,7 +1034,7 @@ static void ask_welcome(struct pool *p)
 {
 	struct slot_req names;
 	fill_req(p, &names);
-	if (ipc_send(p->world->sup, IPC_WELCOME_GET, 0, &names, 2 * LEDGER_NAME, -1) < 0) {
+	if (ipc_send(p->db->world->sup, IPC_WELCOME_GET, 0, &names, 2 * LEDGER_NAME, -1) < 0) {
 		p->welcome_asked = 2;
 		return;
 	}
@@ -1086,7 +1085,7 @@ void pool_login_failed_share(struct pool *p)
 	fill_req(p, &f.pool);
 	strlcpy_(f.code, p->login_error_code, sizeof(f.code));
 	strlcpy_(f.msg, p->login_error, sizeof(f.msg));
-	if (ipc_send_login_failure(p->world->sup, &f) < 0)
+	if (ipc_send_login_failure(p->db->world->sup, &f) < 0)
 		log_warning("could not tell the other workers about a failed login");
 }
 
@@ -1142,7 +1141,7 @@ void pool_launch_needed(struct pool *p)
 	}
 	/* Logins failing and retry not yet due: waiting clients get the error now. */
 	if (p->login_failed_at && p->n_login == 0 && p->login_error[0] &&
-	    util_monotonic() - p->login_failed_at < p->world->cfg->server_login_retry) {
+	    util_monotonic() - p->login_failed_at < p->db->world->cfg->server_login_retry) {
 		struct list *it, *tmp;
 		list_for_each_safe(it, tmp, &p->waiting_clients) {
 			struct client *c = container_of(it, struct client, node);
@@ -1155,7 +1154,7 @@ void pool_launch_needed(struct pool *p)
 
 static bool check_needed(const struct server *sv)
 {
-	const struct config *cfg = sv->world->cfg;
+	const struct config *cfg = server_world(sv)->cfg;
 	/* A server fresh from login is known good; only used ones go stale. */
 	if (!sv->used || !cfg->server_check_query[0] || cfg->server_check_delay < 0)
 		return false;
@@ -1234,7 +1233,7 @@ struct server *pool_idle_server(struct pool *p)
 			continue;
 		}
 		if (check_needed(sv)) {
-			if (!server_run_internal(sv, SI_CHECK, p->world->cfg->server_check_query))
+			if (!server_run_internal(sv, SI_CHECK, p->db->world->cfg->server_check_query))
 				continue;
 			return NULL;
 		}
@@ -1304,7 +1303,7 @@ void pool_server_ready(struct server *sv)
 		sv->give_away = true;     /* the reaper moves it if it can */
 		return;
 	}
-	if (!(sv->world->paused || p->db->paused || p->paused)) {
+	if (!(server_world(sv)->paused || p->db->paused || p->paused)) {
 		if (p->n_repl_waiting > 0 && repl_takes(p, sv))
 			return;
 		if (p->n_auth_waiting > 0 && authquery_server_ready(sv))
@@ -1319,7 +1318,7 @@ void pool_server_ready(struct server *sv)
 	}
 	/* PAUSE (of all, or of this database) closes servers as they come
 	 * back, as PgBouncer's does. */
-	if (sv->world->paused || p->db->paused) {
+	if (server_world(sv)->paused || p->db->paused) {
 		server_close_soon(sv, "pause mode");
 		return;
 	}
@@ -1327,8 +1326,8 @@ void pool_server_ready(struct server *sv)
 	/* Someone elsewhere waits: unless our own client takes it back at
 	 * once, the server goes in a moment. */
 	if (server_may_move(sv) && waiting_elsewhere(p))
-		arm_give_timer(p->world, move_delay(p, sv, util_monotonic()));
-	world_check_shutdown(p->world);
+		arm_give_timer(p->db->world, move_delay(p, sv, util_monotonic()));
+	world_check_shutdown(p->db->world);
 }
 
 /* ---- reload ---- */

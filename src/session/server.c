@@ -57,7 +57,7 @@ static bool socket_movable(const struct server *sv)
 bool server_may_move(const struct server *sv)
 {
 	return shm_n_workers() > 1 && sv->has_slot && sv->repl == REPL_NONE && socket_movable(sv) &&
-	       !sv->world->shutting_down;
+	       !server_world(sv)->shutting_down;
 }
 
 bool server_at_rest(const struct server *sv)
@@ -90,7 +90,7 @@ static struct list *state_list(struct pool *p, enum server_state st)
 	case SERVER_ACTIVE: return &p->active_servers;
 	case SERVER_TESTED: return &p->tested_servers;
 	case SERVER_BEING_CANCELED: return &p->canceled_servers;
-	case SERVER_JUSTFREE: return &p->world->justfree_servers;
+	case SERVER_JUSTFREE: return &p->db->world->justfree_servers;
 	default: return NULL;
 	}
 }
@@ -113,7 +113,7 @@ void server_set_state(struct server *sv, enum server_state st)
 		(*cnt)++;
 	/* Idle list is LIFO (the most recently used server is the warmest)
 	 * unless server_round_robin asks to spread load evenly. */
-	if (st == SERVER_IDLE && !sv->world->cfg->server_round_robin)
+	if (st == SERVER_IDLE && !server_world(sv)->cfg->server_round_robin)
 		list_prepend(&p->idle_servers, &sv->node);
 	else
 		list_append(state_list(p, st), &sv->node);
@@ -176,12 +176,12 @@ static void linger(struct pool *p, int fd)
 	}
 	struct lingering *l = xcalloc(1, sizeof(*l));
 	l->fd = fd;
-	l->world = p->world;
+	l->world = p->db->world;
 	list_append(&lingering, &l->node);
 	strlcpy_(l->names.db, p->db->name, sizeof(l->names.db));
 	strlcpy_(l->names.user, p->user->name, sizeof(l->names.user));
 	struct timeval tv = { LINGER_USEC / USEC_PER_SEC, LINGER_USEC % USEC_PER_SEC };
-	l->ev = event_new(p->world->base, fd, EV_READ | EV_PERSIST | EV_TIMEOUT, linger_done, l);
+	l->ev = event_new(p->db->world->base, fd, EV_READ | EV_PERSIST | EV_TIMEOUT, linger_done, l);
 	event_add(l->ev, &tv);
 }
 
@@ -217,7 +217,7 @@ void server_close(struct server *sv, const char *reason)
 		sv->dns = NULL;
 	}
 	util_format_age(util_monotonic() - sv->connect_time, age, sizeof(age));
-	if (sv->world->cfg->log_disconnections)
+	if (server_world(sv)->cfg->log_disconnections)
 		log_server(sv, LG_LOG, "closing because: %s (age=%s)", reason, age);
 	drop_repl_owner(sv, "08P01", reason);
 	struct client *c = link_detach_server(sv, LINK_SERVER_GONE);
@@ -226,7 +226,7 @@ void server_close(struct server *sv, const char *reason)
 	bool said_bye = false;
 	if (sv->state == SERVER_ACTIVE || sv->state == SERVER_IDLE || sv->state == SERVER_TESTED)
 		said_bye = stream_write_raw(&sv->s, "X\0\0\0\4", 5);   /* polite Terminate */
-	if (sv->has_slot && said_bye && !stream_has_pending_out(&sv->s) && !sv->world->shutting_down)
+	if (sv->has_slot && said_bye && !stream_has_pending_out(&sv->s) && !server_world(sv)->shutting_down)
 		linger(p, stream_take_fd(&sv->s));
 	else if (sv->has_slot)
 		pool_slot_release(p);
@@ -236,8 +236,8 @@ void server_close(struct server *sv, const char *reason)
 	server_set_state(sv, SERVER_JUSTFREE);
 	free(sv->scram);
 	sv->scram = NULL;
-	world_schedule_reap(sv->world);
-	world_check_shutdown(sv->world);
+	world_schedule_reap(server_world(sv));
+	world_check_shutdown(server_world(sv));
 }
 
 void server_free(struct server *sv)
@@ -372,15 +372,14 @@ struct server *server_new(struct pool *p, bool with_slot, int fd)
 	sv->has_slot = with_slot;
 	list_init(&sv->close_node);
 	sv->id = shm_next_id();
-	sv->world = p->world;
 	sv->pool = p;
 	sv->connect_time = sv->last_used = util_monotonic();
 	sv->hot_standby = sv->read_only = -1;
 	varcache_init(&sv->vars);
 	list_init(&sv->node);
-	list_append(&p->world->all_servers, &sv->all_node);
+	list_append(&p->db->world->all_servers, &sv->all_node);
 	sv->state = SERVER_JUSTFREE;   /* not counted until set below */
-	list_append(&p->world->justfree_servers, &sv->node);
+	list_append(&p->db->world->justfree_servers, &sv->node);
 	sv->state = SERVER_LOGIN;
 	list_del(&sv->node);
 	list_append(&p->login_servers, &sv->node);
@@ -389,7 +388,7 @@ struct server *server_new(struct pool *p, bool with_slot, int fd)
 	p->user->n_servers++;
 	sv->welcome_src = !p->welcome_ready;
 	stream_init(&sv->s, fd, sv, server_on_pkt, server_on_event);
-	sv->s.max_pkt = p->world->cfg->max_packet_size > 0 ? (uint32_t)p->world->cfg->max_packet_size : 0x7fffffff;
+	sv->s.max_pkt = p->db->world->cfg->max_packet_size > 0 ? (uint32_t)p->db->world->cfg->max_packet_size : 0x7fffffff;
 	return sv;
 }
 
@@ -497,7 +496,7 @@ static void send_startup(struct server *sv)
 
 static bool start_server_tls(struct server *sv)
 {
-	struct tls_conn *t = tls_conn_connect(sv->world->server_tls, sv->s.fd, sv->addr);
+	struct tls_conn *t = tls_conn_connect(server_world(sv)->server_tls, sv->s.fd, sv->addr);
 	if (!t) {
 		server_close(sv, "TLS setup failed");
 		return false;
@@ -523,7 +522,7 @@ static void on_ssl_answer(evutil_socket_t fd, short what, void *arg)
 		(void)start_server_tls(sv);
 		return;
 	}
-	if (n == 1 && answer == 'N' && sv->world->cfg->server_tls_sslmode < SSLMODE_REQUIRE) {
+	if (n == 1 && answer == 'N' && server_world(sv)->cfg->server_tls_sslmode < SSLMODE_REQUIRE) {
 		stream_start_reading(&sv->s);
 		send_startup(sv);
 		return;
@@ -537,7 +536,7 @@ static void ask_for_tls(struct server *sv)
 	static const uint8_t ssl_request[8] = { 0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f };
 	int neg = sv->pool->db->sslnegotiation;
 	if (neg < 0)
-		neg = (int)sv->world->cfg->server_tls_sslnegotiation;
+		neg = (int)server_world(sv)->cfg->server_tls_sslnegotiation;
 	if (neg == SSLNEG_DIRECT) {
 		(void)start_server_tls(sv);     /* PostgreSQL 17+: TLS from the first byte */
 		return;
@@ -546,7 +545,7 @@ static void ask_for_tls(struct server *sv)
 		server_close(sv, "could not send SSLRequest");
 		return;
 	}
-	sv->ssl_ev = event_new(sv->world->base, sv->s.fd, EV_READ, on_ssl_answer, sv);
+	sv->ssl_ev = event_new(server_world(sv)->base, sv->s.fd, EV_READ, on_ssl_answer, sv);
 	event_add(sv->ssl_ev, NULL);
 }
 
@@ -558,18 +557,18 @@ static void on_connected(struct server *sv)
 	if (getsockname(sv->s.fd, (struct sockaddr *)&ss, &len) == 0)
 		util_format_addr((struct sockaddr *)&ss, sv->laddr, sizeof(sv->laddr), &sv->lport);
 	if (ss.ss_family != AF_UNIX)
-		util_tune_tcp(sv->s.fd, sv->world->cfg);
-	if (sv->world->cfg->log_connections) {
+		util_tune_tcp(sv->s.fd, server_world(sv)->cfg);
+	if (server_world(sv)->cfg->log_connections) {
 		char from[sizeof(sv->laddr) + 16];
 		log_server(sv, LG_LOG, "new connection to server (from %s)",
 			   util_addr_port(from, sizeof(from), sv->laddr, sv->lport));
 	}
 	/* As PgBouncer: no TLS over Unix sockets; none without a context. */
-	if (ss.ss_family != AF_UNIX && sv->world->server_tls && sv->world->cfg->server_tls_sslmode != SSLMODE_DISABLE) {
+	if (ss.ss_family != AF_UNIX && server_world(sv)->server_tls && server_world(sv)->cfg->server_tls_sslmode != SSLMODE_DISABLE) {
 		ask_for_tls(sv);
 		return;
 	}
-	if (sv->world->cfg->server_tls_sslmode >= SSLMODE_REQUIRE && ss.ss_family != AF_UNIX) {
+	if (server_world(sv)->cfg->server_tls_sslmode >= SSLMODE_REQUIRE && ss.ss_family != AF_UNIX) {
 		server_close(sv, "server TLS required but not configured");
 		return;
 	}
@@ -919,7 +918,6 @@ static void role_known(struct server *sv)
 		return;
 	}
 	if (p->db->connect_query) {
-		server_set_state(sv, SERVER_TESTED);
 		server_run_internal(sv, SI_CONNECT_QUERY, p->db->connect_query);
 		return;
 	}
@@ -929,7 +927,6 @@ static void role_known(struct server *sv)
 static void login_complete(struct server *sv)
 {
 	if (role_query_needed(sv)) {
-		server_set_state(sv, SERVER_TESTED);
 		server_run_internal(sv, SI_ROLE_QUERY, HOSTROLE_QUERY);
 		return;
 	}
@@ -1008,9 +1005,11 @@ bool server_run_internal(struct server *sv, enum server_internal why, const char
 	pkt_write_query(&pb, sql);
 	sv->internal = why;
 	psrelay_server_sql(sv, sql);
-	/* A released server being reset counts as tested, as in PgBouncer
+	/* A server that no client holds counts as tested while it runs one
+	 * (connect_query or role query after login, check, reset after
+	 * release or after its cancels were answered), as in PgBouncer
 	 * (sv_tested); one running SET for its client stays active. */
-	if (sv->state == SERVER_IDLE || (sv->state == SERVER_ACTIVE && !sv->link))
+	if (!sv->link && sv->state != SERVER_TESTED)
 		server_set_state(sv, SERVER_TESTED);
 	server_debug(sv, "internal query: %s", sql);
 	return send_pb(sv, &pb);
@@ -1124,7 +1123,7 @@ static void ready_for_query(struct server *sv, char status)
 	/* Pipelined requests still owe ReadyForQuery: keep the link. A session
 	 * keeps its server, unless server_fast_close retires an outdated one
 	 * at the end of its transaction. */
-	if (mode == POOL_SESSION && sv->close_needed && sv->world->cfg->server_fast_close &&
+	if (mode == POOL_SESSION && sv->close_needed && server_world(sv)->cfg->server_fast_close &&
 	    status == 'I' && sv->expect_rfq == 0) {
 		server_close_with_client(sv, "database configuration changed");
 		return;
@@ -1249,8 +1248,8 @@ void server_release(struct server *sv)
 		server_set_state(sv, SERVER_BEING_CANCELED);
 		return;
 	}
-	if (sv->world->cfg->server_reset_query_always && sv->world->cfg->server_reset_query[0]) {
-		server_run_internal(sv, SI_RESET, sv->world->cfg->server_reset_query);
+	if (server_world(sv)->cfg->server_reset_query_always && server_world(sv)->cfg->server_reset_query[0]) {
+		server_run_internal(sv, SI_RESET, server_world(sv)->cfg->server_reset_query);
 		return;
 	}
 	pool_server_ready(sv);
@@ -1275,8 +1274,8 @@ void server_close_soon(struct server *sv, const char *reason)
 	sv->close_reason = reason;
 	server_set_state(sv, SERVER_IDLE);
 	list_del(&sv->close_node);
-	list_append(&sv->world->closing_servers, &sv->close_node);
-	world_schedule_reap(sv->world);
+	list_append(&server_world(sv)->closing_servers, &sv->close_node);
+	world_schedule_reap(server_world(sv));
 }
 
 void server_client_gone(struct server *sv)
@@ -1309,9 +1308,9 @@ void server_client_gone(struct server *sv)
 		server_set_state(sv, SERVER_BEING_CANCELED);
 		return;
 	}
-	if (sv->world->cfg->server_reset_query[0] &&
-	    (pool_mode_of(sv->pool) == POOL_SESSION || sv->world->cfg->server_reset_query_always)) {
-		server_run_internal(sv, SI_RESET, sv->world->cfg->server_reset_query);
+	if (server_world(sv)->cfg->server_reset_query[0] &&
+	    (pool_mode_of(sv->pool) == POOL_SESSION || server_world(sv)->cfg->server_reset_query_always)) {
+		server_run_internal(sv, SI_RESET, server_world(sv)->cfg->server_reset_query);
 		return;
 	}
 	pool_server_ready(sv);

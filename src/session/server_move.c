@@ -68,8 +68,8 @@ static void forget(struct server *sv)
 	p->db->n_servers--;
 	p->user->n_servers--;
 	server_set_state(sv, SERVER_JUSTFREE);
-	world_schedule_reap(sv->world);
-	world_check_shutdown(sv->world);
+	world_schedule_reap(server_world(sv));
+	world_check_shutdown(server_world(sv));
 }
 
 bool server_send(struct server *sv, enum ipc_type type, uint32_t reqid, const struct client *owner)
@@ -88,7 +88,7 @@ bool server_send(struct server *sv, enum ipc_type type, uint32_t reqid, const st
 	pktbuf_init(&pb, 512);
 	sent = handover_encode(&pb, &h, &sv->vars, sv->pool->welcome_other, sv->pool->n_welcome_other,
 			       sv->ps) &&
-	       ipc_send(sv->world->sup, type, reqid, pb.buf, (uint32_t)pb.len, sv->s.fd) == 0;
+	       ipc_send(server_world(sv)->sup, type, reqid, pb.buf, (uint32_t)pb.len, sv->s.fd) == 0;
 	pktbuf_free(&pb);
 	if (sent)
 		forget(sv);

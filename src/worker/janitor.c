@@ -38,7 +38,7 @@ static void check_login_clients(struct world *w, usec_t now)
  * counts too, before query_wait_timeout, as in PgBouncer. */
 static void check_waiting(struct pool *p, usec_t now)
 {
-	const struct config *cfg = p->world->cfg;
+	const struct config *cfg = p->db->world->cfg;
 	usec_t qt = eff(p->user->query_timeout, cfg->query_timeout);
 	struct list *it, *tmp;
 	list_for_each_safe(it, tmp, &p->waiting_clients) {
@@ -64,7 +64,7 @@ static void check_waiting(struct pool *p, usec_t now)
 
 static void check_active(struct pool *p, usec_t now)
 {
-	const struct config *cfg = p->world->cfg;
+	const struct config *cfg = p->db->world->cfg;
 	const struct puser *u = p->user;
 	usec_t idle = eff(u->client_idle_timeout, cfg->client_idle_timeout);
 	usec_t itx = eff(u->idle_transaction_timeout, cfg->idle_transaction_timeout);
@@ -100,7 +100,7 @@ static void check_active(struct pool *p, usec_t now)
 
 static void check_servers(struct pool *p, usec_t now)
 {
-	const struct config *cfg = p->world->cfg;
+	const struct config *cfg = p->db->world->cfg;
 	usec_t life = pool_server_lifetime(p);
 	struct list *it, *tmp;
 

@@ -485,7 +485,6 @@ static void worker_cleanup(void)
 	authquery_free_all();
 	pool_free_all(W);
 	authpool_free();
-	admin_free();
 	listener_free(W->listener);
 	ipc_chan_free(W->sup);
 	event_free(W->reaper);

@@ -357,7 +357,7 @@ static bool fill(struct peer *p)
 	return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
 }
 
-static uint32_t be32(const uint8_t *b)
+uint32_t rig_be32(const uint8_t *b)
 {
 	return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
 }
@@ -368,7 +368,7 @@ static bool take(struct peer *p, struct msg *m, bool typed)
 	size_t hdr = typed ? 5 : 4;
 	if (p->len < hdr)
 		return false;
-	uint32_t len = be32(p->buf + hdr - 4);
+	uint32_t len = rig_be32(p->buf + hdr - 4);
 	assert_true(len >= 4 && len - 4 <= sizeof(m->body));
 	if (p->len < hdr + len - 4)
 		return false;
@@ -505,7 +505,7 @@ static size_t put_pair(uint8_t *b, size_t o, const char *k, const char *v)
 	return o + kl + vl;
 }
 
-static void put32(uint8_t *b, uint32_t v)
+void rig_put32(uint8_t *b, uint32_t v)
 {
 	b[0] = (uint8_t)(v >> 24);
 	b[1] = (uint8_t)(v >> 16);
@@ -524,15 +524,15 @@ void rig_pg_login(struct peer *p, uint32_t pid, uint32_t key)
 	struct msg m;
 	uint8_t b[64];
 	rig_read_startup(p, &m);
-	assert_int_equal(be32(m.body), 196608);
-	put32(b, 0);
+	assert_int_equal(rig_be32(m.body), 196608);
+	rig_put32(b, 0);
 	rig_send(p, 'R', b, 4);
 	for (size_t i = 0; i < sizeof(params) / sizeof(params[0]); i++) {
 		size_t n = put_pair(b, 0, params[i][0], params[i][1]);
 		rig_send(p, 'S', b, n);
 	}
-	put32(b, pid);
-	put32(b + 4, key);
+	rig_put32(b, pid);
+	rig_put32(b + 4, key);
 	rig_send(p, 'K', b, 8);
 	rig_send(p, 'Z', "I", 1);
 }
@@ -557,7 +557,7 @@ void rig_send_startup_with(struct peer *p, const char *user, const char *db,
 			   const char *const *extra)
 {
 	uint8_t b[1024];
-	put32(b, 196608);
+	rig_put32(b, 196608);
 	size_t n = put_pair(b, 4, "user", user);
 	n = put_pair(b, n, "database", db);
 	for (size_t i = 0; extra && extra[i] && extra[i + 1]; i += 2) {
@@ -578,16 +578,16 @@ void rig_client_welcome(struct peer *p, uint32_t *pid, uint32_t *key)
 {
 	struct msg m;
 	rig_expect(p, 'R', &m);
-	assert_int_equal(be32(m.body), 0);
+	assert_int_equal(rig_be32(m.body), 0);
 	for (;;) {
 		rig_read(p, &m);
 		if (m.type == 'S')
 			continue;
 		if (m.type == 'K') {
 			if (pid)
-				*pid = be32(m.body);
+				*pid = rig_be32(m.body);
 			if (key)
-				*key = be32(m.body + 4);
+				*key = rig_be32(m.body + 4);
 			continue;
 		}
 		if (m.type != 'Z')

@@ -102,6 +102,10 @@ int rig_sup_last_fd(int type);
 /* The supervisor tells the worker something. */
 void rig_sup_send(int type, uint32_t reqid, const void *payload, size_t len);
 
+/* Big-endian 32-bit integers, as the protocol has them. */
+uint32_t rig_be32(const uint8_t *b);
+void rig_put32(uint8_t *b, uint32_t v);
+
 /* The only pool of database db (asserted to exist). */
 struct pool *rig_pool(const char *db, const char *user);
 

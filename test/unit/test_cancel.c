@@ -20,27 +20,14 @@
 
 static const char *const DBS = "db = @PG@ dbname=db\n";
 
-static uint32_t be32(const uint8_t *b)
-{
-	return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
-}
-
-static void put32(uint8_t *b, uint32_t v)
-{
-	b[0] = (uint8_t)(v >> 24);
-	b[1] = (uint8_t)(v >> 16);
-	b[2] = (uint8_t)(v >> 8);
-	b[3] = (uint8_t)v;
-}
-
 /* A new connection sends CancelRequest(pid, key); the pooler closes it. */
 static void send_cancel(uint32_t pid, uint32_t key)
 {
 	struct peer x;
 	uint8_t b[12];
-	put32(b, PROTO_CANCEL_REQUEST);
-	put32(b + 4, pid);
-	put32(b + 8, key);
+	rig_put32(b, PROTO_CANCEL_REQUEST);
+	rig_put32(b + 4, pid);
+	rig_put32(b + 8, key);
 	rig_client_raw(&x);
 	rig_send(&x, 0, b, sizeof(b));
 	rig_expect_eof(&x, NULL, 0);
@@ -56,9 +43,9 @@ static void expect_pg_cancel(uint32_t pid, uint32_t key)
 	rig_pg_accept(&cx);
 	rig_read_startup(&cx, &m);
 	assert_int_equal(m.len, 12);
-	assert_int_equal(be32(m.body), PROTO_CANCEL_REQUEST);
-	assert_int_equal(be32(m.body + 4), pid);
-	assert_int_equal(be32(m.body + 8), key);
+	assert_int_equal(rig_be32(m.body), PROTO_CANCEL_REQUEST);
+	assert_int_equal(rig_be32(m.body + 4), pid);
+	assert_int_equal(rig_be32(m.body + 8), key);
 	rig_close(&cx);          /* as PostgreSQL: done, connection closed */
 }
 
@@ -100,22 +87,29 @@ static void test_running_query(void **state)
 
 /* Released while its cancel is still in flight, the server is not handed
  * out: the cancel could hit the next client's query. */
+/* Client c's query runs on pg, its cancel reaches PostgreSQL on cx, and
+ * the query ends before PostgreSQL has processed the cancel. */
+static void cancel_in_flight(const char *settings, struct peer *c, struct peer *pg, struct peer *cx)
+{
+	uint32_t pid, key;
+	struct msg m;
+	rig_start(settings, DBS);
+	login(c, pg, &pid, &key);
+	rig_send_query(c, "SELECT 1");
+	rig_expect(pg, 'Q', NULL);
+	send_cancel(pid, key);
+	rig_pg_accept(cx);
+	rig_read_startup(cx, &m);
+	rig_send_done(pg, "SELECT 1", 'I');
+	rig_expect(c, 'C', NULL);
+	rig_expect(c, 'Z', NULL);
+}
+
 static void test_being_canceled(void **state)
 {
 	struct peer c, pg, cx;
-	uint32_t pid, key;
-	struct msg m;
 	(void)state;
-	rig_start("pool_mode = transaction", DBS);
-	login(&c, &pg, &pid, &key);
-	rig_send_query(&c, "SELECT 1");
-	rig_expect(&pg, 'Q', NULL);
-	send_cancel(pid, key);
-	rig_pg_accept(&cx);
-	rig_read_startup(&cx, &m);
-	/* The query ends before PostgreSQL has processed the cancel. */
-	rig_send_done(&pg, "SELECT 1", 'I');
-	rig_expect(&c, 'C', NULL);
+	cancel_in_flight("pool_mode = transaction", &c, &pg, &cx);
 	struct pool *p = rig_pool("db", "alice");
 	assert_int_equal(p->n_canceled, 1);
 	assert_int_equal(p->n_idle, 0);
@@ -124,6 +118,30 @@ static void test_being_canceled(void **state)
 	assert_int_equal(p->n_canceled, 0);
 	assert_int_equal(p->n_idle, 1);
 	rig_close(&c);
+	rig_close(&pg);
+}
+
+/* Session mode: the client leaves while its cancel is in flight; the
+ * server waits for the cancel, then runs its reset, counted as tested. */
+static void test_reset_after_cancel(void **state)
+{
+	struct peer c, pg, cx;
+	struct msg m;
+	(void)state;
+	cancel_in_flight("pool_mode = session", &c, &pg, &cx);
+	struct server *sv = rig_client_of(&c)->link;
+	rig_close(&c);
+	struct pool *p = rig_pool("db", "alice");
+	assert_int_equal(sv->state, SERVER_BEING_CANCELED);
+	rig_expect_nothing(&pg);
+	rig_close(&cx);                     /* the cancel is answered */
+	rig_expect(&pg, 'Q', &m);
+	assert_string_equal((const char *)m.body, "DISCARD ALL");
+	assert_int_equal(sv->state, SERVER_TESTED);
+	assert_int_equal(p->n_tested, 1);
+	rig_send_done(&pg, "DISCARD ALL", 'I');
+	rig_pump();
+	assert_int_equal(p->n_idle, 1);
 	rig_close(&pg);
 }
 
@@ -203,6 +221,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_running_query, rig_teardown),
 		cmocka_unit_test_teardown(test_being_canceled, rig_teardown),
+		cmocka_unit_test_teardown(test_reset_after_cancel, rig_teardown),
 		cmocka_unit_test_teardown(test_waiting_client, rig_teardown),
 		cmocka_unit_test_teardown(test_client_gone_busy, rig_teardown),
 		cmocka_unit_test_teardown(test_other_worker, rig_teardown),
