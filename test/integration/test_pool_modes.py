@@ -2,6 +2,7 @@
 after each transaction, statement refuses transaction blocks."""
 
 import threading
+import time
 
 import psycopg
 import pytest
@@ -97,3 +98,37 @@ def test_statement_mode_refuses_transaction_block(pg, make_pooler):
     assert "transaction blocks not allowed in statement pooling mode" in str(err.value)
     with p.connect() as again:
         assert again.execute("SELECT 2").fetchone() == (2,)
+
+
+def pool_counts(p, db="testdb", user="trust_user"):
+    with p.admin() as adm:
+        cur = adm.execute("SHOW POOLS")
+        cols = [c.name for c in cur.description]
+        for r in cur.fetchall():
+            row = dict(zip(cols, r))
+            if row["database"] == db and row["user"] == user:
+                return row
+    return None
+
+
+def wait_pool(p, pred, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        row = pool_counts(p)
+        if row and pred(row):
+            return row
+        time.sleep(0.05)
+    return pool_counts(p)
+
+
+def test_session_reset_counts_as_tested(pg15, make_pooler):
+    """While server_reset_query runs after a session client left, SHOW POOLS
+    counts its server in sv_tested, as PgBouncer does, then in sv_idle."""
+    p = make_pooler(pg15, settings={"pool_mode": "session", "default_pool_size": 1,
+                                    "server_reset_query": "SELECT pg_sleep(1.5)"})
+    with p.connect() as conn:
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+    row = wait_pool(p, lambda r: r["sv_tested"] == 1, 1.2)
+    assert row["sv_tested"] == 1 and row["sv_active"] == 0, row
+    row = wait_pool(p, lambda r: r["sv_idle"] == 1, 5.0)
+    assert row["sv_idle"] == 1 and row["sv_tested"] == 0, row
