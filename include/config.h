@@ -183,6 +183,7 @@ struct config {
 	bool unnamed_statement_cache;       /* pgcrew: PgDoorman's cache for unnamed Parse */
 	char *user;
 	int verbose;
+	usec_t worker_sched_slice;          /* pgcrew: 0 = the kernel's default */
 	int workers;                        /* pgcrew: 0 = auto (online CPUs) */
 
 	struct db_def *dbs;                 /* without the "*" entry, in file order */

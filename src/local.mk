@@ -15,7 +15,7 @@ libpgcrew_a_SOURCES += \
 	src/session/world.c src/session/connlog.c src/session/reap.c src/session/session_ipc.c \
 	src/net/stream.c src/net/tls.c src/net/dns.c src/net/listen.c \
 	src/base/log.c src/base/util.c src/base/ipc.c src/base/ipc_msg.c src/base/shm.c src/base/hist.c \
-	src/base/strpool.c
+	src/base/sched_slice.c src/base/strpool.c
 noinst_HEADERS += \
 	include/admin.h \
 	include/admin_ext.h \
@@ -32,6 +32,7 @@ noinst_HEADERS += \
 	include/connlog.h \
 	include/handover.h \
 	include/hist.h \
+	include/sched_slice.h \
 	include/ledger.h \
 	include/listen.h \
 	include/log.h \

@@ -10,7 +10,7 @@ enum setting_type {
 	SETTING_BOOL,               /* bool */
 	SETTING_INT,                /* int, within [min, max] */
 	SETTING_SIZE,               /* int64_t bytes, within [min, max] */
-	SETTING_TIME,               /* usec_t, at least min */
+	SETTING_TIME,               /* usec_t, within [min, max] */
 	SETTING_STRING,             /* char *, never NULL */
 	SETTING_ENUM,               /* an enum stored as int */
 	SETTING_TYPE_COUNT
@@ -20,6 +20,7 @@ enum setting_flag {
 	CF_NO_RELOAD = 1 << 0,      /* needs a restart: RELOAD refuses a change, SET refuses it */
 	CF_EXTENSION = 1 << 1,      /* pgcrew's own key, PgBouncer lacks it */
 	CF_AUTO = 1 << 2,           /* SETTING_INT that takes "auto", stored as 0 */
+	CF_ZERO_OFF = 1 << 3,       /* SETTING_TIME: 0 (off) is valid below min */
 };
 
 struct setting {
@@ -27,7 +28,7 @@ struct setting {
 	enum setting_type type;
 	size_t offset;              /* into struct config */
 	const char *def;            /* default, as SHOW CONFIG prints it */
-	int64_t min, max;           /* ints and sizes; times use min (usec) */
+	int64_t min, max;           /* ints and sizes; times in usec */
 	unsigned flags;             /* enum setting_flag */
 	const char *(*enum_name)(int);   /* SETTING_ENUM: value -> name */
 	int enum_count;

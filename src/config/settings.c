@@ -131,6 +131,7 @@ static int check_proxy_sources(const char *value, char *msg, size_t msglen)
 #define S_INT(f, def, lo, hi, fl, d)     { #f, SETTING_INT, OFF(f, int), def, lo, hi, fl, NULL, 0, d, NULL }
 #define S_SIZE(f, def, lo, hi, fl, d)    { #f, SETTING_SIZE, OFF(f, int64_t), def, lo, hi, fl, NULL, 0, d, NULL }
 #define S_TIME(f, def, lo, fl, d)        { #f, SETTING_TIME, OFF(f, usec_t), def, lo, INT64_MAX, fl, NULL, 0, d, NULL }
+#define S_TIME_RANGE(f, def, lo, hi, fl, d) { #f, SETTING_TIME, OFF(f, usec_t), def, lo, hi, fl, NULL, 0, d, NULL }
 #define S_STR(f, def, fl, d)             { #f, SETTING_STRING, OFF(f, char *), def, 0, 0, fl, NULL, 0, d, NULL }
 #define S_STRC(f, def, chk, fl, d)       { #f, SETTING_STRING, OFF(f, char *), def, 0, 0, fl, NULL, 0, d, chk }
 #define S_ENUM(f, def, fn, n, fl, d)     { #f, SETTING_ENUM, ENUM_OFF(f), def, 0, (n) - 1, fl, fn, n, d, NULL }
@@ -253,6 +254,8 @@ static const struct setting table[] = {
 	S_BOOL(unnamed_statement_cache, "0", EXT, "serve an unnamed Parse of a statement the server has prepared from it"),
 	S_STR(user, "", NR, "unix user to switch to after start"),
 	S_INT(verbose, "0", 0, INT_MAX, 0, "log verbosity, as -v"),
+	S_TIME_RANGE(worker_sched_slice, "0.0003", 100, 100000, EXT | CF_ZERO_OFF,
+		"CPU slice each worker asks the Linux scheduler for, so it runs soon after a wake-up (0 = the kernel's default)"),
 	S_INT(workers, "auto", 0, 128, NR | EXT | CF_AUTO, "worker processes (auto = online CPUs)"),
 };
 
@@ -336,14 +339,20 @@ static int parse_size(struct config *cfg, const struct setting *s, const char *v
 static int parse_time(struct config *cfg, const struct setting *s, const char *value, char *msg, size_t msglen)
 {
 	usec_t v;
-	char min[32];
+	char min[32], max[32];
+	bool zero_ok = s->flags & CF_ZERO_OFF;
 
-	if (value_parse_time(value, &v) == 0 && v >= s->min) {
+	if (value_parse_time(value, &v) == 0 && ((v >= s->min && v <= s->max) || (zero_ok && v == 0))) {
 		*(usec_t *)field(cfg, s) = v;
 		return 0;
 	}
 	value_format_time(s->min, min, sizeof(min));
-	snprintf(msg, msglen, "must be a time of at least %s s (seconds, or a number with unit us, ms, s, min, h, d)", min);
+	value_format_time(s->max, max, sizeof(max));
+	if (s->max == INT64_MAX)
+		snprintf(msg, msglen, "must be a time of at least %s s (seconds, or a number with unit us, ms, s, min, h, d)", min);
+	else
+		snprintf(msg, msglen, "must be %sa time from %s s to %s s (seconds, or a number with unit us, ms, s, min, h, d)",
+			 zero_ok ? "0 or " : "", min, max);
 	return -1;
 }
 

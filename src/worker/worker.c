@@ -4,6 +4,7 @@
  * shuts down rather than run unsupervised. */
 #include "worker.h"
 #include "proxy_accept.h"
+#include "sched_slice.h"
 #include "shm.h"
 #include "ledger.h"
 #include "admin.h"
@@ -276,10 +277,29 @@ static void load_hba(const struct config *cfg)
 		log_warning("%s", hba_problem(W->hba, i));
 }
 
+/* worker_sched_slice: at start and after every RELOAD or SET. */
+static void apply_sched_slice(const struct config *cfg)
+{
+	switch (sched_slice_set(cfg->worker_sched_slice)) {
+	case SLICE_SET:
+		break;
+	case SLICE_UNSUPPORTED:
+		log_debug("worker_sched_slice: this kernel keeps its own slice (custom slices need Linux 6.12)");
+		break;
+	case SLICE_OTHER_POLICY:
+		log_debug("worker_sched_slice: not applied, the worker runs under another scheduling policy");
+		break;
+	case SLICE_FAILED:
+		log_msg_errno(LG_WARNING, "worker_sched_slice: sched_setattr failed");
+		break;
+	}
+}
+
 /* The current generation changed in place (the console's SET). */
 static void worker_refresh_config(struct world *w)
 {
 	struct config *cfg = w->cfg;
+	apply_sched_slice(cfg);
 	load_hba(cfg);
 	(void)proxy_accept_configure(cfg);
 	log_verbose = cfg->verbose > log_verbose ? cfg->verbose : log_verbose;
@@ -515,6 +535,7 @@ void worker_main(int id, struct config *cfg, int ipc_fd, struct listen_set *ls)
 	W->lset = ls;
 	reset_signals();
 	log_set_worker(id);
+	apply_sched_slice(cfg);
 	shm_attach_worker(id);
 	hist_attach_worker(id);
 	/* Statement names unique across workers and across respawns of this

@@ -453,3 +453,67 @@ def test_fewer_servers_than_workers_under_steady_load(pg15, make_pooler):
     assert not errors, errors
     assert all(n > 0 for n in done), done
     assert pg15.server_connections("testdb", "trust_user") <= 2
+
+
+def proc_slice(pid):
+    """The scheduler slice (se.slice, ns) of a process, from /proc."""
+    with open(f"/proc/{pid}/sched") as f:
+        for line in f:
+            if line.startswith("se.slice"):
+                return int(line.split(":")[1])
+    return None
+
+
+def kernel_custom_slices():
+    major, minor = (int(x) for x in os.uname().release.split(".")[:2])
+    return (major, minor) >= (6, 12) and proc_slice(os.getpid()) is not None
+
+
+@pytest.mark.parametrize("workers", [1, 4])
+def test_worker_sched_slice(pg15, make_pooler, workers):
+    """Every worker runs with worker_sched_slice (default 0.3 ms), the
+    supervisor with the kernel's default; RELOAD and SET change it in every
+    worker, a respawned worker takes it, 0 gives the default back, and a
+    value outside 100us..100ms is refused with the key named."""
+    if not kernel_custom_slices():
+        pytest.skip(f"kernel {os.uname().release} has no custom scheduler slices (Linux 6.12+)")
+    default = proc_slice(os.getpid())
+    assert default not in (300000, 2000000, 700000)
+    p = make_pooler(pg15, settings={"workers": workers})
+    pids = util.wait_until(lambda: children(p.pid) if len(children(p.pid)) == workers else None,
+                           10, what="workers")
+
+    def slices():
+        return {pid: proc_slice(pid) for pid in children(p.pid)}
+
+    assert set(slices().values()) == {300000}, slices()
+    assert proc_slice(p.pid) == default
+
+    p.settings["worker_sched_slice"] = "2ms"
+    p.write_config()
+    p.reload()
+    util.wait_until(lambda: set(slices().values()) == {2000000}, 5, what=f"2 ms everywhere: {slices()}")
+
+    with p.admin() as a:
+        a.execute("SET worker_sched_slice = '0.7ms'")
+    util.wait_until(lambda: set(slices().values()) == {700000}, 5, what=f"0.7 ms everywhere: {slices()}")
+
+    os.kill(pids[0], signal.SIGKILL)
+    util.wait_until(lambda: len(children(p.pid)) == workers and pids[0] not in children(p.pid),
+                    10, what="the worker respawned")
+    # the supervisor keeps what SET changed: the new worker starts with it
+    util.wait_until(lambda: set(slices().values()) == {700000}, 5,
+                    what=f"the respawned worker's slice: {slices()}")
+
+    with p.admin() as a:
+        a.execute("SET worker_sched_slice = 0")
+    util.wait_until(lambda: set(slices().values()) == {default}, 5, what=f"the default back: {slices()}")
+
+    with p.admin() as a:
+        with pytest.raises(psycopg.Error, match="worker_sched_slice"):
+            a.execute("SET worker_sched_slice = '50us'")
+    p.settings["worker_sched_slice"] = "101ms"
+    p.write_config()
+    p.reload()
+    p.wait_for_log(r"worker_sched_slice.*must be 0 or a time from 0.0001 s to 0.1 s", timeout=5)
+    assert set(slices().values()) == {default}

@@ -1,6 +1,7 @@
 # unit tests: core relay modules (stream transport, varcache, strpool, ipc, slot
 # ledger, shared memory, SHOW row merging, console parsers, admin_ext,
-# latency histograms, prepared statements, the server hand-over record).
+# latency histograms, prepared statements, the server hand-over record,
+# the workers' scheduler slice).
 check_PROGRAMS += test/unit/test_stream
 TESTS += test/unit/test_stream
 test_unit_test_stream_SOURCES = test/unit/test_stream.c
@@ -85,3 +86,9 @@ TESTS += test/unit/test_link
 test_unit_test_link_SOURCES = test/unit/test_link.c
 test_unit_test_link_CFLAGS = $(UNIT_CFLAGS)
 test_unit_test_link_LDADD = $(UNIT_LDADD)
+
+check_PROGRAMS += test/unit/test_sched_slice
+TESTS += test/unit/test_sched_slice
+test_unit_test_sched_slice_SOURCES = test/unit/test_sched_slice.c
+test_unit_test_sched_slice_CFLAGS = $(UNIT_CFLAGS)
+test_unit_test_sched_slice_LDADD = $(UNIT_LDADD)

@@ -204,6 +204,7 @@ static const struct {
 	{ "unnamed_statement_cache", "0", "0" },    /* pgcrew */
 	{ "user", "", "" },
 	{ "verbose", "0", "0" },
+	{ "worker_sched_slice", "0.0003", "0.0003" }, /* pgcrew */
 	{ "workers", "auto", "auto" },
 };
 
@@ -279,7 +280,7 @@ static void test_table_rules(void **state)
 		"auth_query_cache_ttl", "max_pools", "metrics_listen", "server_login_concurrency",
 		"server_tls_sslnegotiation", "sql_prepared_statements", "unnamed_statement_cache",
 		"proxy_protocol", "proxy_protocol_sources", "target_session_attrs",
-		"workers",
+		"worker_sched_slice", "workers",
 	};
 	size_t n_nr = 0, n_ext = 0;
 
@@ -395,6 +396,11 @@ static const struct {
 	{ "server_login_concurrency", "0", NULL },
 	{ "peer_id", "16383", "16383" }, { "peer_id", "16384", NULL },
 	{ "max_client_conn", "99999999999", NULL },
+	/* a time within a range, 0 being "off" */
+	{ "worker_sched_slice", "0", "0" }, { "worker_sched_slice", "100us", "0.0001" },
+	{ "worker_sched_slice", "2ms", "0.002" }, { "worker_sched_slice", "0.1", "0.1" },
+	{ "worker_sched_slice", "99us", NULL }, { "worker_sched_slice", "101ms", NULL },
+	{ "worker_sched_slice", "-1", NULL },
 	/* strings are kept verbatim */
 	{ "server_reset_query", "DEALLOCATE ALL", "DEALLOCATE ALL" },
 	{ "admin_users", "", "" },
@@ -442,6 +448,9 @@ static void test_value_messages(void **state)
 	assert_string_equal(msg, "must be an integer from 1 to 65535");
 	assert_int_equal(setting_parse(&cfg, setting_find("workers"), "x", msg, sizeof(msg)), -1);
 	assert_string_equal(msg, "must be \"auto\" or an integer from 0 to 128");
+	assert_int_equal(setting_parse(&cfg, setting_find("worker_sched_slice"), "50us", msg, sizeof(msg)), -1);
+	assert_string_equal(msg, "must be 0 or a time from 0.0001 s to 0.1 s "
+			    "(seconds, or a number with unit us, ms, s, min, h, d)");
 	assert_int_equal(setting_parse(&cfg, setting_find("so_reuseport"), "x", msg, sizeof(msg)), -1);
 	assert_non_null(strstr(msg, "boolean"));
 	settings_free_values(&cfg);

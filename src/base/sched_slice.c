@@ -1,0 +1,62 @@
+/* pgcrew — the scheduler slice of a worker. A worker wakes for a few
+ * microseconds per message; Linux (EEVDF, 6.12+) lets a task that asks for
+ * a short slice preempt a running one with a longer slice when it wakes,
+ * so relayed messages wait less behind backends and clients on the same
+ * CPUs. The task's weight (its share of CPU) does not change. */
+#include "sched_slice.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* sched_setattr(2)'s struct: glibc (2.36) has no wrapper for the call. */
+struct slice_attr {
+	uint32_t size;
+	uint32_t policy;
+	uint64_t flags;
+	int32_t nice;
+	uint32_t priority;
+	uint64_t runtime;           /* SCHED_OTHER: the requested slice, in ns */
+	uint64_t deadline;
+	uint64_t period;
+};
+
+#define SLICE_KEEP_FLAGS 0x01   /* SCHED_FLAG_RESET_ON_FORK */
+
+#ifdef SYS_sched_setattr
+static int get_attr(struct slice_attr *a)
+{
+	memset(a, 0, sizeof(*a));
+	return (int)syscall(SYS_sched_getattr, 0, a, (unsigned)sizeof(*a), 0);
+}
+
+enum slice_verdict sched_slice_set(usec_t slice_usec)
+{
+	struct slice_attr a;
+	uint64_t want = (uint64_t)slice_usec * 1000;
+
+	/* size < ours: an old kernel fills less and says E2BIG; treat as no */
+	if (get_attr(&a) != 0)
+		return errno == E2BIG || errno == ENOSYS ? SLICE_UNSUPPORTED : SLICE_FAILED;
+	if (a.policy != SCHED_OTHER)
+		return SLICE_OTHER_POLICY;
+	a.size = sizeof(a);
+	a.flags &= SLICE_KEEP_FLAGS;
+	a.runtime = want;       /* the nice value read above is kept */
+	if (syscall(SYS_sched_setattr, 0, &a, 0) != 0)
+		return errno == E2BIG || errno == ENOSYS ? SLICE_UNSUPPORTED : SLICE_FAILED;
+	/* Kernels before 6.12 accept and ignore runtime for SCHED_OTHER. */
+	if (get_attr(&a) != 0)
+		return SLICE_FAILED;
+	return want == 0 || a.runtime == want ? SLICE_SET : SLICE_UNSUPPORTED;
+}
+#else
+enum slice_verdict sched_slice_set(usec_t slice_usec)
+{
+	(void)slice_usec;
+	return SLICE_UNSUPPORTED;
+}
+#endif
