@@ -7,7 +7,12 @@ fixed rate, -R). Prints one line per run and a summary (mean TPS per
 target, the after/before ratio, the spread of the rounds).
 
 usage: ab.py --scratch DIR --before BIN --after BIN [--workers 1,auto]
-             [--clients 40] [--rounds 4] [--duration 15] [--rate R]"""
+             [--clients 40] [--rounds 4] [--duration 15] [--rate R]
+             [--before-setting KEY=VALUE ...] [--after-setting KEY=VALUE ...]
+
+The settings are added to that side's pgcrew ini, so one binary can be
+compared with itself under two settings (e.g. --before-setting
+worker_sched_slice=0)."""
 
 import argparse
 import glob
@@ -31,6 +36,21 @@ def copy_binary(env, src, name):
     os.chmod(dst, 0o755)
     benchenv.chown_service(dst)
     return dst
+
+
+def write_side_ini(env, base, which, settings):
+    """pgcrew-wN-before.ini / -after.ini: the target's ini plus that side's
+    settings (KEY=VALUE)."""
+    with open(env.path(f"{base}.ini")) as f:
+        text = f.read()
+    for kv in settings:
+        key, sep, value = kv.partition("=")
+        if not sep or not key.strip():
+            raise SystemExit(f"bad setting {kv!r}: want KEY=VALUE")
+        text += f"{key.strip()} = {value.strip()}\n"
+    with open(env.path(f"{base}-{which}.ini"), "w") as f:
+        f.write(text)
+    benchenv.chown_service(env.path(f"{base}-{which}.ini"))
 
 
 def latencies(prefix):
@@ -73,6 +93,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--duration", type=int, default=15)
     ap.add_argument("--rate", type=int, default=0)
+    ap.add_argument("--before-setting", action="append", default=[])
+    ap.add_argument("--after-setting", action="append", default=[])
     args = ap.parse_args()
     workers = [w for w in args.workers.split(",") if w]
 
@@ -82,6 +104,9 @@ def main():
     bins = {"before": copy_binary(env, args.before, "pgcrew-before"),
             "after": copy_binary(env, args.after, "pgcrew-after")}
     env.write_inis(workers={f"pgcrew-w{w}": w for w in workers})
+    for which, extra in (("before", args.before_setting), ("after", args.after_setting)):
+        for w in workers:
+            write_side_ini(env, f"pgcrew-w{w}", which, extra)
     penv = dict(os.environ, PGPASSWORD=env.password, PGSSLMODE="disable", PGAPPNAME="")
     results = {}
     try:
@@ -90,7 +115,7 @@ def main():
                 order = ["before", "after"] if rnd % 2 == 0 else ["after", "before"]
                 for which in order:
                     env.pgcrew_bin = bins[which]
-                    env.start_pooler(f"pgcrew-w{w}")
+                    env.start_pooler(f"pgcrew-w{w}-{which}")
                     tps, p50, p99 = one_run(env, args, f"{which}-w{w}-{rnd}", penv)
                     problems = env.stop_pooler()
                     if problems:
