@@ -29,6 +29,13 @@ struct puser *pool_find_user_here(struct world *w, const char *name);
 void pool_user_defaults(struct world *w, struct puser *u, const char *name);
 struct pool *pool_get(struct database *db, struct puser *user);
 
+/* PAUSE of every database, of this one, or of this pool: its servers go to
+ * no client (and none move to another worker's). */
+static inline bool pool_paused(const struct pool *p)
+{
+	return p->db->world->paused || p->db->paused || p->paused;
+}
+
 /* Effective settings of a pool (db/user overrides, then globals). */
 /* The [users] setting, else the [databases] one, else pool_mode. Inline:
  * every client message of a linked client may ask (psrelay). */

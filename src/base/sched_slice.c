@@ -27,6 +27,13 @@ struct slice_attr {
 #define SLICE_KEEP_FLAGS 0x01   /* SCHED_FLAG_RESET_ON_FORK */
 
 #ifdef SYS_sched_setattr
+/* A failed call: a kernel without the call, or one that knows a smaller
+ * struct than ours (E2BIG), has no custom slices. */
+static enum slice_verdict failed(void)
+{
+	return errno == E2BIG || errno == ENOSYS ? SLICE_UNSUPPORTED : SLICE_FAILED;
+}
+
 static int get_attr(struct slice_attr *a)
 {
 	memset(a, 0, sizeof(*a));
@@ -38,16 +45,15 @@ enum slice_verdict sched_slice_set(usec_t slice_usec)
 	struct slice_attr a;
 	uint64_t want = (uint64_t)slice_usec * 1000;
 
-	/* size < ours: an old kernel fills less and says E2BIG; treat as no */
 	if (get_attr(&a) != 0)
-		return errno == E2BIG || errno == ENOSYS ? SLICE_UNSUPPORTED : SLICE_FAILED;
+		return failed();
 	if (a.policy != SCHED_OTHER)
 		return SLICE_OTHER_POLICY;
 	a.size = sizeof(a);
 	a.flags &= SLICE_KEEP_FLAGS;
 	a.runtime = want;       /* the nice value read above is kept */
 	if (syscall(SYS_sched_setattr, 0, &a, 0) != 0)
-		return errno == E2BIG || errno == ENOSYS ? SLICE_UNSUPPORTED : SLICE_FAILED;
+		return failed();
 	/* Kernels before 6.12 accept and ignore runtime for SCHED_OTHER. */
 	if (get_attr(&a) != 0)
 		return SLICE_FAILED;

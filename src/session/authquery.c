@@ -362,7 +362,7 @@ static void dispatch(struct authq_job *j)
 	struct pool *p = j->pool;
 	struct server *sv = NULL;
 
-	if (!(p->db->world->paused || p->db->paused || p->paused))
+	if (!pool_paused(p))
 		sv = pool_idle_server(p);
 	if (sv) {
 		run(j, sv);

@@ -440,9 +440,9 @@ static bool launch_blocked(const struct pool *p)
 {
 	/* Handing over to a new process, the clients that stay (TLS, busy)
 	 * still need servers. */
-	bool stopping = p->db->world->shutting_down && p->db->world->shutdown_mode != SHUTDOWN_HANDOVER;
-	return p->db->dead || p->db->admin || stopping || p->db->world->paused || p->db->world->suspended ||
-	       p->db->paused || p->paused;
+	const struct world *w = p->db->world;
+	bool stopping = w->shutting_down && w->shutdown_mode != SHUTDOWN_HANDOVER;
+	return p->db->dead || p->db->admin || stopping || w->suspended || pool_paused(p);
 }
 
 /* Under a full max_db_connections / max_user_connections a waiter's slot
@@ -610,7 +610,7 @@ static usec_t line_head(const struct pool *p)
 
 static bool first_in_line_elsewhere(const struct pool *p)
 {
-	if (p->db->world->paused || p->db->paused || p->paused)
+	if (pool_paused(p))
 		return false;         /* PAUSE holds every worker: nothing to serve */
 	usec_t other = waiting_elsewhere(p), mine = waiting_here(p);
 	if (!other)
@@ -665,7 +665,7 @@ void pool_give_idle(struct pool *p)
 		/* An ask with nobody waiting any more is stale: keep it. */
 		if (!waiting_elsewhere(p))
 			break;
-		if (server_may_move(sv) && (p->db->world->paused || p->db->paused || p->paused))
+		if (server_may_move(sv) && pool_paused(p))
 			break;        /* PAUSE holds every worker: nothing to serve */
 		if (server_may_move(sv) && (left = move_delay(p, sv, now)) > 0) {
 			arm_give_timer(p->db->world, left);
@@ -1264,7 +1264,7 @@ bool pool_request_server(struct client *c)
 		return false;
 	}
 
-	if (!(c->world->paused || p->db->paused || p->paused) && !first_waiter(p)) {
+	if (!pool_paused(p) && !first_waiter(p)) {
 		struct server *sv = pool_idle_server(p);
 		if (sv)
 			return link_pair(c, sv);
@@ -1303,7 +1303,7 @@ void pool_server_ready(struct server *sv)
 		sv->give_away = true;     /* the reaper moves it if it can */
 		return;
 	}
-	if (!(server_world(sv)->paused || p->db->paused || p->paused)) {
+	if (!pool_paused(p)) {
 		if (p->n_repl_waiting > 0 && repl_takes(p, sv))
 			return;
 		if (p->n_auth_waiting > 0 && authquery_server_ready(sv))

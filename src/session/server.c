@@ -556,19 +556,20 @@ static void on_connected(struct server *sv)
 
 	if (getsockname(sv->s.fd, (struct sockaddr *)&ss, &len) == 0)
 		util_format_addr((struct sockaddr *)&ss, sv->laddr, sizeof(sv->laddr), &sv->lport);
+	const struct world *w = server_world(sv);
 	if (ss.ss_family != AF_UNIX)
-		util_tune_tcp(sv->s.fd, server_world(sv)->cfg);
-	if (server_world(sv)->cfg->log_connections) {
+		util_tune_tcp(sv->s.fd, w->cfg);
+	if (w->cfg->log_connections) {
 		char from[sizeof(sv->laddr) + 16];
 		log_server(sv, LG_LOG, "new connection to server (from %s)",
 			   util_addr_port(from, sizeof(from), sv->laddr, sv->lport));
 	}
 	/* As PgBouncer: no TLS over Unix sockets; none without a context. */
-	if (ss.ss_family != AF_UNIX && server_world(sv)->server_tls && server_world(sv)->cfg->server_tls_sslmode != SSLMODE_DISABLE) {
+	if (ss.ss_family != AF_UNIX && w->server_tls && w->cfg->server_tls_sslmode != SSLMODE_DISABLE) {
 		ask_for_tls(sv);
 		return;
 	}
-	if (server_world(sv)->cfg->server_tls_sslmode >= SSLMODE_REQUIRE && ss.ss_family != AF_UNIX) {
+	if (w->cfg->server_tls_sslmode >= SSLMODE_REQUIRE && ss.ss_family != AF_UNIX) {
 		server_close(sv, "server TLS required but not configured");
 		return;
 	}
@@ -1248,8 +1249,9 @@ void server_release(struct server *sv)
 		server_set_state(sv, SERVER_BEING_CANCELED);
 		return;
 	}
-	if (server_world(sv)->cfg->server_reset_query_always && server_world(sv)->cfg->server_reset_query[0]) {
-		server_run_internal(sv, SI_RESET, server_world(sv)->cfg->server_reset_query);
+	const struct config *cfg = server_world(sv)->cfg;
+	if (cfg->server_reset_query_always && cfg->server_reset_query[0]) {
+		server_run_internal(sv, SI_RESET, cfg->server_reset_query);
 		return;
 	}
 	pool_server_ready(sv);
@@ -1308,9 +1310,10 @@ void server_client_gone(struct server *sv)
 		server_set_state(sv, SERVER_BEING_CANCELED);
 		return;
 	}
-	if (server_world(sv)->cfg->server_reset_query[0] &&
-	    (pool_mode_of(sv->pool) == POOL_SESSION || server_world(sv)->cfg->server_reset_query_always)) {
-		server_run_internal(sv, SI_RESET, server_world(sv)->cfg->server_reset_query);
+	const struct config *cfg = server_world(sv)->cfg;
+	if (cfg->server_reset_query[0] &&
+	    (pool_mode_of(sv->pool) == POOL_SESSION || cfg->server_reset_query_always)) {
+		server_run_internal(sv, SI_RESET, cfg->server_reset_query);
 		return;
 	}
 	pool_server_ready(sv);
