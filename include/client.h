@@ -10,6 +10,9 @@
 void client_accept(struct world *w, int fd, bool is_unix);
 void client_set_state(struct client *c, enum client_state st);
 const char *client_state_name(enum client_state st);
+/* Attached to its pool: waiting for it or active in it (c->pool is then set
+ * and counts it). A client logging in, cancelling or gone may have no pool. */
+bool client_in_pool(const struct client *c);
 
 /* Close with a reason; with send_error the client gets a FATAL ErrorResponse
  * carrying the reason (PgBouncer's disconnect_client). */

@@ -83,27 +83,43 @@ static struct list *state_list(struct client *c, enum client_state st)
 	}
 }
 
+/* A client is attached to its pool exactly in these states: it is on one
+ * of the pool's lists and counted there. Before (login, cancel) and after
+ * (justfree) it may have no pool at all, so the pool's counts are reached
+ * only through the state, never through a non-NULL c->pool. */
+static bool state_in_pool(enum client_state st)
+{
+	return st == CLIENT_WAITING_LOGIN || st == CLIENT_WAITING || st == CLIENT_ACTIVE;
+}
+
+static bool state_waits(enum client_state st)
+{
+	return st == CLIENT_WAITING_LOGIN || st == CLIENT_WAITING;
+}
+
 static int *state_counter(struct client *c, enum client_state st)
 {
-	if (!c->pool)
+	if (!state_in_pool(st))
 		return NULL;
-	switch (st) {
-	case CLIENT_WAITING:
-	case CLIENT_WAITING_LOGIN: return &c->pool->n_waiting_clients;
-	case CLIENT_ACTIVE: return &c->pool->n_active_clients;
-	default: return NULL;
-	}
+	return state_waits(st) ? &c->pool->n_waiting_clients : &c->pool->n_active_clients;
+}
+
+bool client_in_pool(const struct client *c)
+{
+	return state_in_pool(c->state);
 }
 
 void client_set_state(struct client *c, enum client_state st)
 {
+	bool was_waiting = state_waits(c->state), now_waiting = state_waits(st);
 	int *cnt = state_counter(c, c->state);
 
 	if (c->state == CLIENT_JUSTFREE)
 		fatal("client %llu: transition out of justfree", (unsigned long long)c->id);
+	if (state_in_pool(st) && !c->pool)
+		fatal("C-%llu: %s without a pool", (unsigned long long)c->id, client_state_name(st));
 	log_noise("C-%llu: %s -> %s", (unsigned long long)c->id,
 		  client_state_name(c->state), client_state_name(st));
-	bool was_waiting = cnt && cnt == &c->pool->n_waiting_clients;
 	if (cnt)
 		(*cnt)--;
 	list_del(&c->node);
@@ -111,11 +127,11 @@ void client_set_state(struct client *c, enum client_state st)
 	if ((cnt = state_counter(c, st)) != NULL)
 		(*cnt)++;
 	list_append(state_list(c, st), &c->node);
-	bool now_waiting = cnt && cnt == &c->pool->n_waiting_clients;
+	if (!was_waiting && !now_waiting)
+		return;
 	if (c->repl != REPL_NONE)
 		c->pool->n_repl_waiting += (int)now_waiting - (int)was_waiting;
-	if (was_waiting || now_waiting)
-		pool_wait_line(c->pool);
+	pool_wait_line(c->pool);
 }
 
 /* ---- output helpers ---- */
