@@ -1170,6 +1170,12 @@ void client_login_found(struct client *c, struct puser *u)
  * client gave as its secret for the pool's server logins. */
 static void ext_accepted(struct client *c, const char *password)
 {
+	if (c->no_such_db) {
+		/* Right credentials for a database we lack: finish_login says so.
+		 * There is no database, so no user or pool to make here. */
+		finish_login(c);
+		return;
+	}
 	if (!c->login_user) {
 		struct puser *u = pool_get_user(c->world, c->user_name);
 		if (!u) {

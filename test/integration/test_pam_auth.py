@@ -72,3 +72,28 @@ def test_pam_auth_type_default_service(pg15, make_pooler, pam_service):
     with pytest.raises(psycopg.OperationalError, match="auth failed"):
         login(p, "trust_user", PAM_PASSWORD)
     assert "pam_authenticate() failed" in open(p.logfile).read()
+
+
+@pytest.mark.parametrize("workers", [1, 4])
+@pytest.mark.parametrize("repl", [None, "true"])
+def test_pam_unknown_database(pg15, make_pooler, pam_service, workers, repl):
+    """A right PAM password for a database pgcrew does not have is answered
+    with PgBouncer's `no such database` (the check runs first, so only
+    valid credentials learn which databases exist) and costs nobody
+    else anything: the client has no database and no pool (issue 32)."""
+    from test_pgcrew_only import children
+    hba = (f"host all all 127.0.0.1/32 pam pamservice={pam_service}\n"
+           f"host replication all 127.0.0.1/32 pam pamservice={pam_service}\n")
+    p = make_pooler(pg15, settings={"auth_type": "hba", "workers": workers}, hba=hba)
+    pids = util.wait_until(lambda: children(p.pid) if len(children(p.pid)) == workers else None,
+                           10, what="every worker up")
+    before = [p.connect(dbname="testdb", user="trust_user", password=PAM_PASSWORD)
+              for _ in range(2 * workers)]
+    kw = {"replication": repl} if repl else {}
+    for _ in range(2 * workers):
+        with pytest.raises(psycopg.OperationalError, match="no such database: nosuch"):
+            p.connect(dbname="nosuch", user="trust_user", password=PAM_PASSWORD,
+                      connect_timeout=10, **kw)
+    assert children(p.pid) == pids, "a worker died and was respawned"
+    for conn in before:
+        assert conn.execute("SELECT 1").fetchone() == (1,)
