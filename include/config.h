@@ -107,6 +107,7 @@ struct config {
 	usec_t dns_zone_check_period;
 	usec_t idle_transaction_timeout;
 	char *ignore_startup_parameters;
+	bool io_uring;                      /* pgcrew: batch socket I/O with io_uring */
 	char *job_name;                     /* service_name is an alias */
 	char *listen_addr;
 	int listen_backlog;

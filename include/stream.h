@@ -8,6 +8,7 @@
 #define PGCREW_STREAM_H
 
 #include "types.h"
+#include "util.h"
 #include "proto/packet.h"
 #include "proto/build.h"
 
@@ -115,6 +116,9 @@ struct stream {
 	stream_pkt_fn on_pkt;
 	stream_event_fn on_event;
 	void *owner;               /* struct client * or struct server * */
+	/* io_uring batching (stream_set_batching): this loop turn's receive,
+	 * and the forward [done, parse) left for the turn's send batch. */
+	struct list read_node, send_node;
 };
 
 void stream_init(struct stream *s, int fd, void *owner, stream_pkt_fn on_pkt, stream_event_fn on_event);
@@ -173,5 +177,22 @@ size_t stream_cache_used(void);
 size_t stream_cache_free_count(void);
 
 extern struct event_base *stream_base;   /* the worker's loop */
+
+/* io_uring batching (setting io_uring; uring.h). On: a readable plain
+ * socket is read, and a forward through a plain socket is sent, at the end
+ * of the loop turn, all of them in one io_uring_enter per batch. Off (or
+ * no ring): at once, one recv or send each. Switching off first runs what
+ * the turn has gathered. */
+void stream_set_batching(bool on);
+bool stream_batching(void);
+/* The end of a loop turn: the gathered receives (their messages routed),
+ * then the gathered sends, until none is left. The loop's owner calls it
+ * after every turn. */
+void stream_turn_end(void);
+/* Send s's forward gathered for the turn now, e.g. before its socket is
+ * handed to another worker (the queued bytes must go out first). */
+void stream_flush_deferred(struct stream *s);
+/* Batches this process has run, and the operations in them. */
+void stream_batch_counts(uint64_t *batches, uint64_t *ops);
 
 #endif

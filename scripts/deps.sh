@@ -17,7 +17,7 @@ esac
 
 pkgs=(build-essential autoconf automake libtool pkg-config
       libevent-dev libssl-dev libc-ares-dev libcmocka-dev
-      libldap-dev libpam0g-dev)
+      libldap-dev libpam0g-dev liburing-dev)
 if [ "$want" = test ] || [ "$want" = fuzz ]; then
     pkgs+=(clang libclang-rt-14-dev)
 fi

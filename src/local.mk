@@ -13,7 +13,7 @@ libpgcrew_a_SOURCES += \
 	src/session/authquery.c src/session/hostrole.c src/session/server_move.c \
 	src/session/handover.c src/session/proxy_accept.c src/session/conn_takeover.c \
 	src/session/world.c src/session/connlog.c src/session/reap.c src/session/session_ipc.c \
-	src/net/stream.c src/net/tls.c src/net/dns.c src/net/listen.c \
+	src/net/stream.c src/net/uring.c src/net/tls.c src/net/dns.c src/net/listen.c \
 	src/base/log.c src/base/util.c src/base/ipc.c src/base/ipc_msg.c src/base/shm.c src/base/hist.c \
 	src/base/sched_slice.c src/base/strpool.c
 noinst_HEADERS += \
@@ -33,6 +33,7 @@ noinst_HEADERS += \
 	include/handover.h \
 	include/hist.h \
 	include/sched_slice.h \
+	include/uring.h \
 	include/ledger.h \
 	include/listen.h \
 	include/log.h \

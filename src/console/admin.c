@@ -24,6 +24,7 @@
 #include "server_move.h"
 #include "shm.h"
 #include "stats.h"
+#include "stream.h"
 #include "ipc.h"
 #include "log.h"
 #include "rowmerge.h"
@@ -594,16 +595,18 @@ static void view_workers(struct result *r)
 	list_for_each(it, &r->world->all_servers) n_servers++;
 	list_for_each(it, &r->world->pools) n_pools++;
 	getrusage(RUSAGE_SELF, &ru);
-	uint64_t in, out;
+	uint64_t in, out, batches, ops;
 	server_moves(&in, &out);
+	stream_batch_counts(&batches, &ops);
 	res_begin(r, COLS("worker", "pid", "clients", "servers", "pools", "cpu_user_ms", "cpu_system_ms",
-			  "restarts", "servers_moved_in", "servers_moved_out"),
+			  "restarts", "servers_moved_in", "servers_moved_out", "io_uring", "io_batches",
+			  "io_batched_ops"),
 		  TYPES(OID_INT4, OID_INT4, OID_INT4, OID_INT4, OID_INT4, OID_INT8, OID_INT8, OID_INT4,
-			OID_INT8, OID_INT8), 10);
-	res_row(r, "iiiiiqqiqq", r->world->id, (int)getpid(), r->world->n_clients, n_servers, n_pools,
+			OID_INT8, OID_INT8, OID_TEXT, OID_INT8, OID_INT8), 13);
+	res_row(r, "iiiiiqqiqqsqq", r->world->id, (int)getpid(), r->world->n_clients, n_servers, n_pools,
 		(uint64_t)ru.ru_utime.tv_sec * 1000 + (uint64_t)ru.ru_utime.tv_usec / 1000,
 		(uint64_t)ru.ru_stime.tv_sec * 1000 + (uint64_t)ru.ru_stime.tv_usec / 1000,
-		shm_restarts(r->world->id), in, out);
+		shm_restarts(r->world->id), in, out, stream_batching() ? "on" : "off", batches, ops);
 }
 
 /* ---- commands ---- */

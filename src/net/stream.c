@@ -5,6 +5,7 @@
 #include "stream.h"
 #include "log.h"
 #include "tls.h"
+#include "uring.h"
 #include "util.h"
 
 #include <errno.h>
@@ -224,6 +225,8 @@ void stream_init(struct stream *s, int fd, void *owner, stream_pkt_fn on_pkt, st
 	s->on_event = on_event;
 	s->ops = &plain_ops;
 	s->max_pkt = 0x7fffffff;
+	list_init(&s->read_node);
+	list_init(&s->send_node);
 	if (fd >= 0)
 		event_assign(&s->ev_read, stream_base, fd, EV_READ | EV_PERSIST, on_read, s);
 }
@@ -417,6 +420,14 @@ size_t stream_unprocessed(const struct stream *s)
 	return s->buf ? s->buf->recv - s->buf->parse : 0;
 }
 
+/* src's queued bytes are all out: a message it has finished no longer
+ * holds back dst's own writes. */
+static void forward_sent(struct stream *src, struct stream *dst)
+{
+	if (dst->hold_src == src && !(src->pkt_remain && src->fwd_dst == dst))
+		release_hold(dst);
+}
+
 /*
  * Send src's queued bytes to their destination. True when nothing is queued
  * any more; false when the destination is full (src then waits for it) or
@@ -451,8 +462,7 @@ static bool flush_forward(struct stream *src)
 		fire(dst, SE_ERROR);
 		return false;
 	}
-	if (dst->hold_src == src && !(src->pkt_remain && src->fwd_dst == dst))
-		release_hold(dst);
+	forward_sent(src, dst);
 	return true;
 blocked:
 	if (dst->errmsg) {
@@ -623,6 +633,42 @@ static bool route_new(struct stream *s)
 	}
 }
 
+/* ---- io_uring batching: what a turn gathers ----
+ * With batching on, a readable plain socket is not read in its event
+ * callback: the stream joins turn_reads, and stream_turn_end() reads every
+ * one of them with one io_uring_enter. A forward through a plain socket
+ * that process() would send at once joins turn_sends the same way. The
+ * bytes wait in the source's buffer as they would for a short write, so
+ * every path that looks at pending bytes (a destination closing, a hand
+ * over, pooler messages queued behind a forward) works unchanged. */
+static bool batching;
+static struct list turn_reads = { &turn_reads, &turn_reads };
+static struct list turn_sends = { &turn_sends, &turn_sends };
+
+static bool read_batchable(const struct stream *s)
+{
+	return batching && s->ops == &plain_ops && s->fd >= 0 && !s->closed;
+}
+
+static void defer_read(struct stream *s)
+{
+	if (list_empty(&s->read_node))
+		list_append(&turn_reads, &s->read_node);
+}
+
+static bool send_batchable(const struct stream *s)
+{
+	const struct stream *dst = s->send_dst;
+	return batching && dst && !dst->closed && dst->ops == &plain_ops && dst->fd >= 0 &&
+	       !dst->connecting;
+}
+
+static void defer_send(struct stream *s)
+{
+	if (list_empty(&s->send_node))
+		list_append(&turn_sends, &s->send_node);
+}
+
 static void process(struct stream *s)
 {
 	/* An owner callback may resume this very stream (login finished while
@@ -638,12 +684,64 @@ static void process(struct stream *s)
 	s->in_process = false;
 	if (s->closed || !s->buf)
 		return;
-	if (s->buf->done != s->buf->parse && !s->wait_peer)
+	if (s->buf->done != s->buf->parse && !s->wait_peer) {
+		if (send_batchable(s)) {
+			defer_send(s);
+			return;
+		}
 		flush_forward(s);
+	}
 	if (s->closed || !s->buf)
 		return;
 	if (s->buf->done == s->buf->recv)
 		release_if_empty(s);
+}
+
+/* Before a receive: route what is already buffered, then make room.
+ * False when there is to be no receive now. */
+static bool read_prepare(struct stream *s)
+{
+	if (s->buf && s->buf->parse < s->buf->recv && !s->paused && !s->wait_peer) {
+		process(s);
+		if (s->closed || s->wait_peer)
+			return false;
+	}
+	if (!s->buf)
+		s->buf = buf_get();
+	struct iobuf *b = s->buf;
+	if (BUF_END(b) - b->recv < 1024)
+		compact(b);
+	if (b->recv == BUF_END(b) || (s->paused && b->recv - STREAM_HEADROOM > b->cap / 2)) {
+		/* Full of bytes we cannot route yet: wait for the peer. */
+		stream_stop_reading(s);
+		return false;
+	}
+	return true;
+}
+
+/* What a receive of n bytes (already added to the buffer), or of none
+ * (n <= 0, err), means. */
+static void read_done(struct stream *s, ssize_t n, int err)
+{
+	if (n < 0) {
+		if (err == EAGAIN || err == EWOULDBLOCK || err == EINTR) {
+			if (s->want_write_for_read)
+				event_add(write_ev(s), NULL);
+			release_if_empty(s);
+			return;
+		}
+		if (!s->errmsg)
+			s->errmsg = "recv failed";
+		fire(s, SE_ERROR);
+		return;
+	}
+	if (n == 0) {
+		release_if_empty(s);
+		fire(s, SE_EOF);
+		return;
+	}
+	process(s);
+	read_tls_held(s);
 }
 
 static void on_read(evutil_socket_t fd, short what, void *arg)
@@ -668,43 +766,19 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
 			}
 		}
 	}
-	if (s->buf && s->buf->parse < s->buf->recv && !s->paused && !s->wait_peer) {
-		process(s);
-		if (s->closed || s->wait_peer)
-			return;
+	if (read_batchable(s)) {
+		defer_read(s);
+		return;
 	}
-	if (!s->buf)
-		s->buf = buf_get();
+	if (!read_prepare(s))
+		return;
 	struct iobuf *b = s->buf;
-	if (BUF_END(b) - b->recv < 1024)
-		compact(b);
-	if (b->recv == BUF_END(b) || (s->paused && b->recv - STREAM_HEADROOM > b->cap / 2)) {
-		/* Full of bytes we cannot route yet: wait for the peer. */
-		stream_stop_reading(s);
-		return;
-	}
 	ssize_t n = s->ops->recv(s, b->data + b->recv, BUF_END(b) - b->recv);
-	if (n < 0) {
-		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-			if (s->want_write_for_read)
-				event_add(write_ev(s), NULL);
-			release_if_empty(s);
-			return;
-		}
-		if (!s->errmsg)
-			s->errmsg = "recv failed";
-		fire(s, SE_ERROR);
-		return;
+	if (n > 0) {
+		b->recv += (uint32_t)n;
+		s->bytes_in += (uint64_t)n;
 	}
-	if (n == 0) {
-		release_if_empty(s);
-		fire(s, SE_EOF);
-		return;
-	}
-	b->recv += (uint32_t)n;
-	s->bytes_in += (uint64_t)n;
-	process(s);
-	read_tls_held(s);
+	read_done(s, n, errno);
 }
 
 void stream_read_now(struct stream *s)
@@ -865,6 +939,8 @@ void stream_close(struct stream *s)
 	if (s->closed)
 		return;
 	s->closed = true;
+	list_del(&s->read_node);
+	list_del(&s->send_node);
 	if (s->fd >= 0)
 		event_del(&s->ev_read);
 	drop_write_ev(s);
@@ -889,4 +965,194 @@ void stream_close(struct stream *s)
 	s->peer = NULL;
 	s->send_dst = NULL;
 	s->fwd_dst = NULL;
+}
+
+/* ---- io_uring batching: the end of the turn ---- */
+
+static uint64_t batch_runs, batch_ops;
+
+void stream_set_batching(bool on)
+{
+	if (!on && batching)
+		stream_turn_end();
+	batching = on;
+}
+
+bool stream_batching(void)
+{
+	return batching;
+}
+
+void stream_batch_counts(uint64_t *batches, uint64_t *ops)
+{
+	*batches = batch_runs;
+	*ops = batch_ops;
+}
+
+/* Run ops (ring, or one syscall each when the ring fails) and count. */
+static void run_ops(struct uring_op *ops, int n)
+{
+	if (n == 0)
+		return;
+	if (uring_run(ops, n) < 0) {
+		log_msg_errno(LG_WARNING, "io_uring batch of %d failed; batching off for this worker", n);
+		batching = false;
+		for (int i = 0; i < n; i++) {
+			ssize_t k = ops[i].send ? send(ops[i].fd, ops[i].buf, ops[i].len, MSG_DONTWAIT | MSG_NOSIGNAL)
+						: recv(ops[i].fd, ops[i].buf, ops[i].len, MSG_DONTWAIT);
+			ops[i].res = k < 0 ? -errno : (int32_t)k;
+		}
+		return;
+	}
+	batch_runs++;
+	batch_ops += (uint64_t)n;
+}
+
+/* The forward of src left for the turn's batch is sent (or failed, or
+ * blocked): settle it as flush_forward and process() would have. */
+static void send_settle(struct stream *src, int32_t res)
+{
+	struct iobuf *b = src->buf;
+	struct stream *dst = src->send_dst;
+
+	if (src->closed || !b)
+		return;
+	if (res < 0 && res != -EAGAIN && res != -EWOULDBLOCK && res != -EINTR && dst && !dst->closed) {
+		if (!dst->errmsg)
+			dst->errmsg = "send failed";
+		b->done = b->parse;
+		fire(dst, SE_ERROR);
+		return;
+	}
+	/* A short write or a full socket: the usual path arms the wait. */
+	if (b->done != b->parse) {
+		if (!flush_forward(src))
+			return;
+	} else if (dst && !dst->closed) {
+		forward_sent(src, dst);
+	}
+	if (src->closed || !src->buf)
+		return;
+	if (src->buf->done == src->buf->recv)
+		release_if_empty(src);
+}
+
+/* May src's forward go into this batch? Pooler messages queued before it
+ * for the same socket, or a second forward to that socket in the batch,
+ * keep it out: those go one by one after the batch, in order. */
+static bool send_op(struct stream *src, struct uring_op *op, struct stream **dsts, int n)
+{
+	struct iobuf *b = src->buf;
+	struct stream *dst = src->send_dst;
+
+	if (!b || b->done == b->parse || !send_batchable(src) || src->wait_peer ||
+	    dst->out_sent < out_before(dst, src))
+		return false;
+	for (int i = 0; i < n; i++)
+		if (dsts[i] == dst)
+			return false;
+	*op = (struct uring_op){ .fd = dst->fd, .send = true, .buf = b->data + b->done,
+				 .len = b->parse - b->done };
+	return true;
+}
+
+/* One batch of the gathered sends. */
+static void send_batch(void)
+{
+	struct uring_op ops[URING_BATCH];
+	struct stream *srcs[URING_BATCH], *dsts[URING_BATCH], *later[URING_BATCH];
+	int n = 0, nl = 0;
+	struct list *it;
+
+	while (n < URING_BATCH && nl < URING_BATCH && (it = list_first(&turn_sends)) != NULL) {
+		struct stream *src = container_of(it, struct stream, send_node);
+		list_del(it);
+		if (send_op(src, &ops[n], dsts, n)) {
+			srcs[n] = src;
+			dsts[n++] = src->send_dst;
+		} else {
+			later[nl++] = src;
+		}
+	}
+	run_ops(ops, n);
+	/* Count every byte sent before any owner runs: a callback may close
+	 * a stream of this batch, and its unsent rest moves on from there. */
+	for (int i = 0; i < n; i++) {
+		if (ops[i].res <= 0)
+			continue;
+		srcs[i]->buf->done += (uint32_t)ops[i].res;
+		dsts[i]->bytes_out += (uint64_t)ops[i].res;
+	}
+	for (int i = 0; i < n; i++)
+		send_settle(srcs[i], ops[i].res);
+	for (int i = 0; i < nl; i++)
+		send_settle(later[i], 0);
+}
+
+/* One batch of the gathered receives. Buffers are readied first (that
+ * may route messages, and so close streams), then the receives run with
+ * no callback in between, then each stream's bytes are counted before
+ * any of them is routed. */
+static void read_batch(void)
+{
+	struct uring_op ops[URING_BATCH];
+	struct stream *ss[URING_BATCH];
+	struct list ready, *it;
+	int n = 0;
+
+	list_init(&ready);
+	for (int k = 0; k < URING_BATCH && (it = list_first(&turn_reads)) != NULL; k++) {
+		struct stream *s = container_of(it, struct stream, read_node);
+		list_del(it);
+		if (!s->closed && s->reading && !s->suspended && read_prepare(s))
+			list_append(&ready, &s->read_node);
+	}
+	while ((it = list_first(&ready)) != NULL) {
+		struct stream *s = container_of(it, struct stream, read_node);
+		list_del(it);
+		if (s->closed || !s->reading || s->fd < 0)
+			continue;
+		if (!s->buf)
+			s->buf = buf_get();
+		struct iobuf *b = s->buf;
+		if (b->recv == BUF_END(b))
+			continue;
+		ops[n] = (struct uring_op){ .fd = s->fd, .buf = b->data + b->recv,
+					    .len = BUF_END(b) - b->recv };
+		ss[n++] = s;
+	}
+	run_ops(ops, n);
+	for (int i = 0; i < n; i++) {
+		if (ops[i].res <= 0)
+			continue;
+		ss[i]->buf->recv += (uint32_t)ops[i].res;
+		ss[i]->bytes_in += (uint64_t)ops[i].res;
+	}
+	for (int i = 0; i < n; i++)
+		if (!ss[i]->closed)
+			read_done(ss[i], ops[i].res < 0 ? -1 : ops[i].res, ops[i].res < 0 ? -ops[i].res : 0);
+}
+
+/* Bounded: what a turn's routing gathers anew beyond this waits for the
+ * next turn's end (the loop comes back at once: the sockets are ready). */
+#define TURN_ROUNDS 8
+
+void stream_turn_end(void)
+{
+	for (int r = 0; r < TURN_ROUNDS; r++) {
+		if (!list_empty(&turn_reads))
+			read_batch();
+		else if (!list_empty(&turn_sends))
+			send_batch();
+		else
+			return;
+	}
+}
+
+void stream_flush_deferred(struct stream *s)
+{
+	if (list_empty(&s->send_node))
+		return;
+	list_del(&s->send_node);
+	send_settle(s, 0);
 }

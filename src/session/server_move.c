@@ -97,6 +97,7 @@ bool server_send(struct server *sv, enum ipc_type type, uint32_t reqid, const st
 
 bool server_give(struct server *sv)
 {
+	stream_flush_deferred(&sv->s);     /* its last forward goes out first */
 	if (!movable(sv))
 		return false;
 	server_debug(sv, "offered to another worker");

@@ -5,6 +5,7 @@
 #include "worker.h"
 #include "proxy_accept.h"
 #include "sched_slice.h"
+#include "uring.h"
 #include "shm.h"
 #include "ledger.h"
 #include "admin.h"
@@ -295,11 +296,48 @@ static void apply_sched_slice(const struct config *cfg)
 	}
 }
 
+/* io_uring: the ring is made on first need. A kernel that refuses it
+ * leaves the worker on recv/send, said once (by every worker). */
+static void apply_io_uring(const struct config *cfg)
+{
+	static bool warned;
+
+	if (!cfg->io_uring) {
+		stream_set_batching(false);
+		return;
+	}
+	enum uring_verdict v = uring_init();
+	if (v == URING_READY) {
+		stream_set_batching(true);
+		return;
+	}
+	if (warned)
+		return;
+	warned = true;
+	if (v == URING_NOT_BUILT)
+		log_warning("io_uring: this pgcrew was built without liburing; using recv/send");
+	else if (v == URING_REFUSED)
+		log_msg_errno(LG_WARNING, "io_uring: the kernel refused a ring (io_uring_disabled, seccomp "
+			      "or a kernel before 5.6); using recv/send");
+	else
+		log_warning("io_uring: this kernel's non-blocking receives wait in the ring; using recv/send");
+}
+
+/* The loop, with the stream layer's batches at the end of every turn. */
+static void run_loop(struct event_base *base)
+{
+	while (event_base_loop(base, EVLOOP_ONCE) == 0 && !event_base_got_exit(base) &&
+	       !event_base_got_break(base))
+		stream_turn_end();
+	stream_turn_end();
+}
+
 /* The current generation changed in place (the console's SET). */
 static void worker_refresh_config(struct world *w)
 {
 	struct config *cfg = w->cfg;
 	apply_sched_slice(cfg);
+	apply_io_uring(cfg);
 	load_hba(cfg);
 	(void)proxy_accept_configure(cfg);
 	log_verbose = cfg->verbose > log_verbose ? cfg->verbose : log_verbose;
@@ -514,6 +552,7 @@ static void worker_cleanup(void)
 	hba_ident_free(W->hba_ident);
 	proxy_accept_free_all();
 	stream_cache_free();
+	uring_free();
 	psrelay_free();
 	varcache_set_tracked(NULL);
 	event_base_free(W->base);
@@ -572,8 +611,9 @@ void worker_main(int id, struct config *cfg, int ipc_fd, struct listen_set *ls)
 	stats_start(W);
 	if (ipc_send_empty(W->sup, IPC_WORKER_READY) < 0)
 		fatal("worker %d: cannot talk to the supervisor", id);
+	apply_io_uring(cfg);
 	log_debug("worker %d started, pid %d", id, (int)getpid());
-	event_base_dispatch(W->base);
+	run_loop(W->base);
 	log_debug("worker %d exiting", id);
 	if (!ipc_chan_drain(W->sup, 5000))
 		log_warning("worker %d: messages to the supervisor lost at exit", id);

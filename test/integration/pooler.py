@@ -17,7 +17,7 @@ import util
 # Settings PgBouncer does not know: never written when validating against it.
 PGCREW_ONLY_KEYS = frozenset({"workers", "auth_query_cache_ttl", "unnamed_statement_cache",
                               "sql_prepared_statements", "proxy_protocol",
-                              "proxy_protocol_sources"})
+                              "proxy_protocol_sources", "io_uring"})
 
 SANITIZER_MARKERS = ("AddressSanitizer", "LeakSanitizer", "runtime error:",
                      "UndefinedBehaviorSanitizer")
@@ -75,6 +75,10 @@ class Pooler:
             # test for minutes; tests that need it set their own value.
             "query_wait_timeout": 20,
         }
+        # PGCREW_IO_URING=1 runs every pgcrew of the suite with its socket
+        # I/O batched through io_uring (scripts/test.sh's second pass).
+        if os.environ.get("PGCREW_IO_URING") == "1" and kind == "pgcrew":
+            self.settings["io_uring"] = 1
         self.settings.update(settings or {})
         self.databases = dict(databases or {})
         self.users = dict(users or {})

@@ -38,7 +38,8 @@ EXPECTED = {
     "DNS_HOSTS": ["hostname", "ttl", "addrs"],
     "DNS_ZONES": ["zonename", "serial", "count"],
     "WORKERS": ["worker", "pid", "clients", "servers", "pools", "cpu_user_ms",
-                "cpu_system_ms", "restarts", "servers_moved_in", "servers_moved_out"],
+                "cpu_system_ms", "restarts", "servers_moved_in", "servers_moved_out",
+                "io_uring", "io_batches", "io_batched_ops"],
 }
 
 

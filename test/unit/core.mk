@@ -8,6 +8,12 @@ test_unit_test_stream_SOURCES = test/unit/test_stream.c
 test_unit_test_stream_CFLAGS = $(UNIT_CFLAGS)
 test_unit_test_stream_LDADD = $(UNIT_LDADD)
 
+check_PROGRAMS += test/unit/test_uring
+TESTS += test/unit/test_uring
+test_unit_test_uring_SOURCES = test/unit/test_uring.c
+test_unit_test_uring_CFLAGS = $(UNIT_CFLAGS)
+test_unit_test_uring_LDADD = $(UNIT_LDADD)
+
 check_PROGRAMS += test/unit/test_varcache
 TESTS += test/unit/test_varcache
 test_unit_test_varcache_SOURCES = test/unit/test_varcache.c

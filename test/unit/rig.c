@@ -257,8 +257,10 @@ void rig_start_workers(int n, const char *settings, const char *databases)
 
 void rig_pump(void)
 {
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < 4; i++) {
 		event_base_loop(rig_w->base, EVLOOP_NONBLOCK);
+		stream_turn_end();        /* the worker's loop does so after every turn */
+	}
 }
 
 void rig_stop(void)

@@ -128,6 +128,7 @@ static const struct {
 	{ "dns_zone_check_period", "0", "0" },
 	{ "idle_transaction_timeout", "0", "0" },
 	{ "ignore_startup_parameters", "", "" },
+	{ "io_uring", "0", "0" },                   /* pgcrew */
 	{ "job_name", "pgbouncer", "pgbouncer" },
 	{ "listen_addr", "", "" },
 	{ "listen_backlog", "128", "128" },
@@ -280,7 +281,7 @@ static void test_table_rules(void **state)
 		"auth_query_cache_ttl", "max_pools", "metrics_listen", "server_login_concurrency",
 		"server_tls_sslnegotiation", "sql_prepared_statements", "unnamed_statement_cache",
 		"proxy_protocol", "proxy_protocol_sources", "target_session_attrs",
-		"worker_sched_slice", "workers",
+		"worker_sched_slice", "workers", "io_uring",
 	};
 	size_t n_nr = 0, n_ext = 0;
 
