@@ -123,6 +123,8 @@ void client_set_state(struct client *c, enum client_state st)
 	if (cnt)
 		(*cnt)--;
 	list_del(&c->node);
+	if (now_waiting && !was_waiting)
+		c->wait_notified = 0;     /* query_wait_notify: once per wait */
 	c->state = st;
 	if ((cnt = state_counter(c, st)) != NULL)
 		(*cnt)++;

@@ -176,6 +176,30 @@ def test_query_wait_notify(pg15, make_pooler):
     assert rows and rows[0].endswith(b"42"), msgs
 
 
+@pytest.mark.pgcrew_only  # query_wait_notify is new in PgBouncer 1.25
+@pytest.mark.parametrize("workers", [1, 4])
+def test_query_wait_notify_every_wait(pg15, make_pooler, workers):
+    """The notice comes with every wait longer than query_wait_notify, not
+    only the first one of a connection (as PgBouncer 1.25: the flag is
+    cleared when the client gets its server)."""
+    p = make_pooler(pg15, settings={"pool_mode": "transaction", "default_pool_size": 1,
+                                    "query_wait_notify": 1, "query_wait_timeout": 10,
+                                    "workers": workers})
+    holder = p.connect(autocommit=False)
+    with wire.RawConn(p.port, timeout=10) as raw:
+        raw.login_trust("trust_user", "testdb")
+        for i in range(2):
+            holder.execute("SELECT 1")       # a transaction holds the pool's only server
+            raw.send(wire.query_message(f"SELECT {i}"))
+            kind, payload = raw.read_message(timeout=5)
+            assert kind == b"N", f"wait {i}: expected the queue notice, got {kind!r} {payload!r}"
+            assert "client being queued" in wire.error_fields(payload).get("M", "")
+            holder.commit()                  # the server goes to the queued query
+            msgs = raw.read_until(b"Z", timeout=5)
+            assert [k for k, _ in msgs if k in (b"N", b"E")] == [], msgs
+    holder.close()
+
+
 # -- 3. autodb_idle_timeout -----------------------------------------------------
 
 
