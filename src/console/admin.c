@@ -67,6 +67,14 @@ static bool local_admin(const struct client *c)
 	       getsockopt(c->s.fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0 && cr.uid == geteuid();
 }
 
+/* Every console client shares PgBouncer's one console pool, listed in SHOW
+ * POOLS as (pgbouncer, pgbouncer); NULL only when no user object is left. */
+static struct pool *console_pool(struct client *c)
+{
+	struct puser *u = pool_get_user(c->world, c->db->forced_user);
+	return u ? pool_get(c->db, u) : NULL;
+}
+
 void admin_client_login(struct client *c, const struct startup_msg *m)
 {
 	const struct config *cfg = c->world->cfg;
@@ -93,7 +101,7 @@ void admin_client_login(struct client *c, const struct startup_msg *m)
 		return;
 	}
 	if (c->login_user)
-		c->pool = pool_get(c->db, c->login_user);
+		c->pool = console_pool(c);
 	if (!client_count_console(c, admin))
 		return;
 	client_start_auth(c);

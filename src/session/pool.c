@@ -194,7 +194,11 @@ struct database *pool_admin_db(struct world *w)
 		db = db_new(w, "pgbouncer");
 	db->admin = true;
 	db->dead = false;
-	db->pool_size = 0;
+	/* As PgBouncer's: one pool, (pgbouncer, pgbouncer), whoever logs in;
+	 * SHOW DATABASES shows that forced user and a pool size of 2. */
+	free(db->forced_user);
+	db->forced_user = xstrdup("pgbouncer");
+	db->pool_size = 2;
 	db->pool_mode = POOL_STATEMENT;
 	db->server_lifetime = -1;
 	db->n_hosts = 1;

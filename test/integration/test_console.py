@@ -395,3 +395,4 @@ def test_console_logins_counted_and_limited(pg15, make_pooler, workers):
     stats.close()
     for a in admins:
         a.close()
+
