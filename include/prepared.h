@@ -77,7 +77,8 @@ enum ps_reply {
 	PSR_FORWARD,    /* pass the reply to the client */
 	PSR_SKIP,       /* drop it (answer to something the client did not send) */
 	PSR_SKIP_SEND,  /* drop it and send `out` to the client instead */
-	PSR_NEED_FULL,
+	PSR_NEED_FULL,  /* ask again with the whole reply buffered */
+	PSR_NEED_MORE,  /* ask again with more of it (an error: its first fields) */
 };
 
 /* Does this server reply need ps_server_msg? (cheap; both may be NULL) */

@@ -17,8 +17,9 @@ enum stream_action psrelay_client_pkt(struct client *c, const struct pkt_hdr *h,
 				      const uint8_t *data, size_t avail, const char **close_why);
 bool psrelay_server_watch(const struct server *sv, uint8_t type);
 /* A reply for the linked client: SA_FORWARD to go on as usual, or SA_SKIP,
- * SA_NEED_FULL; SA_STOP with *close_why when the client could not be
- * written to: the caller closes it without a word. */
+ * SA_NEED_FULL, SA_NEED_MORE (an error: its first fields); SA_STOP with
+ * *close_why when the client could not be written to: the caller closes it
+ * without a word. */
 enum stream_action psrelay_server_pkt(struct server *sv, const struct pkt_hdr *h,
 				      const uint8_t *data, size_t avail, const char **close_why);
 /* The client left sv: replies still owed make sv unfit for reuse. */

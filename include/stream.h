@@ -24,18 +24,24 @@ enum stream_action {
 	SA_FORWARD,        /* send the whole message to s->peer */
 	SA_SKIP,           /* drop it */
 	SA_CONSUMED,       /* owner handled the complete message; drop its bytes */
-	SA_NEED_FULL,      /* call again once the whole message is buffered */
+	SA_NEED_FULL,      /* call again once the whole message is buffered: one
+	                      larger than the buffer (up to s->max_whole) gets a
+	                      buffer of its own, freed once the message has gone */
 	SA_PAUSE,          /* leave it unconsumed; stop until stream_resume() */
 	SA_STOP,           /* the owner closed or re-targeted the stream: stop now */
 	SA_FLUSH,          /* send the bytes queued before this message, then ask again */
 	SA_NEED_MORE,      /* ask again with more of the message buffered (it may be
-	                      larger than the buffer: only its start is needed) */
-	SA_NEED_WHOLE,     /* as SA_NEED_FULL, but a message larger than the buffer
-	                      (up to STREAM_WHOLE_MAX) gets a buffer of its own */
+	                      larger than the buffer: only its start is needed).
+	                      Said with the buffer full of the message's start, it
+	                      is read whole, as for SA_NEED_FULL */
 };
 
-/* Largest message SA_NEED_WHOLE buffers whole. */
-#define STREAM_WHOLE_MAX (16u << 20)
+/* The largest message a stream holds whole unless its owner sets
+ * s->max_whole lower: PostgreSQL builds the body of every message it sends
+ * in a StringInfo, which holds at most MaxAllocSize - 1 (1 GiB - 2) bytes,
+ * so no error, notice, ParameterStatus or DataRow from a server is larger
+ * than that plus the type byte and the length word. */
+#define STREAM_WHOLE_MAX (0x3ffffffeu + 5u)
 
 /* Bytes kept free before the data of every buffer, so that a message can
  * be rewritten in place a little longer (stream_rewrite_head). */
@@ -58,6 +64,13 @@ enum stream_event {
  * hdr->len). SA_CONSUMED and SA_NEED_FULL: the owner may only rely on the
  * body when avail >= hdr->len. Returning SA_STOP is required after closing
  * the stream or changing its peer from inside the callback.
+ *
+ * A message the owner needs whole (SA_NEED_FULL, or SA_NEED_MORE with the
+ * buffer full) and that is larger than the buffer moves, once what is
+ * queued before it has been sent, into a buffer of exactly its size: every
+ * message PostgreSQL may send passes, and the memory goes back as soon as
+ * the message has been consumed or sent. Larger than s->max_whole, or no
+ * memory for it: SE_ERROR.
  */
 typedef enum stream_action (*stream_pkt_fn)(struct stream *s, const struct pkt_hdr *hdr,
 					     const uint8_t *data, size_t avail);
@@ -75,7 +88,7 @@ struct iobuf {
 	uint32_t parse;        /* [done, parse) queued for sending to send_dst */
 	uint32_t recv;         /* [parse, recv) received, not looked at yet */
 	uint32_t cap;          /* data bytes after the headroom: the cache's size,
-	                          or more for one large message (SA_NEED_WHOLE) */
+	                          or one large message's (SA_NEED_FULL) */
 	uint8_t data[];
 };
 
@@ -113,6 +126,7 @@ struct stream {
 	uint64_t bytes_in, bytes_out;
 	const char *errmsg;        /* static reason for SE_ERROR */
 	bool bad_header;           /* that SE_ERROR: a packet header that cannot be */
+	uint32_t max_whole;        /* largest message held whole (default STREAM_WHOLE_MAX) */
 	stream_pkt_fn on_pkt;
 	stream_event_fn on_event;
 	void *owner;               /* struct client * or struct server * */

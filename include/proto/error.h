@@ -28,4 +28,25 @@ struct pg_error {
  * make it fail. */
 bool pkt_parse_error(const uint8_t *body, size_t len, struct pg_error *out) MUSTCHECK;
 
+/* An 'E'/'N' body of len bytes of which only the first `have` may be
+ * buffered (an error can be far larger than the I/O buffer: it quotes the
+ * input). PKT_OK: *val is field `code` (the first one), or NULL when the
+ * message has none; PKT_NEED_MORE: the fields read so far do not have it
+ * and the rest is not buffered; PKT_BAD: malformed. PostgreSQL sends S, V,
+ * C and M first, so a check of the SQLSTATE rarely needs more than the
+ * first bytes; with any other order it needs more, up to the whole. */
+enum pkt_status pkt_error_field(const uint8_t *body, size_t have, size_t len, uint8_t code,
+				const char **val) MUSTCHECK;
+
+enum pkt_match {
+	PKT_MATCH_NO,        /* not that error (or malformed) */
+	PKT_MATCH_YES,
+	PKT_MATCH_NEED_MORE, /* the fields that decide are not buffered yet */
+};
+
+/* Is this (partly buffered, as above) body an error with SQLSTATE sqlstate
+ * whose message (M) contains text (NULL: any message)? */
+enum pkt_match pkt_error_is(const uint8_t *body, size_t have, size_t len, const char *sqlstate,
+			    const char *text) MUSTCHECK;
+
 #endif

@@ -225,6 +225,7 @@ void stream_init(struct stream *s, int fd, void *owner, stream_pkt_fn on_pkt, st
 	s->on_event = on_event;
 	s->ops = &plain_ops;
 	s->max_pkt = 0x7fffffff;
+	s->max_whole = STREAM_WHOLE_MAX;
 	list_init(&s->read_node);
 	list_init(&s->send_node);
 	if (fd >= 0)
@@ -543,15 +544,26 @@ static bool route_remaining(struct stream *s)
 	return true;
 }
 
-/* A message larger than the cache's buffers is to be handled whole: once
- * what is queued before it is sent, it moves to a buffer of its own,
- * freed when empty. False when the flush has to wait. */
+/* A message larger than the cache's buffers is needed whole: once what is
+ * queued before it is sent, it moves to a buffer of exactly its size, which
+ * goes back (freed, not cached) as soon as it is empty. Always false:
+ * processing goes on when bytes come or the flush completes. */
 static bool enlarge(struct stream *s, uint32_t len)
 {
 	struct iobuf *b = s->buf;
+	if (len > s->max_whole) {
+		s->errmsg = "message too large to hold whole";
+		fire(s, SE_ERROR);
+		return false;
+	}
 	if (b->done != b->parse && !flush_forward(s))
 		return false;
-	struct iobuf *nb = xmalloc(sizeof(*nb) + STREAM_HEADROOM + len);
+	struct iobuf *nb = malloc(sizeof(*nb) + STREAM_HEADROOM + len);
+	if (!nb) {
+		s->errmsg = "out of memory for a large message";
+		fire(s, SE_ERROR);
+		return false;
+	}
 	uint32_t n = b->recv - b->parse;
 	memcpy(nb->data + STREAM_HEADROOM, b->data + b->parse, n);
 	nb->done = nb->parse = STREAM_HEADROOM;
@@ -561,7 +573,38 @@ static bool enlarge(struct stream *s, uint32_t len)
 	cache.n_used++;
 	buf_put(b);
 	s->buf = nb;
-	return true;
+	return false;
+}
+
+/* The owner wants `need` bytes of the message at hand buffered (at most
+ * the buffer's size): the message moves to the start of the buffer when
+ * it would not fit after what precedes it. Always false. */
+static bool wait_for(struct stream *s, uint32_t need)
+{
+	struct iobuf *b = s->buf;
+	if (b->parse + need > BUF_END(b)) {
+		if (b->done != b->parse && !flush_forward(s))
+			return false;
+		compact(b);
+	}
+	return false;
+}
+
+/* SA_NEED_FULL / SA_NEED_MORE with `avail` bytes of the message buffered. */
+static bool need_bytes(struct stream *s, const struct pkt_hdr *h, enum stream_action act, uint32_t avail)
+{
+	struct iobuf *b = s->buf;
+	/* Only the start is wanted, but the buffer is full of it: the owner
+	 * needs the whole message. */
+	if (act == SA_NEED_MORE && avail >= b->cap)
+		act = SA_NEED_FULL;
+	uint32_t need = act == SA_NEED_MORE && h->len > b->cap ? b->cap : h->len;
+	if (avail >= need) {
+		s->errmsg = "owner asked for bytes already buffered";
+		fire(s, SE_ERROR);
+		return false;
+	}
+	return need > b->cap ? enlarge(s, need) : wait_for(s, need);
 }
 
 /* Handle the next message header. False: stop processing. */
@@ -602,27 +645,9 @@ static bool route_new(struct stream *s)
 		/* Asked again at once when the flush completes, else when the
 		 * destination drains (on_write processes us again). */
 		return b->done == b->parse || flush_forward(s);
-	case SA_NEED_WHOLE:
-		if (h.len > b->cap && h.len <= STREAM_WHOLE_MAX) {
-			(void)enlarge(s, h.len);    /* then wait for the rest */
-			return false;
-		}
-		/* fall through */
 	case SA_NEED_MORE:
-	case SA_NEED_FULL: {
-		uint32_t need = act == SA_NEED_MORE && h.len > b->cap ? b->cap : h.len;
-		if (need > b->cap || avail >= need) {
-			s->errmsg = "message too large for the I/O buffer";
-			fire(s, SE_ERROR);
-			return false;
-		}
-		if (b->parse + need > BUF_END(b)) {
-			if (b->done != b->parse && !flush_forward(s))
-				return false;
-			compact(b);
-		}
-		return false;
-	}
+	case SA_NEED_FULL:
+		return need_bytes(s, &h, act, avail);
 	case SA_PAUSE:
 		/* Keep reading so a disconnect is noticed while paused; a full
 		 * buffer stops reading in on_read. */

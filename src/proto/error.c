@@ -5,6 +5,8 @@
  * INTERFACE ROUTINES
  *	pkt_write_error		- append an 'E' message with S, V, C and a formatted M
  *	pkt_parse_error		- split an 'E'/'N' body into severity, SQLSTATE, message, detail, hint
+ *	pkt_error_field		- one field of an 'E'/'N' body of which only a prefix may be buffered
+ *	pkt_error_is		- SQLSTATE (and message text) check on such a prefix
  */
 #include "proto/error.h"
 
@@ -87,4 +89,46 @@ bool pkt_parse_error(const uint8_t *body, size_t len, struct pg_error *out)
 		return false;               /* bytes after the terminator */
 	*out = e;
 	return true;
+}
+
+/* Walks the fields in [0, have): each is a code byte and a NUL-terminated
+ * string; a zero code ends the list. A field cut off by `have` is unread. */
+enum pkt_status pkt_error_field(const uint8_t *body, size_t have, size_t len, uint8_t code,
+				const char **val)
+{
+	size_t pos = 0;
+
+	*val = NULL;
+	if (have > len)
+		have = len;
+	while (pos < have) {
+		uint8_t c = body[pos++];
+		if (c == 0)
+			return PKT_OK;          /* the end: no such field */
+		const uint8_t *nul = memchr(body + pos, 0, have - pos);
+		if (!nul)
+			break;
+		if (c == code) {
+			*val = (const char *)body + pos;
+			return PKT_OK;
+		}
+		pos = (size_t)(nul - body) + 1;
+	}
+	return have < len ? PKT_NEED_MORE : PKT_BAD;
+}
+
+enum pkt_match pkt_error_is(const uint8_t *body, size_t have, size_t len, const char *sqlstate,
+			    const char *text)
+{
+	const char *state, *msg;
+
+	enum pkt_status st = pkt_error_field(body, have, len, 'C', &state);
+	if (st != PKT_OK || !state || strcmp(state, sqlstate) != 0)
+		return st == PKT_NEED_MORE ? PKT_MATCH_NEED_MORE : PKT_MATCH_NO;
+	if (!text)
+		return PKT_MATCH_YES;
+	st = pkt_error_field(body, have, len, 'M', &msg);
+	if (st != PKT_OK || !msg)
+		return st == PKT_NEED_MORE ? PKT_MATCH_NEED_MORE : PKT_MATCH_NO;
+	return strstr(msg, text) ? PKT_MATCH_YES : PKT_MATCH_NO;
 }

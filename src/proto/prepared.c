@@ -1520,18 +1520,29 @@ static enum ps_reply on_complete(struct ps_server *ps, struct pktbuf *out)
 	}
 }
 
+/* An ErrorResponse (msg, avail of its len bytes buffered) checked from its
+ * first fields only: errors quote their input and may be far larger than
+ * the I/O buffer. */
+static enum pkt_match error_is(const uint8_t *msg, size_t avail, uint32_t len, const char *sqlstate,
+			       const char *text)
+{
+	return pkt_error_is(msg + 5, avail - 5, len - 5, sqlstate, text);
+}
+
 static enum ps_reply on_error(struct ps_server *ps, const uint8_t *msg, size_t avail,
 			      uint32_t len, struct pktbuf *out)
 {
 	struct ps_pend *p = pend_at(ps, 0);
-	struct pg_error e;
 	if (p->kind != PE_ERROR || p->seg != ps->z_seen)
 		return PSR_FORWARD;
-	if (avail < len)
-		return PSR_NEED_FULL;
-	if (!pkt_parse_error(msg + 5, len - 5, &e) || strcmp(e.sqlstate, "26000") != 0 ||
-	    !strstr(e.message, "\"" BARRIER_NAME "\""))
+	switch (error_is(msg, avail, len, "26000", "\"" BARRIER_NAME "\"")) {
+	case PKT_MATCH_NEED_MORE:
+		return PSR_NEED_MORE;
+	case PKT_MATCH_NO:
 		return PSR_FORWARD;
+	case PKT_MATCH_YES:
+		break;
+	}
 	pkt_write_error(out, "ERROR", p->code, "%s", p->error);
 	pend_pop(ps);
 	return PSR_SKIP_SEND;
@@ -1602,18 +1613,24 @@ static enum ps_reply on_command_complete(struct ps_server *ps, struct ps_client 
 }
 
 /* A 0A000 "cached plan must not change result type": the statements of the
- * latest Binds go stale (stmt_stale). */
-static void note_error(struct ps_server *ps, const uint8_t *msg, uint32_t len)
+ * latest Binds go stale (stmt_stale). False while more of the error is
+ * needed to tell; asking again is harmless until it is told. */
+static bool note_error(struct ps_server *ps, const uint8_t *msg, size_t avail, uint32_t len)
 {
-	struct pg_error e;
-	if (!pkt_parse_error(msg + 5, len - 5, &e) || strcmp(e.sqlstate, "0A000") != 0 ||
-	    !strstr(e.message, "cached plan must not change result type"))
-		return;
+	switch (error_is(msg, avail, len, "0A000", "cached plan must not change result type")) {
+	case PKT_MATCH_NEED_MORE:
+		return false;
+	case PKT_MATCH_NO:
+		return true;
+	case PKT_MATCH_YES:
+		break;
+	}
 	for (struct ps_sentry *se = ps->oldest; se; se = se->newer)
 		for (uint8_t i = 0; i < ps->n_bound; i++)
 			if (se->num == ps->bound[i])
 				stmt_stale(se->stmt);
 	ps->n_bound = 0;
+	return true;
 }
 
 enum ps_reply ps_server_msg(struct ps_server *ps, struct ps_client *pc, const uint8_t *msg,
@@ -1624,11 +1641,8 @@ enum ps_reply ps_server_msg(struct ps_server *ps, struct ps_client *pc, const ui
 	case '3':
 		return ps && ps->q_len ? on_complete(ps, out) : PSR_FORWARD;
 	case 'E':
-		if (ps && ps->n_bound > 0) {
-			if (avail < len)
-				return PSR_NEED_FULL;
-			note_error(ps, msg, len);
-		}
+		if (ps && ps->n_bound > 0 && !note_error(ps, msg, avail, len))
+			return PSR_NEED_MORE;
 		return ps && ps->q_len ? on_error(ps, msg, avail, len, out) : PSR_FORWARD;
 	case 'Z':
 		if (avail < len)

@@ -21,7 +21,7 @@
 #include <stdio.h>
 
 #define AUTHQ_CACHE_MAX 10000        /* answers per worker */
-#define AUTHQ_MAX_MSG 16384          /* a larger response message is refused */
+#define AUTHQ_MAX_MSG 16384          /* a larger row or row description is refused */
 
 struct authq_job {
 	struct list node;                /* jobs */
@@ -506,8 +506,6 @@ static bool on_message(struct authq_job *j, struct server *sv, uint8_t type,
 	case 'S':
 		note_param(sv, body, len);
 		return true;
-	case 'N': case 'C': case '1': case '2':
-		return true;
 	case 'E':
 		server_error(sv, body, len);
 		return false;
@@ -530,8 +528,17 @@ enum stream_action authquery_server_pkt(struct server *sv, const struct pkt_hdr 
 {
 	struct authq_job *j = job_of_server(sv);
 
-	if (!j || h->len > AUTHQ_MAX_MSG) {
-		server_close(sv, j ? "bad packet" : "unexpected response from auth_query");
+	if (!j) {
+		server_close(sv, "unexpected response from auth_query");
+		return SA_STOP;
+	}
+	/* Notices and completions are passed over unread, so a RAISE NOTICE
+	 * of any size in a lookup function is harmless; an error or a
+	 * ParameterStatus is read whole, however large PostgreSQL made it. */
+	if (h->type == 'N' || h->type == 'C' || h->type == '1' || h->type == '2')
+		return SA_SKIP;
+	if ((h->type == 'T' || h->type == 'D') && h->len > AUTHQ_MAX_MSG) {
+		server_close(sv, "bad packet");
 		return SA_STOP;
 	}
 	if (avail < h->len)

@@ -316,6 +316,7 @@ static struct client *client_new(struct world *w, int fd, bool is_unix)
 	stream_init(&c->s, fd, c, client_on_pkt, client_on_event);
 	if (w->cfg->max_packet_size > 0)
 		c->s.max_pkt = (uint32_t)w->cfg->max_packet_size;
+	c->s.max_whole = CLIENT_WHOLE_MAX;
 	if (getpeername(fd, (struct sockaddr *)&ss, &len) == 0)
 		util_format_addr((struct sockaddr *)&ss, c->addr, sizeof(c->addr), &c->port);
 	len = sizeof(ss);

@@ -80,7 +80,7 @@ enum stream_action psrelay_client_pkt(struct client *c, const struct pkt_hdr *h,
 	case PS_NEED_MORE:
 		return SA_NEED_MORE;
 	case PS_NEED_FULL:
-		return SA_NEED_WHOLE;     /* a named Parse may exceed the buffer */
+		return SA_NEED_FULL;      /* a named Parse may exceed the buffer */
 	case PS_FLUSH:
 		if (can_inject && can_grow)
 			fatal("prepared: flush asked for with nothing to flush");
@@ -121,6 +121,8 @@ enum stream_action psrelay_server_pkt(struct server *sv, const struct pkt_hdr *h
 	switch (ps_server_msg(sv->ps, c ? c->ps : NULL, data, avail, h->len, out)) {
 	case PSR_NEED_FULL:
 		return SA_NEED_FULL;
+	case PSR_NEED_MORE:
+		return SA_NEED_MORE;
 	case PSR_SKIP:
 		return SA_SKIP;
 	case PSR_SKIP_SEND:

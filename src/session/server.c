@@ -950,6 +950,8 @@ static void role_answered(struct server *sv)
 static enum stream_action login_pkt(struct server *sv, const struct pkt_hdr *h,
 				    const uint8_t *data, size_t avail)
 {
+	if (h->type == 'N')
+		return SA_SKIP;     /* a notice at login reaches nobody: never read whole */
 	if (avail < h->len)
 		return SA_NEED_FULL;
 	const uint8_t *body = data + 5;
@@ -980,7 +982,6 @@ static enum stream_action login_pkt(struct server *sv, const struct pkt_hdr *h,
 		}
 		return SA_STOP;
 	}
-	case 'N':
 	case 'v':
 		break;
 	case 'Z':
@@ -1136,18 +1137,22 @@ static void ready_for_query(struct server *sv, char status)
 
 /* A read-write database's server answering 25006 (read-only transaction)
  * is on a host that stopped taking writes, or the client asked for a
- * read-only transaction: either way it is not handed out again. */
+ * read-only transaction: either way it is not handed out again. Only the
+ * SQLSTATE is read: the error may be far larger than the buffer. */
 static enum stream_action read_only_error(struct server *sv, const struct pkt_hdr *h,
 					  const uint8_t *data, size_t avail)
 {
-	struct pg_error e;
 	if (hostrole_tsa(sv->pool->db) != TSA_READ_WRITE)
 		return SA_FORWARD;
-	if (avail < h->len)
-		return SA_NEED_FULL;
-	if (pkt_parse_error(data + 5, h->len - 5, &e) && strcmp(e.sqlstate, "25006") == 0) {
+	switch (pkt_error_is(data + 5, avail - 5, h->len - 5, "25006", NULL)) {
+	case PKT_MATCH_NEED_MORE:
+		return SA_NEED_MORE;
+	case PKT_MATCH_YES:
 		sv->close_needed = true;
 		sv->close_reason = "server is read-only";
+		break;
+	case PKT_MATCH_NO:
+		break;
 	}
 	return SA_FORWARD;
 }

@@ -110,10 +110,16 @@ static enum ps_verdict send(struct fix *f, const struct pktbuf *m)
 	return send_avail(f, m, m->len, true, true);
 }
 
-static enum ps_reply reply(struct fix *f, const uint8_t *msg, size_t len)
+/* A server reply of len bytes, the first avail of them buffered. */
+static enum ps_reply reply_avail(struct fix *f, const uint8_t *msg, size_t avail, size_t len)
 {
 	pktbuf_reset(&f->out);
-	return ps_server_msg(f->ps, f->pc, msg, len, (uint32_t)len, &f->out);
+	return ps_server_msg(f->ps, f->pc, msg, avail, (uint32_t)len, &f->out);
+}
+
+static enum ps_reply reply(struct fix *f, const uint8_t *msg, size_t len)
+{
+	return reply_avail(f, msg, len, len);
 }
 
 static enum ps_reply reply_type(struct fix *f, uint8_t type)
@@ -513,6 +519,51 @@ static void test_stale_after_ddl(void **state)
 	assert_int_equal(ps_stmt_count(), 1);
 	pktbuf_free(&e);
 	pktbuf_free(&barrier);
+}
+
+/* Errors are read from their first fields only: a 1 MB error (PostgreSQL
+ * quotes the bad input) is decided on from its first bytes once its
+ * SQLSTATE is buffered, and "more" is asked for until then; a 0A000 also
+ * needs its message before the statements of the latest Binds go stale. */
+static void test_long_error_from_its_start(void **state)
+{
+	struct fix *f = *state;
+	struct pktbuf big, plan;
+	char *text = malloc(1000001);
+	assert_non_null(text);
+	memset(text, 'x', 1000000);
+	text[1000000] = 0;
+
+	assert_int_equal(send(f, parse_msg(f, "s1", "SELECT v FROM t")), PS_REWRITE);
+	assert_int_equal(reply_type(f, '1'), PSR_FORWARD);
+	assert_int_equal(reply_type(f, 'Z'), PSR_FORWARD);
+	assert_int_equal(send(f, bind_msg(f, "", "s1")), PS_REWRITE);  /* bound: errors are watched */
+	assert_true(ps_server_watch(f->ps, f->pc, 'E'));
+
+	pktbuf_init(&big, 64);
+	pkt_write_error(&big, "ERROR", "22P02", "invalid input syntax for type integer: \"%s\"", text);
+	assert_false(pktbuf_failed(&big));
+	assert_int_equal(reply_avail(f, big.buf, 12, big.len), PSR_NEED_MORE);
+	assert_int_equal(reply_avail(f, big.buf, 16384, big.len), PSR_FORWARD);
+	assert_int_equal(ps_stmt_count(), 1);                        /* not stale */
+
+	pktbuf_init(&plan, 64);
+	pkt_write_error(&plan, "ERROR", "0A000", "cached plan must not change result type");
+	assert_int_equal(reply_avail(f, plan.buf, 30, plan.len), PSR_NEED_MORE);   /* C, not M */
+	assert_int_equal(ps_stmt_count(), 1);
+	assert_int_equal(reply_avail(f, plan.buf, plan.len, plan.len), PSR_FORWARD);
+	assert_int_equal(ps_stmt_count(), 0);                        /* stale now */
+	assert_int_equal(reply_type(f, 'Z'), PSR_FORWARD);
+
+	/* A barrier owed: a 1 MB error of the server's own passes it by. */
+	assert_int_equal(send(f, bind_msg(f, "", "nope")), PS_REWRITE);
+	assert_int_equal(f->rw.head[0], 'D');
+	assert_int_equal(reply_avail(f, big.buf, 10, big.len), PSR_NEED_MORE);
+	assert_int_equal(reply_avail(f, big.buf, 16384, big.len), PSR_FORWARD);
+	assert_int_equal(reply_type(f, 'Z'), PSR_FORWARD);
+	pktbuf_free(&big);
+	pktbuf_free(&plan);
+	free(text);
 }
 
 static void test_deallocate_all(void **state)
@@ -1049,6 +1100,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_malformed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_long_names, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stale_after_ddl, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_long_error_from_its_start, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_deallocate_all, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_client_gone_with_replies_owed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unnamed_cache, setup, teardown),

@@ -38,7 +38,7 @@ enum step {
 	STEP_GROW,           /* NEED_MORE until 9 bytes, then the head grows by GROW_BY (0xEE) */
 	STEP_SHRINK,         /* NEED_MORE until 9 + SHRINK_BY bytes, then those are cut */
 	STEP_INJECT,         /* FLUSH while bytes are queued, then a pooler message, then FORWARD */
-	STEP_WHOLE,          /* NEED_WHOLE until complete (even beyond the buffer), then as CONSUME */
+	STEP_MORE_CONSUME,   /* NEED_MORE until complete (even beyond the buffer), then as CONSUME */
 };
 
 #define GROW_BY   20
@@ -189,10 +189,10 @@ static enum stream_action on_pkt(struct stream *s, const struct pkt_hdr *h,
 		return decided(e, SA_SKIP);
 	case STEP_CONSUME_NOW:
 		return decided(e, SA_CONSUMED);
-	case STEP_WHOLE:
+	case STEP_MORE_CONSUME:
 	case STEP_CONSUME:
 		if (avail < h->len)
-			return step_for(e) == STEP_WHOLE ? SA_NEED_WHOLE : SA_NEED_FULL;
+			return step_for(e) == STEP_MORE_CONSUME ? SA_NEED_MORE : SA_NEED_FULL;
 		bytes_add(&e->consumed, data, h->len);
 		return decided(e, SA_CONSUMED);
 	case STEP_FULL_FORWARD:
@@ -687,22 +687,26 @@ static void test_need_full_compacts_slow_peer(void **state)
 	need_full_behind_forward(*state, true);
 }
 
+/* Beyond the stream's max_whole a message is not held: SE_ERROR at its
+ * header, before any body is buffered for it. */
 static void test_need_full_too_large(void **state)
 {
 	static const enum step script[] = { STEP_CONSUME };
 	struct fx *fx = *state;
 	struct bytes in = { 0 };
-	add_msg(&in, 'P', 0, BUFSIZE + 1);
+	fx->a.s.max_whole = 4 * BUFSIZE;
+	add_msg(&in, 'P', 0, 4 * BUFSIZE + 1);
 	fx->a.script = script;
 	fx->a.n_script = ARRAY_SIZE(script);
 
 	struct pump p = pump_a_to_b(fx, &in);
 	pump_turns(fx, &p, 50);
 	assert_int_equal(count_events(&fx->a, SE_ERROR), 1);
-	assert_non_null(fx->a.last_errmsg);
+	assert_string_equal(fx->a.last_errmsg, "message too large to hold whole");
 	assert_true(fx->a.s.closed);
 	assert_int_equal(fx->a.consumed.len, 0);
 	assert_int_equal(p.out.len, 0);
+	assert_true(p.max_used <= 1);          /* no second buffer was taken */
 	assert_int_equal(stream_cache_used(), 0);
 	bytes_free(&in);
 }
@@ -1447,20 +1451,26 @@ static void test_rewrite_and_inject(void **state)
 	assert_int_equal(stream_cache_used(), 0);
 }
 
-/* SA_NEED_WHOLE: messages beyond the buffer's size arrive whole in a
- * buffer of their own, which goes away (not to the cache) once empty. */
-static void test_need_whole_beyond_buffer(void **state)
+/* Messages beyond the buffer's size that the owner needs whole (NEED_FULL,
+ * or NEED_MORE until it has all of it: the buffer fills with the start)
+ * arrive whole in a buffer of their own, consumed or forwarded from it; the
+ * buffer goes away (not to the cache) once empty, and the idle stream owns
+ * none. Up to exactly max_whole bytes. */
+static void test_need_full_beyond_buffer(void **state)
 {
-	static const enum step script[] = { STEP_FORWARD, STEP_WHOLE, STEP_FORWARD, STEP_WHOLE, STEP_WHOLE };
-	static const uint32_t lens[] = { 30, 40000, 50, 100, 70000 };
+	static const enum step script[] = { STEP_FORWARD, STEP_CONSUME, STEP_FORWARD, STEP_MORE_CONSUME,
+					    STEP_FULL_FORWARD, STEP_CONSUME, STEP_MORE_CONSUME, STEP_FORWARD };
+	static const uint32_t lens[] = { 30, 40000, 50, 70000, 1000000, 100, 3 * BUFSIZE, 20 };
 	struct fx *fx = *state;
+	fx->a.s.max_whole = 1000000;
 	for (size_t chunk = 0; chunk <= 1000; chunk += 1000) {
 		struct bytes in = { 0 }, want = { 0 }, eaten = { 0 };
 		for (uint32_t i = 0; i < ARRAY_SIZE(lens); i++) {
 			struct bytes one = { 0 };
-			add_msg(&one, 'P', i, lens[i]);
+			add_msg(&one, 'E', i, lens[i]);
 			bytes_add(&in, one.p, one.len);
-			bytes_add(script[i] == STEP_WHOLE ? &eaten : &want, one.p, one.len);
+			bool eat = script[i] == STEP_CONSUME || script[i] == STEP_MORE_CONSUME;
+			bytes_add(eat ? &eaten : &want, one.p, one.len);
 			bytes_free(&one);
 		}
 		fx->a.script = script;
@@ -1468,14 +1478,48 @@ static void test_need_whole_beyond_buffer(void **state)
 		fx->a.msg_idx = 0;
 		bytes_free(&fx->a.consumed);
 		expect_relay(fx, &in, chunk, &want);
+		assert_int_equal(count_events(&fx->a, SE_ERROR), 0);
 		assert_int_equal(fx->a.consumed.len, eaten.len);
 		assert_memory_equal(fx->a.consumed.p, eaten.p, eaten.len);
+		assert_null(fx->a.s.buf);
 		assert_int_equal(stream_cache_used(), 0);
 		assert_true(stream_cache_free_count() <= 2);     /* the large ones were freed */
 		bytes_free(&in);
 		bytes_free(&want);
 		bytes_free(&eaten);
 	}
+}
+
+/* A large message needed whole and then forwarded to a peer that reads
+ * nothing for a while: it waits in its own buffer (reading stops: nothing
+ * more is taken in), goes out whole once the peer reads, and the buffer is
+ * given back. */
+static void test_need_full_beyond_buffer_slow_peer(void **state)
+{
+	static const enum step script[] = { STEP_FULL_FORWARD, STEP_FORWARD };
+	struct fx *fx = *state;
+	struct bytes in = { 0 };
+	add_msg(&in, 'S', 0, 300000);
+	add_msg(&in, 'Z', 1, 9);
+	fx->a.script = script;
+	fx->a.n_script = ARRAY_SIZE(script);
+	small_sockbufs(&fx->b);
+	struct pump p = pump_a_to_b(fx, &in);
+	p.reading = false;
+	pump_turns(fx, &p, 200);
+	assert_true(stream_has_pending_forward(&fx->a.s));
+	assert_int_equal(fx->a.s.buf->cap, 300000);
+	assert_true(fx->a.n_calls > 0);
+	assert_int_equal(fx->a.calls[fx->a.n_calls - 1].avail, 300000);
+	p.reading = true;
+	assert_true(pump_until(fx, &p, in.len));
+	pump_turns(fx, &p, 20);
+	assert_int_equal(p.out.len, in.len);
+	assert_memory_equal(p.out.p, in.p, in.len);
+	assert_null(fx->a.s.buf);
+	assert_int_equal(stream_cache_used(), 0);
+	bytes_free(&p.out);
+	bytes_free(&in);
 }
 
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -1515,7 +1559,8 @@ int main(void)
 		T(test_forget_peer_processes_buffered),
 		T(test_close_after_queued_forward),
 		T(test_rewrite_and_inject),
-		T(test_need_whole_beyond_buffer),
+		T(test_need_full_beyond_buffer),
+		T(test_need_full_beyond_buffer_slow_peer),
 	};
 	int failed = cmocka_run_group_tests_name("recv/send", tests, NULL, NULL);
 	/* The same scenarios with the turn's receives and sends batched
