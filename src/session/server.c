@@ -785,6 +785,10 @@ static void handle_auth(struct server *sv, const uint8_t *body, size_t len)
 
 	switch (code) {
 	case 0:
+		/* In: the SCRAM state is heap during login only, also when the
+		 * server did not finish the exchange (libpq accepts that). */
+		free(sv->scram);
+		sv->scram = NULL;
 		break;
 	case 3:
 		auth_cleartext(sv);
