@@ -23,6 +23,7 @@
 #include "config.h"
 #include "janitor.h"
 #include "log.h"
+#include "shm.h"
 #include "world.h"
 
 #define MAX_ACTIONS 64
@@ -183,6 +184,10 @@ const char *fz_password(const char *user)
 
 /* ---- the configuration: the input's first bytes ---- */
 
+/* The worlds' files and sockets: on tmpfs when there is one (a world's
+ * directory is made and removed per input). */
+static const char *tmp_dir;
+
 static const char *const AUTH_TYPES[] = {
 	"trust", "any", "plain", "md5", "scram-sha-256", "hba", "cert",
 };
@@ -265,9 +270,30 @@ struct world_choice {
 	bool sup_holds;
 };
 
+/* Byte 5: the databases and users (a RELOAD may drop or change them). */
+static void object_settings(struct world_choice *w, uint8_t b3, uint8_t b4, uint8_t b5)
+{
+	char *d = w->databases;
+	size_t dl = sizeof(w->databases);
+	add_if(d, dl, (uint8_t)~b5, 0x01, b5 & 0x10 ? "db = @PG@ dbname=db connect_query='SELECT 1'" :
+		"db = @PG@ dbname=db");
+	add_if(d, dl, (uint8_t)~b5, 0x02, "forced = @PG@ dbname=db user=bob");
+	add(d, dl, b5 & 0x04 ? "sess = @PG@ dbname=db pool_mode=session pool_size=2" :
+		"sess = @PG@ dbname=db pool_mode=session pool_size=1");
+	add_if(d, dl, b4, 0x80, "replication = @PG@ dbname=replication");
+	add_if(d, dl, b3, 0x80, "* = @PG@");
+	add_if(w->settings, sizeof(w->settings), b5, 0x08, "server_fast_close = 1");
+	add_if(w->settings, sizeof(w->settings), b5, 0x40, "max_packet_size = 300");
+	add_if(w->settings, sizeof(w->settings), b5, 0x80, "auth_dbname = sess");
+	/* Last: what follows goes to [users]. */
+	add_if(w->settings, sizeof(w->settings), b5, 0x20,
+	       "[users]\ncarol = pool_mode=statement max_user_connections=1");
+}
+
 static void choose_world(struct input *in, struct world_choice *w)
 {
 	uint8_t b0 = in_byte(in), b1 = in_byte(in), b2 = in_byte(in), b3 = in_byte(in), b4 = in_byte(in);
+	uint8_t b5 = in_byte(in);
 	char line[64];
 	size_t auth = b0 % (sizeof(AUTH_TYPES) / sizeof(AUTH_TYPES[0]));
 
@@ -281,14 +307,29 @@ static void choose_world(struct input *in, struct world_choice *w)
 		w->hba = HBA_TEXTS[(b0 >> 3) % (sizeof(HBA_TEXTS) / sizeof(HBA_TEXTS[0]))];
 	w->workers = b1 & 8 ? 2 : 1;
 	w->sup_holds = b4 & 4;
-	add(w->databases, sizeof(w->databases),
-	    "db = @PG@ dbname=db\nforced = @PG@ dbname=db user=bob\n"
-	    "sess = @PG@ dbname=db pool_mode=session pool_size=1");
-	add_if(w->databases, sizeof(w->databases), b4, 0x80, "replication = @PG@ dbname=replication");
-	add_if(w->databases, sizeof(w->databases), b3, 0x80, "* = @PG@");
+	object_settings(w, b3, b4, b5);
+}
+
+static struct rig_setup setup_of(const struct world_choice *wc, int workers)
+{
+	return (struct rig_setup){
+		.workers = workers, .settings = wc->settings, .databases = wc->databases,
+		.userlist = fz_userlist, .hba = wc->hba, .tmp = tmp_dir,
+	};
 }
 
 /* ---- actions ---- */
+
+/* RELOAD: another world's six bytes, applied to this one (its number of
+ * workers stays: a no-reload setting). */
+static void reload_op(struct input *in)
+{
+	struct world_choice wc;
+	choose_world(in, &wc);
+	struct rig_setup setup = setup_of(&wc, shm_n_workers());
+	rig_reload(&setup);
+	log_verbose = rig_w->cfg->verbose;
+}
 
 /* The clock jumps (past one timeout or all of them), then the janitor runs. */
 static void clock_op(struct input *in)
@@ -319,6 +360,8 @@ static void act(struct input *in)
 		clock_op(in);
 	else if (what < 31)
 		fz_sup_op(in);
+	else
+		reload_op(in);
 }
 
 static void check(const char *when)
@@ -350,10 +393,6 @@ void rig_failed(const char *msg)
 	abort();
 }
 
-/* The worlds' files and sockets: on tmpfs when there is one (a world's
- * directory is made and removed per input). */
-static const char *tmp_dir;
-
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -374,10 +413,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct world_choice wc;
 
 	choose_world(&in, &wc);
-	struct rig_setup setup = {
-		.workers = wc.workers, .settings = wc.settings, .databases = wc.databases,
-		.userlist = fz_userlist, .hba = wc.hba, .tmp = tmp_dir,
-	};
+	struct rig_setup setup = setup_of(&wc, wc.workers);
 	rig_start_with(&setup);
 	log_verbose = rig_w->cfg->verbose;
 	if (wc.workers > 1)

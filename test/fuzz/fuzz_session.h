@@ -117,6 +117,9 @@ void fz_server_op(enum server_op op, int slot, struct input *in);
  * heard something (or came, or went). */
 int fz_servers_drain(void);
 void fz_servers_close(void);
+/* A backend another worker logged in: fd is ours, its other end moves to
+ * the pooler. False (fd untouched) when every slot is taken. */
+bool fz_server_adopt(int fd);
 
 /* ---- the fake supervisor (fuzz_session_sup.c) ---- */
 

@@ -458,6 +458,20 @@ void fz_server_op(enum server_op op, int slot, struct input *in)
 	}
 }
 
+bool fz_server_adopt(int fd)
+{
+	for (int i = 0; i < FZ_SERVERS; i++) {
+		struct fserver *s = &servers[i];
+		if (s->fd >= 0)
+			continue;
+		s->fd = fd;
+		s->phase = FS_READY;
+		s->status = 'I';
+		return true;
+	}
+	return false;
+}
+
 void fz_servers_reset(void)
 {
 	for (int i = 0; i < FZ_SERVERS; i++) {

@@ -9,11 +9,14 @@
 #include "rig.h"
 
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "handover.h"
 #include "ipc.h"
 #include "ledger.h"
+#include "util.h"
+#include "varcache.h"
 #include "config.h"
 #include "world.h"
 
@@ -206,6 +209,59 @@ static void phantom_pool(struct input *in, struct slot_req *r)
 	r->wait = 1;
 }
 
+/* What the phantom's server of r's pool says about itself. */
+static bool encode_server(struct pktbuf *pb, const struct slot_req *r)
+{
+	static char *other[] = { "server_version", "16.4", "integer_datetimes", "on" };
+	static uint64_t id;
+	struct handover_rec h;
+	struct varcache vars;
+	memset(&h, 0, sizeof(h));
+	strlcpy_(h.db, r->db, sizeof(h.db));
+	strlcpy_(h.user, r->user, sizeof(h.user));
+	h.id = 1000000 + ++id;
+	h.be_pid = 7000 + (uint32_t)id;
+	h.be_key = 0x70000000u + (uint32_t)id;
+	strlcpy_(h.addr, "phantom", sizeof(h.addr));
+	h.connect_time = h.request_time = h.last_used = h.sent_at = util_monotonic();
+	h.used = 1;
+	varcache_init(&vars);
+	(void)varcache_set(&vars, "client_encoding", "UTF8");
+	(void)varcache_set(&vars, "TimeZone", "UTC");
+	bool ok = handover_encode(pb, &h, &vars, other, 2, NULL);
+	varcache_clear(&vars);
+	return ok;
+}
+
+/* The phantom's idle server of a pool it holds a slot of goes where the
+ * ledger says: to worker 0 (its oldest queued request, if any) on a
+ * socket whose other end a fake server keeps, already logged in. */
+static void phantom_gives(struct input *in)
+{
+	struct slot_req r;
+	struct pktbuf pb;
+	int to = -1, sv[2];
+	uint32_t reqid = 0;
+	phantom_pool(in, &r);
+	if (ledger_pool_count(ledger, r.db, r.user, 1) == 0 ||
+	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) < 0)
+		return;
+	if (!fz_server_adopt(sv[1])) {
+		close(sv[0]);
+		close(sv[1]);
+		return;
+	}
+	if (ledger_handover(ledger, 1, r.db, r.user, NULL, NULL, &to, &reqid) == LEDGER_MOVE_TO && to == 0) {
+		pktbuf_init(&pb, 512);
+		if (encode_server(&pb, &r))
+			post(IPC_SERVER_FD, reqid ? reqid : IPC_SERVER_UNASKED, pb.buf, pb.len, sv[0]);
+		pktbuf_free(&pb);
+	}
+	close(sv[0]);           /* kept by the phantom: its fake server hears EOF */
+	ledger_retell(ledger, 1, r.db, r.user);
+	ledger_want_changes(ledger, want_told, NULL);
+}
+
 static void phantom_failed_login(struct input *in)
 {
 	struct login_failure f;
@@ -245,7 +301,7 @@ void fz_sup_op(struct input *in)
 	case 4: phantom_failed_login(in); break;
 	case 5: phantom_cancel(in); break;
 	case 6: hold = !hold; break;
-	default: break;
+	default: phantom_gives(in); break;
 	}
 }
 

@@ -29,8 +29,13 @@ Five bytes choose the world:
      supervisor holds its answers (0x04), query_wait_notify (0x08),
      server_round_robin (0x10), verbose 2 (0x20), sql_prepared_statements
      (0x40), "replication =" database (0x80)
+  5  no "db" database (0x01), no "forced" (0x02), "sess" pool_size 2
+     (0x04), server_fast_close (0x08), connect_query on "db" (0x10),
+     [users] carol in statement mode with max_user_connections 1 (0x20),
+     max_packet_size 300 (0x40), auth_dbname sess (0x80)
 Then up to 64 actions, one byte each (what = low 5 bits, slot = high 3)
-followed by that action's arguments; see OP and the functions below.
+followed by that action's arguments; see OP and the functions below. A
+RELOAD takes six bytes as above (the number of workers stays).
 """
 
 import os
@@ -49,7 +54,7 @@ OP = {
     "auth_bad": 8, "query": 9, "extended": 10, "message": 11, "bytes": 12,
     "terminate": 13, "hangup": 14,
     "server_step": 16, "server_message": 22, "server_hangup": 24,
-    "clock": 26, "sup": 29, "nothing": 31,
+    "clock": 26, "sup": 29, "reload": 31,
 }
 # fuzz_session_client.c: VERSIONS, USERS, DATABASES, PARAMS, QUERIES, SEQS
 VERSION = {"3.0": 0, "3.2": 4, "2.0": 5, "3.5": 6, "4.0": 7}
@@ -92,15 +97,15 @@ ANSWER, ANSWER_ERROR, ANSWER_ONE, ANSWER_ASYNC, ANSWER_FATAL, ANSWER_FAILED_XACT
     ANSWER_EXTRA_RFQ = 0, 6, 7, 8, 9, 10, 11
 # fuzz_session_sup.c: fz_sup_op
 SUP_DELIVER_ALL, SUP_DELIVER_ONE, SUP_PHANTOM_ASK, SUP_PHANTOM_RELEASE, \
-    SUP_LOGIN_FAILED, SUP_CANCEL, SUP_HOLD = range(7)
+    SUP_LOGIN_FAILED, SUP_CANCEL, SUP_HOLD, SUP_PHANTOM_GIVES = range(8)
 
 
 def world(auth="trust", hba=0, pool="session", prepared=False, workers=1, b1=0, b2=0,
-          b3=0, b4=0):
-    """The five bytes of the configuration."""
+          b3=0, b4=0, b5=0):
+    """The six bytes of the configuration."""
     a = AUTH[auth] | hba << 3
     m = POOL[pool] | (4 if prepared else 0) | (8 if workers == 2 else 0) | b1
-    return bytes([a, m, b2, b3, b4])
+    return bytes([a, m, b2, b3, b4, b5])
 
 
 class Script:
@@ -167,8 +172,15 @@ class Script:
     def sup(self, what, arg=0):
         """The phantom's ask, release, failed login and cancel take a pool
         (or client) index; delivering and holding take nothing."""
-        takes = what in (SUP_PHANTOM_ASK, SUP_PHANTOM_RELEASE, SUP_LOGIN_FAILED, SUP_CANCEL)
+        takes = what in (SUP_PHANTOM_ASK, SUP_PHANTOM_RELEASE, SUP_LOGIN_FAILED, SUP_CANCEL,
+                         SUP_PHANTOM_GIVES)
         return self.op("sup", 0, what, *([arg] if takes else []))
+
+    def reload(self, auth="trust", **kw):
+        """RELOAD into the world of world()'s arguments."""
+        self.op("reload")
+        self.b.extend(world(auth, **kw))
+        return self
 
     def cancel(self, key_of=0, tcp=False):
         """A CancelRequest with the key fake client key_of was given."""
@@ -332,6 +344,19 @@ def path_seeds():
     s.startup(user="alice", params=[("replication", "true")]).auth().sup(SUP_DELIVER_ONE)
     s.hangup().sup(SUP_DELIVER_ALL)
     seeds["two-workers-held-replication"] = s.data()
+    # RELOAD: "db" goes away under a logged-in client and a waiting one;
+    # then auth_type and pool mode change.
+    s = Script("trust", pool="transaction")
+    login(s)
+    s.query("BEGIN").startup(1).reload("trust", pool="transaction", b5=0x01)
+    s.server(ANSWER).query("COMMIT").server(ANSWER).reload("md5", pool="statement")
+    seeds["reload-drops-db"] = s.step(1).server(ANSWER).data()
+    # Two workers: the phantom takes the pool's slot, a client here queues
+    # for it, the phantom's idle server moves here.
+    s = Script("trust", pool="transaction", workers=2, b3=0x08)
+    s.sup(SUP_PHANTOM_ASK, 0).sup(SUP_PHANTOM_ASK, 0).startup()
+    s.sup(SUP_PHANTOM_GIVES, 0).query("SELECT 1").server(ANSWER)
+    seeds["two-workers-server-moves-in"] = s.data()
     # A pool_size 1 pool: the second client queues, the first leaves.
     s = Script("trust", pool="session")
     login(s, db="sess", user="carol")

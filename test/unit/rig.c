@@ -154,7 +154,7 @@ static void dir_file(char *path, size_t len, const char *name, const char *text)
 		write_file(path, text);
 }
 
-static void load_config(const struct rig_setup *s)
+static struct config *load_config(const struct rig_setup *s)
 {
 	char ini[8192], dbs[4096], path[128], ul[128], hba[160] = "";
 	struct config *cfg = NULL;
@@ -172,7 +172,7 @@ static void load_config(const struct rig_setup *s)
 	dir_file(path, sizeof(path), "rig.ini", ini);
 	if (config_load(path, &cfg, &err) < 0)
 		fail("rig config: %s", err.msg);
-	rig_w->cfg = cfg;
+	return cfg;
 }
 
 /* auth_type = hba: the rules, as the worker loads them (no ident map). */
@@ -302,7 +302,7 @@ void rig_start_with(const struct rig_setup *s)
 	clock_offset = 0;
 	rig_w = &world;
 	world_init(rig_w, 0, &hooks);
-	load_config(s);
+	rig_w->cfg = load_config(s);
 	load_hba(s);
 	REQUIRE_EQ(shm_create(s->workers), 0);
 	shm_attach_worker(0);
@@ -319,6 +319,20 @@ void rig_start_with(const struct rig_setup *s)
 	reaper = event_new(rig_w->base, -1, 0, on_reap, NULL);
 	open_sup_channel();
 	listen_pg();
+}
+
+void rig_reload(const struct rig_setup *s)
+{
+	struct config *old = rig_w->cfg, *cfg = load_config(s);
+	char kept[400];
+	(void)config_keep_restart_keys(old, cfg, kept, sizeof(kept));
+	rig_w->cfg = cfg;
+	hba_free(rig_w->hba);
+	rig_w->hba = NULL;
+	load_hba(s);
+	pool_apply_config(rig_w, cfg);
+	authquery_reload();
+	config_free(old);
 }
 
 void rig_pump(void)

@@ -48,6 +48,11 @@ struct rig_setup {
 	const char *tmp;          /* where the world's directory goes; NULL: /tmp */
 };
 void rig_start_with(const struct rig_setup *s);
+/* RELOAD as a worker applies it (worker_apply_config): the files
+ * rewritten, the new generation in force, no-reload settings kept, HBA
+ * reloaded, databases, users and pools marked and swept. s->workers and
+ * s->tmp are the world's own. */
+void rig_reload(const struct rig_setup *s);
 
 /* Build the world from `settings` (lines for [pgbouncer]) and `databases`
  * (lines for [databases]; "@PG@" stands for the fake server's host and
