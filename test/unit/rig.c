@@ -76,12 +76,13 @@ static NORETURN PRINTF(1, 2) void fail(const char *fmt, ...)
 
 #define REQUIRE(cond) do { \
 		if (!(cond)) \
-			fail("rig: %s:%d: %s", __FILE__, __LINE__, #cond); \
+			fail("rig: %s:%d: %s (errno: %s)", __FILE__, __LINE__, #cond, strerror(errno)); \
 	} while (0)
 #define REQUIRE_EQ(a, b) do { \
 		long long a_ = (long long)(a), b_ = (long long)(b); \
 		if (a_ != b_) \
-			fail("rig: %s:%d: %s is %lld, not %lld", __FILE__, __LINE__, #a, a_, b_); \
+			fail("rig: %s:%d: %s is %lld, not %lld (errno: %s)", __FILE__, __LINE__, #a, \
+			     a_, b_, strerror(errno)); \
 	} while (0)
 
 usec_t __real_util_monotonic(void);
@@ -681,9 +682,13 @@ void rig_client_tcp(struct peer *p)
 	if (tcp_listen < 0)
 		listen_tcp();
 	REQUIRE_EQ(getsockname(tcp_listen, (struct sockaddr *)&sa, &len), 0);
+	/* Closed with a reset, so that no TIME_WAIT is left on either side: a
+	 * fuzzer making thousands of these a second would run out of ports. */
+	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
 	memset(p, 0, sizeof(*p));
 	p->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	REQUIRE(p->fd >= 0);
+	REQUIRE_EQ(setsockopt(p->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)), 0);
 	REQUIRE_EQ(connect(p->fd, (struct sockaddr *)&sa, len), 0);
 	p->pooler_fd = accept4(tcp_listen, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 	REQUIRE(p->pooler_fd >= 0);
