@@ -347,11 +347,16 @@ static const enum server_op SERVER_OPS[10] = {
 	SO_STEP, SO_STEP, SO_STEP, SO_STEP, SO_STEP, SO_STEP, SO_MESSAGE, SO_MESSAGE, SO_HANGUP, SO_HANGUP,
 };
 
+/* FUZZ_SESSION_LOG=2: each action is told before it runs. */
+static bool trace;
+
 /* One byte: the low 5 bits say what, the top 3 which client or server. */
 static void act(struct input *in)
 {
 	uint8_t b = in_byte(in);
 	unsigned what = b & 31, slot = b >> 5;
+	if (trace)
+		fprintf(stderr, "fuzz_session: action %u slot %u (%zu bytes left)\n", what, slot, in->n);
 	if (what < 16)
 		fz_client_op(CLIENT_OPS[what], (int)(slot % FZ_CLIENTS), in);
 	else if (what < 26)
@@ -399,8 +404,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
 	(void)argv;
-	/* FUZZ_SESSION_LOG=1 shows the pooler's log (replaying one input). */
-	struct log_settings ls = { .to_stderr = getenv("FUZZ_SESSION_LOG") != NULL };
+	/* FUZZ_SESSION_LOG=1 shows the pooler's log (replaying one input), 2
+	 * the actions too. */
+	const char *log = getenv("FUZZ_SESSION_LOG");
+	struct log_settings ls = { .to_stderr = log != NULL };
+	trace = log && strcmp(log, "2") == 0;
 	log_setup(&ls);
 	signal(SIGPIPE, SIG_IGN);
 	tmp_dir = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : NULL;
