@@ -675,6 +675,23 @@ static void listen_tcp(void)
 	REQUIRE_EQ(listen(tcp_listen, 16), 0);
 }
 
+/* A blocking connect that a signal interrupts (libFuzzer's timers) goes on
+ * by itself: wait for it. */
+static bool connected(int fd, const struct sockaddr *sa, socklen_t len)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+	int err = 0;
+	socklen_t el = sizeof(err);
+	if (connect(fd, sa, len) == 0)
+		return true;
+	if (errno != EINTR)
+		return false;
+	while (poll(&pfd, 1, -1) < 0)
+		if (errno != EINTR)
+			return false;
+	return getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err == 0;
+}
+
 void rig_client_tcp(struct peer *p)
 {
 	struct sockaddr_in sa;
@@ -689,8 +706,10 @@ void rig_client_tcp(struct peer *p)
 	p->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	REQUIRE(p->fd >= 0);
 	REQUIRE_EQ(setsockopt(p->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)), 0);
-	REQUIRE_EQ(connect(p->fd, (struct sockaddr *)&sa, len), 0);
-	p->pooler_fd = accept4(tcp_listen, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	REQUIRE(connected(p->fd, (struct sockaddr *)&sa, len));
+	do
+		p->pooler_fd = accept4(tcp_listen, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	while (p->pooler_fd < 0 && errno == EINTR);
 	REQUIRE(p->pooler_fd >= 0);
 	client_accept(rig_w, p->pooler_fd, false);
 }
