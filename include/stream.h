@@ -158,6 +158,9 @@ bool stream_write_raw(struct stream *s, const void *data, size_t len);
 /* Anything not yet written (own out queue, or bytes queued toward us)? */
 bool stream_has_pending_out(const struct stream *s);
 bool stream_has_pending_forward(const struct stream *s);
+/* s has a message on its way to dst: routed there by its header, part of
+ * its body still to come (dst must stay s's destination until it is in). */
+bool stream_forwarding_to(const struct stream *s, const struct stream *dst);
 /* Drop the first n unprocessed bytes (a message the owner handled by hand
  * before returning SA_STOP). */
 void stream_consume(struct stream *s, uint32_t n);

@@ -3,8 +3,10 @@
 # needed, builds pgcrew with ASan+UBSan in _build/sanitize, runs the cmocka
 # unit tests (make check) and the pytest integration suite against that build.
 # Then a short fuzz pass (scripts/fuzz.sh: every libFuzzer target of
-# test/fuzz, FUZZ_CI_RUNS executions each, default 20000; clang build in
-# _build/fuzz). Exits non-zero on any failure. Extra arguments go to pytest.
+# test/fuzz, FUZZ_CI_RUNS executions each, default 20000, and at most
+# FUZZ_CI_CAP seconds each, default 150, which bounds fuzz_session, the
+# slowest; clang build in _build/fuzz). Exits non-zero on any failure.
+# Extra arguments go to pytest.
 # PGCREW_BIN=/usr/sbin/pgbouncer scripts/test.sh validates the integration
 # suite against PgBouncer instead (no build, no unit tests).
 # Optional last step, in CI (CI set) or with PGCREW_PACKAGING_TEST=1, and
@@ -50,7 +52,8 @@ fuzz_ran=no
 if [ $unit_ran = yes ]; then
     step "fuzz, short pass (scripts/fuzz.sh ${FUZZ_CI_RUNS:-20000})"
     fuzz_ran=yes
-    timeout --kill-after=30 900 scripts/fuzz.sh "${FUZZ_CI_RUNS:-20000}" || fuzz_rc=$?
+    FUZZ_TIME_CAP=${FUZZ_CI_CAP:-150} timeout --kill-after=30 900 \
+        scripts/fuzz.sh "${FUZZ_CI_RUNS:-20000}" || fuzz_rc=$?
 fi
 
 step "integration tests ($PGCREW_BIN)"

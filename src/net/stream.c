@@ -407,6 +407,11 @@ bool stream_has_pending_forward(const struct stream *s)
 	return s->buf && s->buf->done < s->buf->parse;
 }
 
+bool stream_forwarding_to(const struct stream *s, const struct stream *dst)
+{
+	return s->pkt_remain > 0 && s->pkt_action == SA_FORWARD && s->fwd_dst == dst;
+}
+
 void stream_consume(struct stream *s, uint32_t n)
 {
 	struct iobuf *b = s->buf;

@@ -785,6 +785,10 @@ static void handle_auth(struct server *sv, const uint8_t *body, size_t len)
 
 	switch (code) {
 	case 0:
+		/* In: the SCRAM state is heap during login only, also when the
+		 * server did not finish the exchange (libpq accepts that). */
+		free(sv->scram);
+		sv->scram = NULL;
 		break;
 	case 3:
 		auth_cleartext(sv);
@@ -1130,8 +1134,12 @@ static void ready_for_query(struct server *sv, char status)
 		server_close_with_client(sv, "database configuration changed");
 		return;
 	}
+	/* Nor while the client's next message is still coming in for this
+	 * server (a CopyData, say, which owes no answer): the rest of it
+	 * would go to whatever the server does next. The next
+	 * ReadyForQuery releases it. */
 	if (mode != POOL_SESSION && status == 'I' && sv->expect_rfq == 0 && !sv->unsynced &&
-	    sv->repl == REPL_NONE)
+	    sv->repl == REPL_NONE && !stream_forwarding_to(&c->s, &sv->s))
 		server_release(sv);
 }
 

@@ -2,7 +2,9 @@
 # Runs libFuzzer targets over their seed corpora (called by "make fuzz"):
 #   run.sh SEED_DIR TARGET...
 # Each target gets FUZZ_RUNS executions (default 200000), or FUZZ_SECONDS of
-# fuzzing when that is set. Inputs that found new coverage are kept in
+# fuzzing when that is set; with FUZZ_TIME_CAP no target runs longer than
+# that many seconds (the CI pass: fuzz_session runs a few hundred inputs a
+# second, the parsers thousands). Inputs that found new coverage are kept in
 # work/<target> beside the binaries, crashing inputs in crashes/. Prints one
 # line per target; exits 1 if any target crashed, leaked, hit UB or a timeout.
 set -uo pipefail
@@ -23,6 +25,7 @@ for t in "$@"; do
     else
         limit=(-runs="${FUZZ_RUNS:-200000}")
     fi
+    [ -n "${FUZZ_TIME_CAP:-}" ] && limit+=(-max_total_time="$FUZZ_TIME_CAP")
     scratch=$(mktemp -d)
     start=$SECONDS
     if TMPDIR=$scratch ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \

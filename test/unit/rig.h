@@ -2,7 +2,9 @@
  * worker (its own event base, config from an ini text, one shm slot), a
  * fake PostgreSQL listening on a Unix socket that the test answers by hand,
  * clients on socketpairs, and a clock the test moves (util_monotonic is
- * wrapped at link time). The test plays both ends; rig_* pump the loop. */
+ * wrapped at link time). The test plays both ends; rig_* pump the loop.
+ * Used by the cmocka session tests and by test/fuzz/fuzz_session.c: a
+ * broken expectation goes to rig_failed(), which the program defines. */
 #ifndef PGCREW_TEST_RIG_H
 #define PGCREW_TEST_RIG_H
 
@@ -11,6 +13,7 @@
 #include <stdint.h>
 
 #include "objects.h"
+#include "types.h"
 
 /* One end the test holds: a fake server's or a fake client's socket. */
 struct peer {
@@ -30,6 +33,27 @@ struct msg {
 /* The world under test (NULL between tests). */
 extern struct world *rig_w;
 
+/* Defined by the program using the rig: a rig_* call found what it
+ * expected broken (msg says what). Must not return: rig_cmocka.c fails the
+ * cmocka test, the fuzz target aborts. */
+NORETURN void rig_failed(const char *msg);
+
+/* A world to build: rig_start_with. */
+struct rig_setup {
+	int workers;              /* 1; n: worker 0 of n, the rig its supervisor */
+	const char *settings;     /* lines for [pgbouncer] */
+	const char *databases;    /* lines for [databases]; "@PG@": the fake server */
+	const char *userlist;     /* auth_file's text; NULL: alice/secret, bob/hunter2 */
+	const char *hba;          /* auth_hba_file's text, loaded as worker.c does; NULL: none */
+	const char *tmp;          /* where the world's directory goes; NULL: /tmp */
+};
+void rig_start_with(const struct rig_setup *s);
+/* RELOAD as a worker applies it (worker_apply_config): the files
+ * rewritten, the new generation in force, no-reload settings kept, HBA
+ * reloaded, databases, users and pools marked and swept. s->workers and
+ * s->tmp are the world's own. */
+void rig_reload(const struct rig_setup *s);
+
 /* Build the world from `settings` (lines for [pgbouncer]) and `databases`
  * (lines for [databases]; "@PG@" stands for the fake server's host and
  * port). The fake server listens from here on. */
@@ -43,6 +67,12 @@ void rig_stop(void);
 int rig_teardown(void **state);
 /* Run the loop until nothing is ready (and the reaper has run). */
 void rig_pump(void);
+/* The invariants of the session core (rig_check.c): each client and server
+ * on the list of its state, counters equal to lists, links both ways,
+ * database/user/max_client_conn counts equal to what holds them. False
+ * with the first broken one in why. rig_stop checks them once all is
+ * closed (every count is then zero). */
+bool rig_consistent(char *why, size_t len);
 /* The fake clock: util_monotonic returns real time plus this offset. */
 void rig_advance(uint64_t usec);
 
@@ -51,12 +81,15 @@ void rig_advance(uint64_t usec);
  * backend pid/key. */
 void rig_pg_accept(struct peer *p);
 bool rig_pg_pending(void);          /* a connection waits to be taken */
+bool rig_pg_try_accept(struct peer *p);   /* take one if it waits; no pumping */
 void rig_pg_login(struct peer *p, uint32_t pid, uint32_t key);
 
 /* A client on a socketpair: accepted by the pooler, startup sent. Raw:
  * accepted only; then its startup packet. */
 void rig_client(struct peer *p, const char *user, const char *db);
 void rig_client_raw(struct peer *p);
+/* The same over TCP on 127.0.0.1 (the pooler's is_unix false). */
+void rig_client_tcp(struct peer *p);
 void rig_send_startup(struct peer *p, const char *user, const char *db);
 /* With more parameters: name, value, ..., NULL. */
 void rig_send_startup_with(struct peer *p, const char *user, const char *db,
@@ -101,6 +134,12 @@ size_t rig_sup_last(int type, uint32_t *reqid, void *payload, size_t len);
 int rig_sup_last_fd(int type);
 /* The supervisor tells the worker something. */
 void rig_sup_send(int type, uint32_t reqid, const void *payload, size_t len);
+/* The same with a socket (or -1), without pumping; false if it failed. */
+bool rig_sup_post(int type, uint32_t reqid, const void *payload, size_t len, int fd);
+/* Play the supervisor: each message the worker sends goes to fn (which
+ * owns fd) instead of the log above; NULL logs again. rig_stop resets it. */
+typedef void (*rig_sup_fn)(int type, uint32_t reqid, const void *payload, size_t len, int fd);
+void rig_sup_handler(rig_sup_fn fn);
 
 /* Big-endian 32-bit integers, as the protocol has them. */
 uint32_t rig_be32(const uint8_t *b);

@@ -40,6 +40,21 @@ static void send_auth(struct peer *pg, uint32_t code, const void *extra, size_t 
 	rig_send(pg, 'R', b, 4 + len);
 }
 
+/* alice's client comes; the pool's first server is taken (pg) and its
+ * startup packet read into m; returns that server, logging in. */
+static struct server *first_server(struct peer *c, struct peer *pg, struct msg *m)
+{
+	rig_start("", DBS);
+	rig_client(c, "alice", "db");
+	rig_pg_accept(pg);
+	struct pool *p = rig_pool("db", "alice");
+	struct server *sv = container_of(p->login_servers.next, struct server, node);
+	assert_int_equal(p->n_login, 1);
+	assert_int_equal(sv->state, SERVER_LOGIN);
+	rig_read_startup(pg, m);
+	return sv;
+}
+
 /* The pooler logs in as the pool's user to dbname, answering an MD5
  * challenge with auth_file's password; then the server is idle. */
 static void test_login_md5(void **state)
@@ -49,14 +64,8 @@ static void test_login_md5(void **state)
 	static const uint8_t salt[4] = { 1, 2, 3, 4 };
 	char hash[36], want[36];
 	(void)state;
-	rig_start("", DBS);
-	rig_client(&c, "alice", "db");
-	rig_pg_accept(&pg);
-	struct pool *p = rig_pool("db", "alice");
-	struct server *sv = container_of(p->login_servers.next, struct server, node);
-	assert_int_equal(p->n_login, 1);
-	assert_int_equal(sv->state, SERVER_LOGIN);
-	rig_read_startup(&pg, &m);
+	struct server *sv = first_server(&c, &pg, &m);
+	struct pool *p = sv->pool;
 	assert_string_equal(startup_param(&m, "user"), "alice");
 	assert_string_equal(startup_param(&m, "database"), "realdb");
 	send_auth(&pg, 5, salt, 4);
@@ -75,6 +84,31 @@ static void test_login_md5(void **state)
 	assert_int_equal(sv->state, SERVER_IDLE);
 	assert_int_equal(p->n_login, 0);
 	assert_int_equal(p->n_idle, 1);
+	rig_close(&c);
+	rig_close(&pg);
+}
+
+/* A server that asks for SCRAM and then says AuthenticationOk without
+ * finishing the exchange (libpq accepts that unless channel_binding is
+ * required): logged in, and the SCRAM state, heap during login only, is
+ * gone with the login. It leaked when such a server moved to another
+ * worker (found by fuzz_session). */
+static void test_login_sasl_cut_short(void **state)
+{
+	struct peer c, pg;
+	struct msg m;
+	(void)state;
+	struct server *sv = first_server(&c, &pg, &m);
+	send_auth(&pg, 10, "SCRAM-SHA-256\0", 15);
+	rig_expect(&pg, 'p', &m);
+	assert_string_equal((const char *)m.body, "SCRAM-SHA-256");
+	assert_non_null(sv->scram);
+	send_auth(&pg, 0, NULL, 0);
+	rig_send(&pg, 'K', "\0\0\0\7\0\0\0\10", 8);
+	rig_send(&pg, 'Z', "I", 1);
+	rig_client_welcome(&c, NULL, NULL);
+	assert_int_equal(sv->state, SERVER_IDLE);
+	assert_null(sv->scram);
 	rig_close(&c);
 	rig_close(&pg);
 }
@@ -266,6 +300,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_login_md5, rig_teardown),
+		cmocka_unit_test_teardown(test_login_sasl_cut_short, rig_teardown),
 		cmocka_unit_test_teardown(test_login_refused, rig_teardown),
 		cmocka_unit_test_teardown(test_crash, rig_teardown),
 		cmocka_unit_test_teardown(test_idle_server_data, rig_teardown),
