@@ -1,7 +1,7 @@
 /* pgcrew — the session-core test rig (rig.h): builds a world as worker.c
  * does, minus the supervisor, listeners, TLS and DNS; plays PostgreSQL on
- * a Unix socket and clients on socketpairs; moves the clock by wrapping
- * util_monotonic (-Wl,--wrap=util_monotonic in the test's LDFLAGS). */
+ * a Unix socket and clients on socketpairs; the clock is the tests' fake
+ * one (fakeclock.c), which only the test moves. */
 #include "rig.h"
 
 #include <setjmp.h>
@@ -26,6 +26,7 @@
 #include "ipc.h"
 #include "client.h"
 #include "config.h"
+#include "fakeclock.h"
 #include "janitor.h"
 #include "log.h"
 #include "peer.h"
@@ -41,14 +42,15 @@
 #include "world.h"
 
 #define RIG_PORT 5432
-#define WAIT_USEC 2000000
+/* A bound on waits for the pooler's answer, on the real clock: it only
+ * turns a hang into a failure (a busy machine may take its time). */
+#define WAIT_USEC (10 * USEC_PER_SEC)
 
 static struct world world;
 struct world *rig_w;
 static char dir[64];
 static int pg_listen = -1;
 static struct event *reaper;
-static uint64_t clock_offset;
 
 /* The supervisor's end of rig_w->sup: what the worker told it. */
 #define SUP_LOG 64
@@ -61,19 +63,6 @@ static struct sup_msg {
 	uint8_t payload[1024];
 } sup_log[SUP_LOG];
 static int n_sup;
-
-usec_t __real_util_monotonic(void);
-usec_t __wrap_util_monotonic(void);
-
-usec_t __wrap_util_monotonic(void)
-{
-	return __real_util_monotonic() + (usec_t)clock_offset;
-}
-
-void rig_advance(uint64_t usec)
-{
-	clock_offset += usec;
-}
 
 static void write_file(const char *path, const char *text)
 {
@@ -234,7 +223,6 @@ void rig_start_workers(int n, const char *settings, const char *databases)
 	static const struct world_hooks hooks = { .schedule_reap = schedule_reap };
 	snprintf(dir, sizeof(dir), "/tmp/pgcrew-rig-XXXXXX");
 	assert_non_null(mkdtemp(dir));
-	clock_offset = 0;
 	rig_w = &world;
 	world_init(rig_w, 0, &hooks);
 	load_config(settings, databases);
@@ -319,13 +307,13 @@ static bool readable(int fd)
 
 static void wait_readable(int fd, const char *what)
 {
-	usec_t until = __real_util_monotonic() + WAIT_USEC;
+	usec_t until = fakeclock_real() + WAIT_USEC;
 	for (;;) {
 		rig_pump();
 		if (readable(fd))
 			return;
-		if (__real_util_monotonic() > until)
-			fail_msg("rig: nothing from %s within 2 s", what);
+		if (fakeclock_real() > until)
+			fail_msg("rig: nothing from %s within 10 s", what);
 	}
 }
 
@@ -382,15 +370,15 @@ static bool take(struct peer *p, struct msg *m, bool typed)
 
 static void read_msg(struct peer *p, struct msg *m, bool typed)
 {
-	usec_t until = __real_util_monotonic() + WAIT_USEC;
+	usec_t until = fakeclock_real() + WAIT_USEC;
 	while (!take(p, m, typed)) {
 		rig_pump();
 		if (!fill(p))
 			fail_msg("rig: peer closed while a message was expected");
 		if (take(p, m, typed))
 			return;
-		if (__real_util_monotonic() > until)
-			fail_msg("rig: no whole message within 2 s");
+		if (fakeclock_real() > until)
+			fail_msg("rig: no whole message within 10 s");
 		(void)readable(p->fd);
 	}
 }
@@ -427,7 +415,7 @@ void rig_expect_nothing(struct peer *p)
 
 void rig_expect_eof(struct peer *p, char *err, size_t errlen)
 {
-	usec_t until = __real_util_monotonic() + WAIT_USEC;
+	usec_t until = fakeclock_real() + WAIT_USEC;
 	struct msg m;
 	if (err)
 		err[0] = 0;
@@ -438,8 +426,8 @@ void rig_expect_eof(struct peer *p, char *err, size_t errlen)
 				snprintf(err, errlen, "%s", rig_field(&m, 'M'));
 		if (!fill(p))
 			return;      /* EOF; a partial message before it is dropped */
-		if (__real_util_monotonic() > until)
-			fail_msg("rig: the pooler did not close within 2 s");
+		if (fakeclock_real() > until)
+			fail_msg("rig: the pooler did not close within 10 s");
 		(void)readable(p->fd);
 	}
 }
