@@ -306,9 +306,7 @@ class Pooler:
         """SHOW <what> on a console connection of its own (kw: more
         connection parameters, such as a password): rows as dicts."""
         with psycopg.connect(autocommit=True, **self.conninfo("pgbouncer", user, **kw)) as adm:
-            cur = adm.execute(f"SHOW {what}")
-            cols = [c.name for c in cur.description]
-            return [dict(zip(cols, r)) for r in cur.fetchall()]
+            return show_rows(adm, what)
 
     def pool(self, db="testdb", user="trust_user", **kw):
         """The SHOW POOLS row of (db, user), or None."""
@@ -337,6 +335,13 @@ class Pooler:
                     seen.add(w)
             return len(seen) >= (workers if self.kind == "pgcrew" else 1)
         util.wait_until(one_more, timeout, what=what)
+
+
+def show_rows(adm, what):
+    """SHOW <what> on console connection adm: rows as dicts."""
+    cur = adm.execute(f"SHOW {what}")
+    cols = [c.name for c in cur.description]
+    return [dict(zip(cols, r)) for r in cur.fetchall()]
 
 
 def pid_alive(pid):
