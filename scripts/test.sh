@@ -12,37 +12,79 @@
 # Optional last step, in CI (CI set) or with PGCREW_PACKAGING_TEST=1, and
 # never with PGCREW_PACKAGING_TEST=0: the packaging tests (test/packaging/:
 # .deb built, installed, run and purged; .rpm built), which need root.
+# In CI or with PGCREW_BUSY_TEST=1 (never with PGCREW_BUSY_TEST=0), the unit
+# tests run a second time beside 2 busy loops per CPU (scripts/busy.sh), as
+# on a distribution's build machine. scripts/test.sh --busy runs only that:
+# dependencies, build, make check under load.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD
 
 step() { printf '\n==== %s ====\n' "$*"; }
 
+busy_only=no
+if [ "${1:-}" = --busy ]; then
+    busy_only=yes
+    shift
+fi
+busy_ran=no
+if [ $busy_only = yes ] || [ "${PGCREW_BUSY_TEST:-}" = 1 ] ||
+   { [ -n "${CI:-}" ] && [ "${PGCREW_BUSY_TEST:-}" != 0 ]; }; then
+    busy_ran=yes
+fi
+
+# make check in $builddir, its output then every unit test's cmocka log
+# printed (and test-suite.log after a failure); arguments before it wrap
+# the command (scripts/busy.sh). The output is kept in $builddir/OUT.
+unit_tests() {
+    local out=$1 rc=0
+    shift
+    "$@" make -C "$builddir" -j2 check >"$builddir/$out" 2>&1 || rc=$?
+    cat "$builddir/$out"
+    for log in "$builddir"/test/unit/*.log; do
+        [ -f "$log" ] || continue
+        printf '\n---- %s ----\n' "${log#"$builddir"/}"
+        cat "$log"
+    done
+    if [ $rc -ne 0 ] && [ -f "$builddir/test-suite.log" ]; then
+        printf '\n---- test-suite.log ----\n'
+        cat "$builddir/test-suite.log"
+    fi
+    return $rc
+}
+
 step "dependencies"
 scripts/deps.sh test || { echo "FAILED: scripts/deps.sh"; exit 1; }
 
 unit_rc=0
 unit_ran=no
+busy_rc=0
+busy_secs=0
+busy_loops=$((2 * $(nproc)))
 if [ -n "${PGCREW_BIN:-}" ]; then
+    [ $busy_only = yes ] && { echo "--busy runs the unit tests: not with PGCREW_BIN"; exit 2; }
+    busy_ran=no
     step "PGCREW_BIN=$PGCREW_BIN: integration tests only"
 else
     builddir=_build/sanitize
     step "build ($builddir, --enable-sanitizers)"
     scripts/build.sh "$builddir" --enable-sanitizers || { echo "FAILED: build"; exit 1; }
 
-    step "unit tests (make check)"
-    unit_ran=yes
-    make -C "$builddir" -j2 check >"$builddir/make-check.out" 2>&1 || unit_rc=$?
-    cat "$builddir/make-check.out"
-    # The cmocka output of every unit test program.
-    for log in "$builddir"/test/unit/*.log; do
-        [ -f "$log" ] || continue
-        printf '\n---- %s ----\n' "${log#"$builddir"/}"
-        cat "$log"
-    done
-    if [ $unit_rc -ne 0 ] && [ -f "$builddir/test-suite.log" ]; then
-        printf '\n---- test-suite.log ----\n'
-        cat "$builddir/test-suite.log"
+    if [ $busy_only = no ]; then
+        step "unit tests (make check)"
+        unit_ran=yes
+        unit_tests make-check.out || unit_rc=$?
+    fi
+    if [ $busy_ran = yes ]; then
+        step "unit tests under load (make check beside $busy_loops busy loops)"
+        busy_start=$SECONDS
+        unit_tests make-check-busy.out scripts/busy.sh -n "$busy_loops" || busy_rc=$?
+        busy_secs=$((SECONDS - busy_start))
+    fi
+    if [ $busy_only = yes ]; then
+        step "summary"
+        echo "unit tests under load ($busy_loops busy loops): $([ $busy_rc -eq 0 ] && echo ok || echo "FAILED ($busy_rc)") in ${busy_secs} s"
+        exit $busy_rc
     fi
     export PGCREW_BIN=$root/$builddir/pgcrew
 fi
@@ -86,6 +128,9 @@ if [ $unit_ran = no ]; then
 else
     echo "unit tests: $([ $unit_rc -eq 0 ] && echo ok || echo "FAILED ($unit_rc)")"
 fi
+if [ $busy_ran = yes ]; then
+    echo "unit tests under load ($busy_loops busy loops): $([ $busy_rc -eq 0 ] && echo ok || echo "FAILED ($busy_rc)") in ${busy_secs} s"
+fi
 if [ $fuzz_ran = yes ]; then
     echo "fuzz (short): $([ $fuzz_rc -eq 0 ] && echo ok || echo "FAILED ($fuzz_rc)")"
 fi
@@ -95,4 +140,5 @@ if [ $pkg_ran = no ]; then
 else
     echo "packaging tests: $([ $pkg_rc -eq 0 ] && echo ok || echo "FAILED ($pkg_rc)") in ${pkg_secs} s"
 fi
-[ $unit_rc -eq 0 ] && [ $fuzz_rc -eq 0 ] && [ $it_rc -eq 0 ] && [ $pkg_rc -eq 0 ]
+[ $unit_rc -eq 0 ] && [ $busy_rc -eq 0 ] && [ $fuzz_rc -eq 0 ] && [ $it_rc -eq 0 ] &&
+    [ $pkg_rc -eq 0 ]

@@ -9,6 +9,7 @@
  * rig_stop's "nothing still counted" cover every path. Input format and
  * seeds: test/fuzz/session_seeds.py. */
 #include "fuzz.h"
+#include "fakeclock.h"
 #include "fuzz_session.h"
 #include "rig.h"
 
@@ -335,7 +336,7 @@ static void reload_op(struct input *in)
 static void clock_op(struct input *in)
 {
 	static const uint64_t steps_ms[] = { 300, 1000, 3000, 6000, 20000, 70000, 700000, 4000000 };
-	rig_advance(steps_ms[in_pick(in, sizeof(steps_ms) / sizeof(steps_ms[0]))] * 1000);
+	fakeclock_advance((usec_t)steps_ms[in_pick(in, sizeof(steps_ms) / sizeof(steps_ms[0]))] * 1000);
 	janitor_pass(rig_w);
 }
 
@@ -422,6 +423,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	choose_world(&in, &wc);
 	struct rig_setup setup = setup_of(&wc, wc.workers);
+	fakeclock_reset();
 	rig_start_with(&setup);
 	log_verbose = rig_w->cfg->verbose;
 	if (wc.workers > 1)

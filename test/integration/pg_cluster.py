@@ -230,6 +230,19 @@ class PgCluster:
         with self.connect() as conn:
             return conn.execute(sql, args).fetchone()[0]
 
+    def active_queries(self, like):
+        """Backends running a query LIKE `like` right now (state active)."""
+        with self.connect() as conn:
+            return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE state = 'active'"
+                                " AND query LIKE %s AND pid <> pg_backend_pid()",
+                                (like,)).fetchone()[0]
+
+    def wait_active(self, like, n=1, timeout=20):
+        """Wait until at least n backends run a query LIKE `like`: the event a
+        test that cancels, freezes or cuts a running query waits for."""
+        util.wait_until(lambda: self.active_queries(like) >= n, timeout,
+                        what=f"{n} backend(s) running {like!r}")
+
     def backend_pids(self, dbname, user):
         with self.connect() as conn:
             rows = conn.execute(

@@ -304,6 +304,49 @@ class Pooler:
         """A connection to the admin console (database pgbouncer)."""
         return self.connect("pgbouncer", user, **kw)
 
+    # -- the console, for waits and samples ----------------------------------
+
+    def show(self, what, user="trust_user", **kw):
+        """SHOW <what> on a console connection of its own (kw: more
+        connection parameters, such as a password): rows as dicts."""
+        with psycopg.connect(autocommit=True, **self.conninfo("pgbouncer", user, **kw)) as adm:
+            return show_rows(adm, what)
+
+    def pool(self, db="testdb", user="trust_user", **kw):
+        """The SHOW POOLS row of (db, user), or None."""
+        return next((r for r in self.show("POOLS", **kw)
+                     if r["database"] == db and r["user"] == user), None)
+
+    def wait_pool(self, pred, timeout=20, db="testdb", user="trust_user", what="SHOW POOLS",
+                  **kw):
+        """Wait until pred(SHOW POOLS row of (db, user)) holds; returns the row."""
+        def matching():
+            row = self.pool(db, user, **kw)
+            return row if row and pred(row) else None
+        return util.wait_until(matching, timeout, what=f"{what} ({db}/{user})")
+
+    def wait_every_worker(self, pred, workers, timeout=20, what="every worker", **kw):
+        """Wait until pred(console connection) holds on a console connection
+        of each of the `workers` workers (the kernel spreads new connections
+        over them; pgcrew names the worker in the cancel key's pid). One
+        process (PgBouncer) counts as one worker."""
+        seen = set()
+
+        def one_more():
+            with psycopg.connect(autocommit=True, **self.conninfo("pgbouncer", **kw)) as adm:
+                w = (adm.info.backend_pid >> 24) & 0x7F if self.kind == "pgcrew" else 0
+                if pred(adm):
+                    seen.add(w)
+            return len(seen) >= (workers if self.kind == "pgcrew" else 1)
+        util.wait_until(one_more, timeout, what=what)
+
+
+def show_rows(adm, what):
+    """SHOW <what> on console connection adm: rows as dicts."""
+    cur = adm.execute(f"SHOW {what}")
+    cols = [c.name for c in cur.description]
+    return [dict(zip(cols, r)) for r in cur.fetchall()]
+
 
 def pid_alive(pid):
     """True while pid exists and is not a zombie (a daemon is not our child)."""

@@ -7,6 +7,8 @@ import time
 import psycopg
 import pytest
 
+import util
+
 # Pools, limits, timeouts and cancels hold for the instance: every test runs
 # with one worker and with four (conftest.pytest_generate_tests).
 WORKERS_MATRIX = (1, 4)
@@ -17,15 +19,13 @@ def test_cancel_long_query(pg, make_pooler, pool_mode):
     p = make_pooler(pg, settings={"pool_mode": pool_mode})
     conn = p.connect()
     bystander = p.connect()
-    timer = threading.Timer(0.5, conn.cancel)
-    started = time.monotonic()
-    timer.start()
+    canceller = util.cancel_when_active(pg, conn, "SELECT pg_sleep(10)")
     try:
         with pytest.raises(psycopg.errors.QueryCanceled):
             conn.execute("SELECT pg_sleep(10)")
     finally:
-        timer.cancel()
-    assert time.monotonic() - started < 4
+        canceller.join(25)
+    assert time.monotonic() - canceller.sent_at < 4
     # Both connections stay usable; the cancel hit only its target.
     assert conn.execute("SELECT 1").fetchone() == (1,)
     assert bystander.execute("SELECT 2").fetchone() == (2,)
@@ -62,8 +62,10 @@ def test_cancel_while_waiting_for_a_server(pg15, make_pooler, pool_mode):
 
     t = threading.Thread(target=run)
     t.start()
-    time.sleep(0.5)                              # queued behind the holder
+    p.wait_pool(lambda r: r["cl_waiting"] == 1, what="the query queued behind the holder")
     conn.cancel()
+    # A moment for the cancel to reach the client's worker (no console view
+    # shows it held); a later one cancels the query on its server all the same.
     time.sleep(0.3)
     holder.rollback()                            # the server goes to the waiter
     holder.close()

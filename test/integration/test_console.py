@@ -127,7 +127,12 @@ def test_pause_waits_for_running_transactions(pg15, make_pooler):
 
     t = threading.Thread(target=pause)
     t.start()
-    time.sleep(1.0)
+    # PAUSE has begun (every worker stops handing out servers), then it
+    # must not return while the transaction runs.
+    p.wait_every_worker(lambda a: dict(a.execute("SHOW STATE").fetchall())["paused"] == "yes",
+                        WORKERS, what="PAUSE under way in every worker",
+                        password=password("trust_user"))
+    time.sleep(0.5)
     assert "at" not in done, "PAUSE returned while a transaction was running"
     committed = time.monotonic()
     busy.commit()

@@ -177,22 +177,23 @@ def test_postgres_frozen_then_thawed(pg15, make_pooler):
     p = make_pooler(pg15, settings={"pool_mode": "transaction", "query_timeout": 2,
                                     "query_wait_timeout": 3, "server_connect_timeout": 2,
                                     "default_pool_size": 4, "workers": 2})
-    errors, done = [], []
+    errors, done, running = [], [], set()
     stop = threading.Event()
 
-    def client():
+    def client(i):
         try:
             with p.connect() as conn:
                 while not stop.is_set():
                     conn.execute("SELECT pg_sleep(0.01)")
+                    running.add(i)
         except psycopg.Error as e:
             errors.append(str(e))
         done.append(1)
 
-    threads = [threading.Thread(target=client) for _ in range(6)]
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(6)]
     for t in threads:
         t.start()
-    time.sleep(0.5)
+    util.wait_until(lambda: len(running) == len(threads), 20, what="every client's first query")
     frozen = postgres_pids(pg15)
     try:
         for pid in frozen:
@@ -220,6 +221,13 @@ def _query_ok(p):
         return False
 
 
+def server_blocked_writing(pg):
+    """A backend waits to write its result to its client (the pooler)."""
+    with pg.connect() as conn:
+        return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'ClientWrite'"
+                            " AND query LIKE 'SELECT repeat%'").fetchone()[0] > 0
+
+
 def test_client_that_never_reads(pg15, make_pooler):
     """A client asks for ~1 GB and reads nothing: the pooler stops reading
     from the server (back-pressure) instead of buffering, so its memory
@@ -233,7 +241,12 @@ def test_client_that_never_reads(pg15, make_pooler):
         raw.login_trust("trust_user", "testdb")
         raw.send(wire.query_message(
             "SELECT repeat('x', 1000000) FROM generate_series(1, 1000)"))
-        time.sleep(4)   # PostgreSQL produces far faster than this: 1 GB would be buffered
+        # PostgreSQL produces far faster than this: 1 GB would be buffered.
+        # It ends blocked on its socket once the pooler stops reading (on a
+        # busy machine it may take longer to get there).
+        time.sleep(4)
+        util.wait_until(lambda: server_blocked_writing(pg15), 30,
+                        what="PostgreSQL blocked writing the unread result")
         grown = rss_kb(p) - before
         assert grown < 64 * 1024, f"pooler RSS grew by {grown} kB for an unread result"
         assert_serving(p)
@@ -323,8 +336,7 @@ def test_worker_killed_twenty_times(pg15, make_pooler):
                             what=f"worker replaced (round {i})")
             util.wait_until(lambda: _query_ok(p), 10, what=f"service (round {i})")
         done = load.ok
-        time.sleep(0.5)
-        assert load.ok > done, "the load stopped making progress"
+        util.wait_until(lambda: load.ok > done, 10, what="the load to go on making progress")
     finally:
         load.stop()
     util.wait_until(lambda: pg15.server_connections("testdb", "trust_user") <= 10, 15,

@@ -2,11 +2,10 @@
 line wins, per connection type, database, user and address; no match and
 reject lines are refused with PostgreSQL's wording; RELOAD re-reads it."""
 
-import time
-
 import psycopg
 import pytest
 
+import util
 from pg_cluster import password
 
 HBA = """
@@ -65,8 +64,13 @@ def test_hba_reload(pg15, make_pooler, pooler_kind):
     p.write_config()
     p.reload()
     p.wait_for_log(r"got SIGHUP", timeout=5)
-    time.sleep(0.5)
-    assert login(p, "plain_user") == "plain_user"
+
+    def admitted():
+        try:
+            return login(p, "plain_user") == "plain_user"
+        except psycopg.OperationalError:
+            return False        # the reload has not reached that worker yet
+    util.wait_until(admitted, 20, what="the new hba rule to admit plain_user")
 
 
 def test_hba_bad_lines_are_skipped_and_named(pg15, make_pooler):

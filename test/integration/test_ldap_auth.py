@@ -199,6 +199,18 @@ def black_hole():
     s.close()
 
 
+def accept_queue(port):
+    """Connections waiting to be accepted on a listening TCP port of
+    127.0.0.1 (its rx_queue in /proc/net/tcp)."""
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            local, state = fields[1], fields[3]
+            if state == "0A" and local == f"0100007F:{port:04X}":     # LISTEN
+                return int(fields[4].split(":")[1], 16)
+    return 0
+
+
 def send_password_login(p, user, pw):
     conn = wire.RawConn(p.port, timeout=10)
     conn.send(wire.startup_packet(user, "testdb"))
@@ -254,7 +266,9 @@ def test_ldap_stop_while_bind_pending(pg15, make_pooler, black_hole):
                                     "workers": 1},
                     userlist=ldap_userlist())
     conns = [send_password_login(p, "trust_user", LDAP_PASSWORD) for _ in range(5)]
-    time.sleep(0.3)       # the two threads are now waiting on the black hole
+    # The two threads are now waiting on the black hole.
+    util.wait_until(lambda: accept_queue(black_hole) >= 2, 20,
+                    what="both auth threads connected to the black hole")
     started = time.monotonic()
     p.stop()
     assert time.monotonic() - started < 5

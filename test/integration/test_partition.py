@@ -150,7 +150,7 @@ def test_partition_detected_by_keepalive(pg15, make_pooler, netns):
 
         t = threading.Thread(target=long_query)
         t.start()
-        time.sleep(1)
+        pg15.wait_active("SELECT pg_sleep(30)")
         ip("link", "set", host_if, "down")
         try:
             t.join(timeout=20)

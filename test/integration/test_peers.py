@@ -35,7 +35,7 @@ def test_cancel_reaches_the_peer_that_owns_the_query(pg15, make_pooler):
         pid, secret = struct.unpack("!II", key[0])
         assert secret >> 18 == 1, "the key must name peer 1"
         victim.send(wire.query_message("SELECT pg_sleep(30)"))
-        time.sleep(0.5)
+        pg15.wait_active("SELECT pg_sleep(30)")
         started = time.monotonic()
         # The cancel lands on peer 2, which passes it to peer 1.
         with socket.create_connection((util.HOST, b.port), timeout=5) as s:

@@ -29,7 +29,7 @@ def test_postgres_restart_under_load(pgbench_pg15, make_pooler):
     thread = threading.Thread(target=long_query)
     try:
         thread.start()
-        time.sleep(2)
+        pg.wait_active("SELECT pg_sleep(30)")        # in flight, with pgbench's load
         pg.restart()
         thread.join(15)
         assert not thread.is_alive(), "in-flight query never failed after the restart"

@@ -2,7 +2,6 @@
 after each transaction, statement refuses transaction blocks."""
 
 import threading
-import time
 
 import psycopg
 import pytest
@@ -66,7 +65,7 @@ def test_transaction_mode_transaction_pins_server(pg15, make_pooler):
     waiter = threading.Thread(target=lambda: result.update(
         pid=b.execute("SELECT pg_backend_pid()").fetchone()[0]))
     waiter.start()
-    waiter.join(0.7)
+    p.wait_pool(lambda r: r["cl_waiting"] == 1, what="the second client queued")
     assert waiter.is_alive(), "second client ran while the first held the only server"
     assert a.execute("SELECT count(*) FROM t_tx").fetchone() == (1,)
     a.commit()
@@ -100,35 +99,23 @@ def test_statement_mode_refuses_transaction_block(pg, make_pooler):
         assert again.execute("SELECT 2").fetchone() == (2,)
 
 
-def pool_counts(p, db="testdb", user="trust_user"):
-    with p.admin() as adm:
-        cur = adm.execute("SHOW POOLS")
-        cols = [c.name for c in cur.description]
-        for r in cur.fetchall():
-            row = dict(zip(cols, r))
-            if row["database"] == db and row["user"] == user:
-                return row
-    return None
-
-
-def wait_pool(p, pred, timeout):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        row = pool_counts(p)
-        if row and pred(row):
-            return row
-        time.sleep(0.05)
-    return pool_counts(p)
-
-
 def test_session_reset_counts_as_tested(pg15, make_pooler):
     """While server_reset_query runs after a session client left, SHOW POOLS
-    counts its server in sv_tested, as PgBouncer does, then in sv_idle."""
-    p = make_pooler(pg15, settings={"pool_mode": "session", "default_pool_size": 1,
-                                    "server_reset_query": "SELECT pg_sleep(1.5)"})
-    with p.connect() as conn:
-        assert conn.execute("SELECT 1").fetchone() == (1,)
-    row = wait_pool(p, lambda r: r["sv_tested"] == 1, 1.2)
-    assert row["sv_tested"] == 1 and row["sv_active"] == 0, row
-    row = wait_pool(p, lambda r: r["sv_idle"] == 1, 5.0)
-    assert row["sv_idle"] == 1 and row["sv_tested"] == 0, row
+    counts its server in sv_tested, as PgBouncer does, then in sv_idle. The
+    reset waits for an advisory lock the test holds, so it runs until the
+    test lets it end, however slow the machine."""
+    lock = pg15.connect("testdb")
+    lock.execute("SELECT pg_advisory_lock(4242)")
+    p = make_pooler(pg15, settings={
+        "pool_mode": "session", "default_pool_size": 1,
+        "server_reset_query": "SELECT pg_advisory_lock(4242); SELECT pg_advisory_unlock(4242)"})
+    try:
+        with p.connect() as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+        row = p.wait_pool(lambda r: r["sv_tested"] == 1, what="the reset query running")
+        assert row["sv_active"] == 0, row
+    finally:
+        lock.execute("SELECT pg_advisory_unlock(4242)")
+        lock.close()
+    row = p.wait_pool(lambda r: r["sv_idle"] == 1, what="the reset query done")
+    assert row["sv_tested"] == 0, row

@@ -85,10 +85,11 @@ def test_repl_pool_size(pg15, make_pooler):
     # A third replication client waits for room, and so does an ordinary one.
     r3 = repl_conn(p)
     send(r3, "IDENTIFY_SYSTEM")
-    time.sleep(0.3)
+    util.wait_until(lambda: cl_waiting(p, SUPERUSER) == 1, 20, what="the replication client queued")
     other = p.connect(user=SUPERUSER)
     send(other, "SELECT 1")
-    time.sleep(1.0)
+    util.wait_until(lambda: cl_waiting(p, SUPERUSER) == 2, 20, what="the ordinary client queued")
+    time.sleep(0.5)                  # and they stay queued while there is no room
     assert not done(r3) and not done(other)
     assert cl_waiting(p, SUPERUSER) == 2
     assert backends(pg15) == {"walsender": 2}

@@ -71,7 +71,7 @@ def test_sigint_waits_for_servers_instance_wide(pg15, make_pooler, pooler_worker
 
     waiter = threading.Thread(target=queued)
     waiter.start()
-    time.sleep(0.5)                              # queued behind the holder
+    p.wait_pool(lambda r: r["cl_waiting"] == 1, what="the query queued behind the holder")
     os.kill(p.pid, signal.SIGINT)
     waiter.join(10)
     assert "server shutting down" in outcome.get("q", ""), outcome

@@ -7,7 +7,6 @@ import os
 import re
 import signal
 import subprocess
-import threading
 import time
 
 import psycopg
@@ -56,7 +55,9 @@ def test_online_restart_under_pgbench(pgbench_pg15, make_pooler, connect):
                              stderr=subprocess.STDOUT, text=True)
     new = None
     try:
-        time.sleep(2)
+        # The load runs before the restart begins.
+        util.wait_until(lambda: sum(r["total_xact_count"] for r in p.show("STATS")) > 0, 20,
+                        what="pgbench's first transactions")
         new = start_takeover(p)
         p.wait_for_log(r"online restart: pid %d took over" % new.pid, timeout=10)
         # The old process hands its persistent clients over between
@@ -92,12 +93,6 @@ def test_online_restart_under_pgbench(pgbench_pg15, make_pooler, connect):
         if new is not None and new.poll() is None:
             stop(new)
     assert not p.sanitizer_problems(), p.sanitizer_problems()
-
-
-def cancel_soon(conn, delay=0.5):
-    t = threading.Timer(delay, conn.cancel)
-    t.start()
-    return t
 
 
 @pytest.mark.parametrize("old_workers,new_workers", [(1, 2), (4, 2)], ids=["1to2", "4to2"])
@@ -164,12 +159,11 @@ def test_online_restart_takes_over_idle_connections(pg15, make_pooler, old_worke
             # The keys the clients were given by the old process still
             # cancel, whichever new worker the kernel picks for the request.
             for c in (tx[-1], sess[-1]):
-                t = cancel_soon(c)
-                started = time.monotonic()
+                t = util.cancel_when_active(pg15, c, "SELECT pg_sleep(10)")
                 with pytest.raises(psycopg.errors.QueryCanceled):
                     c.execute("SELECT pg_sleep(10)")
-                t.join()
-                assert time.monotonic() - started < 5
+                t.join(25)
+                assert time.monotonic() - t.sent_at < 5
             assert re.search(r"online restart: handed \d+ clients and \d+ servers", p.log_text())
         finally:
             for c in conns:

@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import stat
+import threading
 import time
 
 HOST = "127.0.0.1"
@@ -88,6 +89,21 @@ def wait_until(predicate, timeout, interval=0.05, what="condition"):
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(interval)
+
+
+def cancel_when_active(pg, conn, like):
+    """Cancels conn's query from a thread once pg shows a query LIKE `like`
+    running (a cancel sent before the query reached a server would find
+    nothing to cancel, and a fixed delay may be too short on a busy
+    machine). Returns the started thread; its sent_at is when it sent."""
+    def run():
+        pg.wait_active(like)
+        t.sent_at = time.monotonic()
+        conn.cancel()
+    t = threading.Thread(target=run)
+    t.sent_at = None
+    t.start()
+    return t
 
 
 def port_accepts(port, host=HOST):

@@ -34,8 +34,9 @@ test_unit_test_ipc_LDADD = $(UNIT_LDADD)
 
 check_PROGRAMS += test/unit/test_ledger
 TESTS += test/unit/test_ledger
-test_unit_test_ledger_SOURCES = test/unit/test_ledger.c
+test_unit_test_ledger_SOURCES = test/unit/test_ledger.c test/unit/fakeclock.c
 test_unit_test_ledger_CFLAGS = $(UNIT_CFLAGS)
+test_unit_test_ledger_LDFLAGS = $(FAKECLOCK_LINK_FLAGS)
 test_unit_test_ledger_LDADD = $(UNIT_LDADD)
 
 check_PROGRAMS += test/unit/test_shm
@@ -83,8 +84,9 @@ test_unit_test_handover_LDADD = $(UNIT_LDADD)
 
 check_PROGRAMS += test/unit/test_hostrole
 TESTS += test/unit/test_hostrole
-test_unit_test_hostrole_SOURCES = test/unit/test_hostrole.c
+test_unit_test_hostrole_SOURCES = test/unit/test_hostrole.c test/unit/fakeclock.c
 test_unit_test_hostrole_CFLAGS = $(UNIT_CFLAGS)
+test_unit_test_hostrole_LDFLAGS = $(FAKECLOCK_LINK_FLAGS)
 test_unit_test_hostrole_LDADD = $(UNIT_LDADD)
 
 check_PROGRAMS += test/unit/test_link

@@ -2,6 +2,7 @@
 # cases skip unless port 53 can be bound on a loopback address)
 check_PROGRAMS += test/unit/test_dns
 TESTS += test/unit/test_dns
-test_unit_test_dns_SOURCES = test/unit/test_dns.c
+test_unit_test_dns_SOURCES = test/unit/test_dns.c test/unit/fakeclock.c
 test_unit_test_dns_CFLAGS = $(UNIT_CFLAGS)
+test_unit_test_dns_LDFLAGS = $(FAKECLOCK_LINK_FLAGS)
 test_unit_test_dns_LDADD = $(UNIT_LDADD)

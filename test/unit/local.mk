@@ -3,6 +3,10 @@
 if HAVE_CMOCKA
 UNIT_LDADD = libpgcrew.a $(PGCREW_LIBS) $(CMOCKA_LIBS)
 UNIT_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
+# A test of code that reads the clock links fakeclock.c with these flags:
+# util_monotonic then returns the time the test set (fakeclock.h).
+FAKECLOCK_LINK_FLAGS = $(AM_LDFLAGS) -Wl,--wrap=util_monotonic
+noinst_HEADERS += test/unit/fakeclock.h
 include test/unit/config.mk
 include test/unit/proto.mk
 include test/unit/auth.mk

@@ -1,7 +1,7 @@
 /* pgcrew — the session-core test rig (rig.h): builds a world as worker.c
  * does, minus the supervisor, listeners, TLS and DNS; plays PostgreSQL on
- * a Unix socket and clients on socketpairs; moves the clock by wrapping
- * util_monotonic (-Wl,--wrap=util_monotonic in the test's LDFLAGS). */
+ * a Unix socket and clients on socketpairs; the clock is the tests' fake
+ * one (fakeclock.c), which only the test moves. */
 #include "rig.h"
 
 #include <errno.h>
@@ -25,6 +25,7 @@
 #include "ipc.h"
 #include "client.h"
 #include "config.h"
+#include "fakeclock.h"
 #include "janitor.h"
 #include "log.h"
 #include "peer.h"
@@ -40,7 +41,9 @@
 #include "world.h"
 
 #define RIG_PORT 5432
-#define WAIT_USEC 2000000
+/* A bound on waits for the pooler's answer, on the real clock: it only
+ * turns a hang into a failure (a busy machine may take its time). */
+#define WAIT_USEC (10 * USEC_PER_SEC)
 
 static struct world world;
 struct world *rig_w;
@@ -48,7 +51,6 @@ static char dir[80];
 static int pg_listen = -1;
 static int tcp_listen = -1;        /* rig_client_tcp's, on 127.0.0.1 */
 static struct event *reaper;
-static uint64_t clock_offset;
 
 /* The supervisor's end of rig_w->sup: what the worker told it. */
 #define SUP_LOG 64
@@ -84,19 +86,6 @@ static NORETURN PRINTF(1, 2) void fail(const char *fmt, ...)
 			fail("rig: %s:%d: %s is %lld, not %lld (errno: %s)", __FILE__, __LINE__, #a, \
 			     a_, b_, strerror(errno)); \
 	} while (0)
-
-usec_t __real_util_monotonic(void);
-usec_t __wrap_util_monotonic(void);
-
-usec_t __wrap_util_monotonic(void)
-{
-	return __real_util_monotonic() + (usec_t)clock_offset;
-}
-
-void rig_advance(uint64_t usec)
-{
-	clock_offset += usec;
-}
 
 static void write_file(const char *path, const char *text)
 {
@@ -300,7 +289,6 @@ void rig_start_with(const struct rig_setup *s)
 	static const struct world_hooks hooks = { .schedule_reap = schedule_reap };
 	snprintf(dir, sizeof(dir), "%s/pgcrew-rig-XXXXXX", s->tmp ? s->tmp : "/tmp");
 	REQUIRE(mkdtemp(dir) != NULL);
-	clock_offset = 0;
 	rig_w = &world;
 	world_init(rig_w, 0, &hooks);
 	rig_w->cfg = load_config(s);
@@ -424,13 +412,13 @@ static bool readable(int fd)
 
 static void wait_readable(int fd, const char *what)
 {
-	usec_t until = __real_util_monotonic() + WAIT_USEC;
+	usec_t until = fakeclock_real() + WAIT_USEC;
 	for (;;) {
 		rig_pump();
 		if (readable(fd))
 			return;
-		if (__real_util_monotonic() > until)
-			fail("rig: nothing from %s within 2 s", what);
+		if (fakeclock_real() > until)
+			fail("rig: nothing from %s within 10 s", what);
 	}
 }
 
@@ -502,15 +490,15 @@ static bool take(struct peer *p, struct msg *m, bool typed)
 
 static void read_msg(struct peer *p, struct msg *m, bool typed)
 {
-	usec_t until = __real_util_monotonic() + WAIT_USEC;
+	usec_t until = fakeclock_real() + WAIT_USEC;
 	while (!take(p, m, typed)) {
 		rig_pump();
 		if (!fill(p))
 			fail("rig: peer closed while a message was expected");
 		if (take(p, m, typed))
 			return;
-		if (__real_util_monotonic() > until)
-			fail("rig: no whole message within 2 s");
+		if (fakeclock_real() > until)
+			fail("rig: no whole message within 10 s");
 		(void)readable(p->fd);
 	}
 }
@@ -547,7 +535,7 @@ void rig_expect_nothing(struct peer *p)
 
 void rig_expect_eof(struct peer *p, char *err, size_t errlen)
 {
-	usec_t until = __real_util_monotonic() + WAIT_USEC;
+	usec_t until = fakeclock_real() + WAIT_USEC;
 	struct msg m;
 	if (err)
 		err[0] = 0;
@@ -558,8 +546,8 @@ void rig_expect_eof(struct peer *p, char *err, size_t errlen)
 				snprintf(err, errlen, "%s", rig_field(&m, 'M'));
 		if (!fill(p))
 			return;      /* EOF; a partial message before it is dropped */
-		if (__real_util_monotonic() > until)
-			fail("rig: the pooler did not close within 2 s");
+		if (fakeclock_real() > until)
+			fail("rig: the pooler did not close within 10 s");
 		(void)readable(p->fd);
 	}
 }

@@ -1,10 +1,11 @@
 /* pgcrew — a test rig for the session core: a world built without a
  * worker (its own event base, config from an ini text, one shm slot), a
  * fake PostgreSQL listening on a Unix socket that the test answers by hand,
- * clients on socketpairs, and a clock the test moves (util_monotonic is
- * wrapped at link time). The test plays both ends; rig_* pump the loop.
- * Used by the cmocka session tests and by test/fuzz/fuzz_session.c: a
- * broken expectation goes to rig_failed(), which the program defines. */
+ * clients on socketpairs, and the tests' fake clock (fakeclock.h), which
+ * stands still until the test moves it. The test plays both ends; rig_*
+ * pump the loop. Used by the cmocka session tests and by
+ * test/fuzz/fuzz_session.c: a broken expectation goes to rig_failed(),
+ * which the program defines. */
 #ifndef PGCREW_TEST_RIG_H
 #define PGCREW_TEST_RIG_H
 
@@ -73,11 +74,9 @@ void rig_pump(void);
  * with the first broken one in why. rig_stop checks them once all is
  * closed (every count is then zero). */
 bool rig_consistent(char *why, size_t len);
-/* The fake clock: util_monotonic returns real time plus this offset. */
-void rig_advance(uint64_t usec);
 
 /* Fake PostgreSQL: take the next connection the pooler makes (pumping
- * until it comes; fails the test after 2 s); log it in as a server with
+ * until it comes; fails the test after 10 s); log it in as a server with
  * backend pid/key. */
 void rig_pg_accept(struct peer *p);
 bool rig_pg_pending(void);          /* a connection waits to be taken */
@@ -111,7 +110,7 @@ void rig_send(struct peer *p, char type, const void *body, size_t len);
 void rig_send_query(struct peer *p, const char *sql);
 /* A server's answer to a simple query: CommandComplete + ReadyForQuery. */
 void rig_send_done(struct peer *p, const char *tag, char status);
-/* The next message, pumping until it is whole; fails after 2 s. */
+/* The next message, pumping until it is whole; fails after 10 s. */
 void rig_read(struct peer *p, struct msg *m);
 void rig_expect(struct peer *p, char type, struct msg *m);
 /* The startup packet a fake server receives. */

@@ -2,7 +2,9 @@
  * channel. There is no network: names come from /etc/hosts or a temporary
  * hosts file (CARES_HOSTS); DNS goes either to an unused loopback address,
  * which refuses at once, or, where port 53 may be bound, to a tiny DNS server
- * on another loopback address served by the same event loop. */
+ * on another loopback address served by the same event loop. The cache's
+ * clock is the tests' fake one (fakeclock.h), so TTLs are exact; c-ares
+ * keeps its own timers, and a lookup's bound is on the real clock. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <setjmp.h>
@@ -13,16 +15,16 @@
 #include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 #include <event2/event.h>
 
 #include "dns.h"
+#include "fakeclock.h"
 
 #define UNUSED __attribute__((unused))
-#define LOOP_LIMIT_USEC (15 * 1000000LL)   /* a lookup must end well before */
+#define LOOP_LIMIT_USEC (60 * USEC_PER_SEC) /* a lookup ends long before (real time) */
 #define NOWHERE "nonexistent.invalid"       /* .invalid never resolves (RFC 6761) */
 
 static char dir[64];
@@ -312,13 +314,6 @@ static int stop(void **state UNUSED)
 	return 0;
 }
 
-static int64_t now_usec(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 static void tick(evutil_socket_t fd UNUSED, short what UNUSED, void *arg UNUSED)
 {
 }
@@ -329,12 +324,12 @@ static void run_until_idle(void)
 {
 	struct timeval tv = { 0, 50000 };
 	struct event *t = event_new(base, -1, EV_PERSIST, tick, NULL);
-	int64_t deadline = now_usec() + LOOP_LIMIT_USEC;
+	usec_t deadline = fakeclock_real() + LOOP_LIMIT_USEC;
 
 	assert_non_null(t);
 	assert_int_equal(event_add(t, &tv), 0);
 	while (dns_pending_count() > 0) {
-		assert_true(now_usec() < deadline);
+		assert_true(fakeclock_real() < deadline);
 		assert_true(event_base_loop(base, EVLOOP_ONCE) >= 0);
 	}
 	event_free(t);
@@ -549,7 +544,7 @@ static void test_cache_foreach(void **state UNUSED)
 	assert_int_equal(dns_cache_foreach(collect, &seen), 2);
 	assert_int_equal(seen.n, 2);
 	for (int i = 0; i < 2; i++) {
-		assert_true(seen.ttl[i] > 0 && seen.ttl[i] <= 15000000);
+		assert_int_equal(seen.ttl[i], 15000000);         /* the clock stood still */
 		if (strcmp(seen.host[i], "show.pgcrew.test") == 0)
 			assert_string_equal(seen.addrs[i], "127.0.0.4,::1");
 		else {
@@ -558,6 +553,31 @@ static void test_cache_foreach(void **state UNUSED)
 		}
 	}
 	assert_int_equal(dns_cache_count(), 2);
+	write_file(hosts, "127.0.0.1 localhost\n");
+}
+
+/* An answer is served from the cache for dns_max_ttl, then asked again. */
+static void test_cache_expires_after_ttl(void **state UNUSED)
+{
+	struct seen seen = { 0 };
+	struct result r;
+
+	write_file(hosts, "127.0.0.5 ttl.pgcrew.test\n");
+	resolve_wait("ttl.pgcrew.test", 1000, &r);
+	assert_addr(&r, 0, "127.0.0.5", 1000);
+	write_file(hosts, "127.0.0.6 ttl.pgcrew.test\n");
+
+	fakeclock_advance(15 * USEC_PER_SEC - 1);
+	assert_int_equal(dns_cache_foreach(collect, &seen), 1);
+	assert_int_equal(seen.ttl[0], 1);
+	memset(&r, 0, sizeof(r));
+	assert_null(dns_resolve("ttl.pgcrew.test", 1000, on_result, &r));    /* a hit */
+	assert_addr(&r, 0, "127.0.0.5", 1000);
+
+	fakeclock_advance(1);
+	assert_int_equal(dns_cache_count(), 0);
+	resolve_wait("ttl.pgcrew.test", 1000, &r);
+	assert_addr(&r, 0, "127.0.0.6", 1000);
 	write_file(hosts, "127.0.0.1 localhost\n");
 }
 
@@ -576,10 +596,14 @@ static void test_nonexistent_fails_and_is_cached(void **state UNUSED)
 	assert_failed_lookup(&r);
 
 	/* dns_nxdomain_ttl = 15 s: the failure is answered from the cache. */
+	fakeclock_advance(15 * USEC_PER_SEC - 1);
 	assert_null(dns_resolve(NOWHERE, 5432, on_result, &again));
 	assert_int_equal(again.calls, 1);
 	assert_int_equal(again.st, r.st);
 	assert_string_equal(again.err, r.err);
+	/* Then it is forgotten. */
+	fakeclock_advance(1);
+	assert_int_equal(dns_cache_count(), 0);
 }
 
 static void test_nxdomain_ttl_zero(void **state UNUSED)
@@ -740,7 +764,7 @@ static void test_dns_answer_async_and_cached(void **state UNUSED)
 	/* The records' TTL of 1 s is ignored, as PgBouncer does: dns_max_ttl rules. */
 	assert_int_equal(dns_cache_foreach(collect, &seen), 1);
 	assert_string_equal(seen.addrs[0], "10.1.2.3,10.1.2.4,2001:db8::1");
-	assert_true(seen.ttl[0] > 14000000);
+	assert_int_equal(seen.ttl[0], 15000000);
 
 	memset(&r, 0, sizeof(r));
 	assert_null(dns_resolve("db.pgcrew.test", 6543, on_result, &r));
@@ -810,6 +834,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_cache_hit_within_ttl, start, stop),
 		cmocka_unit_test_setup_teardown(test_ipv4_first_dedup_and_limit, start, stop),
 		cmocka_unit_test_setup_teardown(test_cache_foreach, start, stop),
+		cmocka_unit_test_setup_teardown(test_cache_expires_after_ttl, start, stop),
 		cmocka_unit_test_setup_teardown(test_nonexistent_fails_and_is_cached, start, stop),
 		cmocka_unit_test_setup_teardown(test_nxdomain_ttl_zero, start_no_negative_cache, stop),
 		cmocka_unit_test_setup_teardown(test_cancel_before_completion, start, stop),

@@ -4,7 +4,8 @@
  * around skipped hosts and known mismatches, the address of a host name
  * with several tried next, and the answer to the role query asked of
  * PostgreSQL < 14. A database without a shared
- * memory row keeps roles in its own arrays, which these tests use. */
+ * memory row keeps roles in its own arrays, which these tests use. The
+ * skips last HOSTROLE_SKIP_USEC on the tests' fake clock (fakeclock.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +14,7 @@
 #include <cmocka.h>
 
 #include "config.h"
+#include "fakeclock.h"
 #include "hostrole.h"
 
 static char *host_names[] = { "h0", "h1", "h2" };
@@ -93,13 +95,18 @@ static void test_pick(void **state)
 	assert_int_equal(hostrole_get(&db, 0), ROLE_STANDBY);
 	assert_int_equal(hostrole_pick(&db, 0), 1);              /* a known standby is passed over */
 	hostrole_skip(&db, 1);
-	assert_true(hostrole_skipped_until(&db, 1) > 0);
+	assert_int_equal(hostrole_skipped_until(&db, 1), fakeclock_now() + HOSTROLE_SKIP_USEC);
 	assert_int_equal(hostrole_pick(&db, 0), 2);
 	hostrole_skip(&db, 2);
 	/* Only the known standby is left: tried anyway, it may have been promoted. */
 	assert_int_equal(hostrole_pick(&db, 1), 0);
 	hostrole_skip(&db, 0);
 	assert_int_equal(hostrole_pick(&db, 0), -1);             /* all skipped: wait */
+	/* Until the skips are over. */
+	fakeclock_advance(HOSTROLE_SKIP_USEC - 1);
+	assert_int_equal(hostrole_pick(&db, 0), -1);
+	fakeclock_advance(1);
+	assert_int_equal(hostrole_pick(&db, 0), 1);
 	hostrole_note(&db, 9, ROLE_PRIMARY);                      /* past the list: ignored */
 	assert_int_equal(hostrole_get(&db, 9), ROLE_UNKNOWN);
 }
@@ -124,8 +131,9 @@ static void test_addresses(void **state)
 	assert_int_equal(hostrole_pick_addr(&db, 1, 3), 2);
 	assert_false(hostrole_addr_failed(&db, 1, 2, 3));      /* none left: the host failed */
 	/* After the back-off the first is tried again, from where it left off. */
-	for (int a = 0; a < 3; a++)
-		db.host_addrs[1].skip_until[a] = 0;
+	fakeclock_advance(HOSTROLE_SKIP_USEC - 1);
+	assert_false(hostrole_addr_failed(&db, 1, 2, 3));      /* still none left */
+	fakeclock_advance(1);
 	assert_int_equal(hostrole_pick_addr(&db, 1, 3), 0);
 	/* A different answer starts over; hosts past the kept ones take the first. */
 	assert_true(hostrole_addr_failed(&db, 1, 0, 3));

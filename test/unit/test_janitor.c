@@ -1,7 +1,9 @@
 /* pgcrew — unit tests for the janitor's timeouts (janitor.c) on the session
- * rig with a fake clock: each of PgBouncer's client and server timeouts
- * fires with PgBouncer's text once its time has passed and not before, and
- * the reserve pool and min_pool_size open servers when they should. */
+ * rig with the fake clock: each of PgBouncer's client and server timeouts
+ * fires with PgBouncer's text once its time has passed and not before (the
+ * clock stands still between steps, so each is checked at its exact time
+ * and one microsecond later), and the reserve pool and min_pool_size open
+ * servers when they should. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,19 +11,20 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "fakeclock.h"
 #include "janitor.h"
 #include "pool.h"
 #include "rig.h"
 #include "world.h"
 
-#define SEC 1000000ULL
+#define SEC USEC_PER_SEC
 
 static const char *const DBS = "db = @PG@ dbname=db\n";
 
 /* Move the clock by usec and run one janitor pass. */
-static void after(uint64_t usec)
+static void after(usec_t usec)
 {
-	rig_advance(usec);
+	fakeclock_advance(usec);
 	janitor_pass(rig_w);
 	rig_pump();
 }
@@ -39,9 +42,9 @@ static void test_client_idle_timeout(void **state)
 	(void)state;
 	rig_start("client_idle_timeout = 10", DBS);
 	rig_login_first(&c, &pg, 1);
-	after(9 * SEC);
+	after(10 * SEC);
 	rig_expect_nothing(&c);
-	after(2 * SEC);
+	after(1);
 	expect_closed(&c, "client_idle_timeout");
 	/* Its server stays pooled. */
 	assert_int_equal(rig_pool("db", "alice")->n_idle, 1);
@@ -58,9 +61,9 @@ static void test_query_wait_timeout(void **state)
 	rig_login(&b);
 	rig_round_trip(&a, &pg, "BEGIN", 'T');
 	rig_send_query(&b, "SELECT 1");
-	after(4 * SEC);
+	after(5 * SEC);
 	assert_int_equal(rig_client_of(&b)->state, CLIENT_WAITING);
-	after(2 * SEC);
+	after(1);
 	expect_closed(&b, "query_wait_timeout");
 	/* The client holding the server in its transaction is not touched. */
 	assert_non_null(rig_client_of(&a));
@@ -77,9 +80,9 @@ static void test_idle_transaction_timeout(void **state)
 	rig_start("pool_mode = transaction\nidle_transaction_timeout = 3", DBS);
 	rig_login_first(&c, &pg, 1);
 	rig_round_trip(&c, &pg, "BEGIN", 'T');
-	after(2 * SEC);
+	after(3 * SEC);
 	rig_expect_nothing(&c);
-	after(2 * SEC);
+	after(1);
 	expect_closed(&c, "idle transaction timeout");
 	/* Its server was inside the transaction: closed, not pooled. */
 	rig_expect(&pg, 'X', NULL);
@@ -96,9 +99,9 @@ static void test_query_timeout(void **state)
 	rig_login_first(&c, &pg, 1);
 	rig_send_query(&c, "SELECT pg_sleep(100)");
 	rig_expect(&pg, 'Q', NULL);
-	after(1 * SEC);
-	rig_expect_nothing(&c);
 	after(2 * SEC);
+	rig_expect_nothing(&c);
+	after(1);
 	expect_closed(&c, "query timeout");
 	/* The query is canceled on the server. */
 	rig_pg_accept(&cx);
@@ -118,7 +121,9 @@ static void test_transaction_timeout(void **state)
 	rig_round_trip(&c, &pg, "BEGIN", 'T');
 	after(3 * SEC);
 	rig_round_trip(&c, &pg, "SELECT 1", 'T');     /* busy, but the transaction is old */
-	after(3 * SEC);
+	after(2 * SEC);
+	rig_expect_nothing(&c);
+	after(1);
 	expect_closed(&c, "transaction timeout");
 	rig_close(&c);
 	rig_close(&pg);
@@ -130,9 +135,9 @@ static void test_client_login_timeout(void **state)
 	(void)state;
 	rig_start("client_login_timeout = 5", DBS);
 	rig_client_raw(&c);
-	after(4 * SEC);
+	after(5 * SEC);
 	assert_non_null(rig_client_of(&c));
-	after(2 * SEC);
+	after(1);
 	expect_closed(&c, "client_login_timeout");
 	assert_int_equal(rig_w->n_clients, 0);
 	rig_close(&c);
@@ -145,9 +150,9 @@ static void test_server_idle_timeout(void **state)
 	rig_start("server_idle_timeout = 60", DBS);
 	rig_login_first(&c, &pg, 1);
 	struct pool *p = rig_pool("db", "alice");
-	after(59 * SEC);
+	after(60 * SEC);
 	assert_int_equal(p->n_idle, 1);
-	after(2 * SEC);
+	after(1);
 	rig_expect(&pg, 'X', NULL);
 	rig_expect_eof(&pg, NULL, 0);
 	assert_int_equal(p->n_idle, 0);
@@ -165,7 +170,9 @@ static void test_server_lifetime(void **state)
 	rig_login_first(&c, &pg, 1);
 	struct pool *p = rig_pool("db", "alice");
 	rig_round_trip(&c, &pg, "BEGIN", 'T');
-	after(101 * SEC);
+	after(100 * SEC);
+	assert_false(rig_client_of(&c)->link->close_needed);
+	after(1);
 	assert_int_equal(p->n_active, 1);
 	assert_true(rig_client_of(&c)->link->close_needed);
 	rig_round_trip(&c, &pg, "COMMIT", 'I');
@@ -186,9 +193,9 @@ static void test_server_connect_timeout(void **state)
 	rig_pg_accept(&pg);          /* and never answers */
 	rig_read_startup(&pg, &m);
 	struct pool *p = rig_pool("db", "alice");
-	after(2 * SEC);
+	after(3 * SEC);
 	assert_int_equal(p->n_login, 1);
-	after(2 * SEC);
+	after(1);
 	rig_expect_eof(&pg, NULL, 0);
 	assert_true(p->login_failed_at > 0);
 	/* Its client keeps waiting (query_wait_timeout decides), as in PgBouncer. */
@@ -209,9 +216,9 @@ static void test_reserve_pool(void **state)
 	rig_login(&b);
 	rig_round_trip(&a, &pg, "BEGIN", 'T');
 	rig_send_query(&b, "SELECT 1");
-	after(1 * SEC);
+	after(2 * SEC - 1);
 	assert_false(rig_pg_pending());
-	after(2 * SEC);
+	after(1);                                     /* reserve_pool_timeout reached */
 	rig_pg_accept(&pg2);
 	rig_pg_login(&pg2, 3, 4);
 	rig_expect(&pg2, 'Q', NULL);

@@ -5,18 +5,20 @@
  * where an idle server offered by a worker goes (first come, first served
  * across workers and pools), servers adopted from an old process,
  * replication clients' requests (closed for, never moved to; withdrawn),
- * and closes that keep their freed slot for the request they were for. */
+ * and closes that keep their freed slot for the request they were for.
+ * The ledger's clock is the tests' fake one (fakeclock.h): each rule that
+ * waits is checked just before its time and at it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
-#include <unistd.h>
 #include <cmocka.h>
 
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "fakeclock.h"
 #include "ledger.h"
 #include "util.h"
 
@@ -676,7 +678,10 @@ static void test_want_starving_worker(void **state)
 	assert_int_equal(got(&ns, 0, "d", "u").over, 0);
 	assert_int_equal(got(&ns, 1, "d", "u").over, 0);
 
-	usleep((useconds_t)(LEDGER_STARVE_USEC + 50000));
+	fakeclock_advance(LEDGER_STARVE_USEC - 1);
+	collect(l, &ns);
+	assert_int_equal(ns.n, 0);                           /* not starving yet */
+	fakeclock_advance(1);
 	collect(l, &ns);
 	/* One starving worker: one holder (the first, on a tie) gives one up. */
 	assert_int_equal(got(&ns, 0, "d", "u").over, 1);
@@ -840,7 +845,8 @@ static void test_handover_other_pool_first_come(void **state)
 	assert_int_equal(ledger_request(l, 1, 2, &b), LEDGER_QUEUED);
 	collect(l, &ns);
 	assert_int_equal(got(&ns, 0, "d", "ua").n, 1);
-	waits[2] = util_monotonic();         /* ua's client on worker 2 came later */
+	fakeclock_advance(1);
+	waits[2] = fakeclock_now();          /* ua's client on worker 2 came later */
 	assert_int_equal(ledger_handover(l, 0, "d", "ua", waits, NULL, &to, &id), LEDGER_MOVE_CLOSE);
 	assert_int_equal(ledger_pool_count(l, "d", "ua", 0), 1);      /* freed on close */
 	/* ub's request has outlived its client: nothing is closed for it */
@@ -876,7 +882,9 @@ static void test_request_waits_for_idle_server(void **state)
 
 	assert_int_equal(ledger_request_idle(l, 2, 3, &p, true), LEDGER_QUEUED);
 	expect_no_grant(l);
-	usleep((useconds_t)(LEDGER_MOVE_WAIT_USEC + 5000));
+	fakeclock_advance(LEDGER_MOVE_WAIT_USEC - 1);
+	expect_no_grant(l);
+	fakeclock_advance(1);
 	expect_grant(l, 2, 3, "d", "u");
 	assert_int_equal(ledger_pool_count(l, "d", "u", -1), 2);
 	assert_int_equal(ledger_request_idle(l, 0, 4, &now, true), LEDGER_GRANTED);
@@ -892,11 +900,12 @@ static void test_want_other_since(void **state)
 	int n = 0;
 
 	assert_int_equal(ledger_request(l, 0, 1, &a), LEDGER_GRANTED);
-	usec_t before = util_monotonic();
+	usec_t queued = fakeclock_now();
 	assert_int_equal(ledger_request(l, 1, 2, &b), LEDGER_QUEUED);
+	fakeclock_advance(5000);
 	ledger_want_changes(l, keep_want, &(struct want_log){ seen, &n });
 	assert_int_equal(n, 1);
-	assert_true(seen[0].other_since >= before && seen[0].other_since <= util_monotonic());
+	assert_int_equal(seen[0].other_since, queued);
 	assert_true(ledger_release(l, 0, "d", "ua"));
 	expect_grant(l, 1, 2, "d", "ub");
 	n = 0;
@@ -1058,7 +1067,9 @@ static void test_close_pending_expires(void **state)
 	assert_int_equal(ledger_request(l, 1, 7, &b), LEDGER_QUEUED);
 	assert_int_equal(ledger_handover(l, 0, "d", "ua", NULL, NULL, &to, &id), LEDGER_MOVE_CLOSE);
 	assert_int_equal(ledger_handover(l, 0, "d", "ua", NULL, NULL, &to, &id), LEDGER_MOVE_KEEP);
-	usleep(1050 * 1000);
+	fakeclock_advance(USEC_PER_SEC - 1);
+	assert_int_equal(ledger_handover(l, 0, "d", "ua", NULL, NULL, &to, &id), LEDGER_MOVE_KEEP);
+	fakeclock_advance(1);
 	assert_int_equal(ledger_handover(l, 0, "d", "ua", NULL, NULL, &to, &id), LEDGER_MOVE_CLOSE);
 }
 

@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <cmocka.h>
 
+#include "fakeclock.h"
 #include "ipc.h"
 #include "ledger.h"
 #include "link.h"
@@ -271,7 +272,7 @@ static void test_two_workers(void **state)
 	assert_int_equal(p->n_idle, 1);
 
 	struct pool_want want = { .n = 1, .soon = 1, .over = 1,
-				  .other_since = (int64_t)util_monotonic() - 1000000 };
+				  .other_since = fakeclock_now() - USEC_PER_SEC };
 	strlcpy_(want.pool.db, "db", sizeof(want.pool.db));
 	strlcpy_(want.pool.user, "alice", sizeof(want.pool.user));
 	rig_sup_send(IPC_POOL_WANT, 0, &want, sizeof(want));
