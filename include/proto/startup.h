@@ -13,7 +13,7 @@ enum startup_kind { STARTUP_V3, STARTUP_SSL, STARTUP_GSSENC, STARTUP_CANCEL, STA
 struct startup_msg {
 	enum startup_kind kind;
 	uint32_t version;                 /* protocol version / request code word */
-	uint32_t cancel_pid, cancel_key;  /* CancelRequest */
+	struct cancelkey cancel;          /* CancelRequest */
 	int n_params;                     /* ordinary parameters in keys/vals */
 	const char *keys[STARTUP_MAX_PARAMS], *vals[STARTUP_MAX_PARAMS]; /* point into the packet buffer */
 	const char *user, *database, *options, *replication;  /* shortcuts, NULL if absent; last one wins */
@@ -23,7 +23,8 @@ struct startup_msg {
 
 /* pkt is the whole packet including its 4-byte length word, which must equal
  * len. Returns STARTUP_BAD with a message in err for: wrong length word
- * (SSL/GSSENC need 8 bytes, Cancel 16), version major != 3 (and not one of
+ * (SSL/GSSENC need 8 bytes, Cancel 16 to
+ * 268: a secret of 4 to 256 bytes), version major != 3 (and not one of
  * the 1234.x request codes), parameters not NUL-terminated, a key without a
  * value, missing final NUL, more than STARTUP_MAX_PARAMS parameters, missing
  * "user". database defaults to user when absent. Minor versions above 0 and

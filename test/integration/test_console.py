@@ -39,6 +39,7 @@ EXPECTED = {
     "DNS_ZONES": ["zonename", "serial", "count"],
     "WORKERS": ["worker", "pid", "clients", "servers", "pools", "cpu_user_ms",
                 "cpu_system_ms", "restarts", "servers_moved_in", "servers_moved_out"],
+    "PROTOCOLS": ["type", "id", "user", "database", "worker", "protocol", "key_bytes"],
 }
 
 
