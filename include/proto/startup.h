@@ -43,6 +43,13 @@ enum startup_kind startup_parse(const uint8_t *pkt, size_t len, struct startup_m
 int startup_parse_options(const char *options, int (*cb)(void *arg, const char *key, const char *val),
 			  void *arg, char *err, size_t errlen);
 
+/* Before the body is buffered (STYLE rule 10): for a packet of len bytes
+ * whose first 8 are at hand, the reason startup_parse will refuse it for
+ * its length (a CancelRequest outside 16 to 268 bytes, an SSL or GSSENC
+ * request other than 8), or NULL; the connection can then be closed
+ * without waiting for bytes that will never make it valid. */
+const char *startup_length_refused(const uint8_t *first8, size_t len);
+
 const char *startup_kind_name(enum startup_kind kind);
 
 #endif

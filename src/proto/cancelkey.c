@@ -22,6 +22,7 @@
 #define WORKER_SHIFT 24
 #define PEER_SHIFT 18              /* short key: peer_id in the top 14 bits */
 #define LONG_HEADER 4              /* tag, worker, peer (2 bytes) */
+#define LONG_MINOR 2               /* keys are long from protocol 3.2 on */
 
 _Static_assert(CANCELKEY_RANDOM == 3 + CANCELKEY_LONG - LONG_HEADER, "random bytes of a long key");
 _Static_assert(CANCELKEY_LONG - LONG_HEADER >= 16, "at least 128 random bits");
@@ -49,7 +50,7 @@ void cancelkey_make(struct cancelkey_own *k, int minor, int worker, int peer,
 	memset(k, 0, sizeof(*k));
 	k->pid = ((uint32_t)rnd[0] << 16 | (uint32_t)rnd[1] << 8 | rnd[2]) | w << WORKER_SHIFT;
 	rnd += 3;
-	if (minor < 2) {
+	if (minor < LONG_MINOR) {
 		uint32_t s = be32(rnd);
 		if (p)
 			s = (s & ((1u << PEER_SHIFT) - 1)) | p << PEER_SHIFT;
@@ -88,7 +89,7 @@ bool cancelkey_matches(const struct cancelkey_own *own, const struct cancelkey *
 
 bool cancelkey_set(struct cancelkey *k, int minor, uint32_t pid, const uint8_t *secret, size_t len)
 {
-	if (len < CANCELKEY_MIN || len > CANCELKEY_MAX || (minor < 2 && len != CANCELKEY_SHORT))
+	if (len < CANCELKEY_MIN || len > CANCELKEY_MAX || (minor < LONG_MINOR && len != CANCELKEY_SHORT))
 		return false;
 	k->pid = pid;
 	k->len = (uint16_t)len;

@@ -5,6 +5,7 @@
  * INTERFACE ROUTINES
  *	startup_parse		- classify and parse a complete first packet
  *	startup_parse_options	- "-c key=value --key=value" with backslash escapes
+ *	startup_length_refused	- a request's length checked before its body is read
  *	startup_kind_name	- enum startup_kind to text
  */
 #include "proto/startup.h"
@@ -18,6 +19,8 @@
 #include "proto/packet.h"
 
 #define PROTO_PQ_PREFIX "_pq_."
+#define REQUEST_LENGTH_ERR "invalid length of request packet"
+#define CANCEL_LENGTH_ERR "invalid length of cancel request packet"
 
 static const char *const kind_names[] = {
 	[STARTUP_V3] = "startup", [STARTUP_SSL] = "ssl-request",
@@ -128,7 +131,7 @@ static enum startup_kind parse_request(size_t len, size_t want, enum startup_kin
 				       struct startup_msg *out, char *err, size_t errlen)
 {
 	if (len != want)
-		return bad(out, err, errlen, "invalid length of request packet");
+		return bad(out, err, errlen, REQUEST_LENGTH_ERR);
 	out->kind = kind;
 	return kind;
 }
@@ -145,7 +148,7 @@ static enum startup_kind parse_cancel(const uint8_t *pkt, size_t len, struct sta
 {
 	if (len < CANCELKEY_REQUEST_HDR || !cancelkey_set(&out->cancel, PROTO_MINOR_LATEST, be32_at(pkt + 8),
 					       pkt + CANCELKEY_REQUEST_HDR, len - CANCELKEY_REQUEST_HDR))
-		return bad(out, err, errlen, "invalid length of cancel request packet");
+		return bad(out, err, errlen, CANCEL_LENGTH_ERR);
 	out->kind = STARTUP_CANCEL;
 	return STARTUP_CANCEL;
 }
@@ -169,6 +172,20 @@ enum startup_kind startup_parse(const uint8_t *pkt, size_t len, struct startup_m
 		return parse_cancel(pkt, len, out, err, errlen);
 	default:
 		return parse_v3(pkt, len, out, err, errlen);
+	}
+}
+
+const char *startup_length_refused(const uint8_t *first8, size_t len)
+{
+	switch (be32_at(first8 + 4)) {
+	case PROTO_SSL_REQUEST:
+	case PROTO_GSSENC_REQUEST:
+		return len == 8 ? NULL : REQUEST_LENGTH_ERR;
+	case PROTO_CANCEL_REQUEST:
+		return len >= CANCELKEY_REQUEST_HDR + CANCELKEY_MIN && len <= CANCELKEY_REQUEST_MAX
+			       ? NULL : CANCEL_LENGTH_ERR;
+	default:
+		return NULL;
 	}
 }
 

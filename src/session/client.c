@@ -1253,6 +1253,11 @@ static enum stream_action startup_pkt(struct client *c, const struct pkt_hdr *h,
 	struct startup_msg m;
 	char err[256];
 
+	const char *refused = avail >= PKT_STARTUP_MIN ? startup_length_refused(data, h->len) : NULL;
+	if (refused) {
+		client_close(c, true, refused);
+		return SA_STOP;
+	}
 	if (avail < h->len)
 		return SA_NEED_FULL;
 	switch (startup_parse(data, h->len, &m, err, sizeof(err))) {

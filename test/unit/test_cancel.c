@@ -219,6 +219,12 @@ static void test_bad_cancel_packets(void **state)
 	assert_int_equal(send(x.fd, cut, sizeof(cut), MSG_NOSIGNAL), (ssize_t)sizeof(cut));
 	rig_pump();
 	rig_close(&x);
+	/* Announcing 1012 bytes: closed at once, without waiting for them. */
+	rig_put32(cut, 1012);
+	rig_client_raw(&x);
+	assert_int_equal(send(x.fd, cut, sizeof(cut), MSG_NOSIGNAL), (ssize_t)sizeof(cut));
+	rig_expect_eof(&x, NULL, 0);
+	rig_close(&x);
 	assert_false(rig_pg_pending());
 	assert_true(rig_client_of(&c)->query_running);
 	send_cancel(pid, key);

@@ -161,6 +161,20 @@ static void test_cancel_lengths(void **state)
 		assert_int_equal(m.cancel.len, cases[i].secret);
 		assert_memory_equal(m.cancel.secret, body + 4, cases[i].secret);
 	}
+	/* The same verdicts from the first 8 bytes, before the body is read. */
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		make(PROTO_CANCEL_REQUEST, body, 4 + cases[i].secret);
+		const char *why = startup_length_refused(pkt, 12 + cases[i].secret);
+		if (cases[i].ok)
+			assert_null(why);
+		else
+			assert_string_equal(why, "invalid length of cancel request packet");
+	}
+	make(PROTO_SSL_REQUEST, NULL, 0);
+	assert_null(startup_length_refused(pkt, 8));
+	assert_string_equal(startup_length_refused(pkt, 9), "invalid length of request packet");
+	make(V(3, 2), NULL, 0);
+	assert_null(startup_length_refused(pkt, PKT_STARTUP_MAX));
 	/* No pid at all: 8 bytes. */
 	struct startup_msg m;
 	char err[128];
