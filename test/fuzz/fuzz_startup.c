@@ -2,7 +2,8 @@
  * requests, CancelRequest, a direct-TLS ClientHello) and the "options"
  * value of a startup packet. A CancelRequest of any length must come out
  * with a secret of 4 to 256 bytes that is the packet's tail, rebuild to the
- * same bytes, and route (proto/cancelkey.h) without reading past it. */
+ * same bytes, and route (proto/cancelkey.h) without reading past it; a
+ * length refused from the first 8 bytes is one the parser refuses too. */
 #include "fuzz.h"
 #include "proto/build.h"
 #include "proto/cancelkey.h"
@@ -51,7 +52,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	(void)pkt_is_tls_hello(data, size);
 	if (pkt_parse_header(data, size, true, 1u << 20, &h, &why) != PKT_OK || h.len > size)
 		return 0;
-	switch (startup_parse(data, h.len, &m, err, sizeof(err))) {
+	/* The early length verdict never refuses what the parser takes. */
+	const char *refused = startup_length_refused(data, h.len);
+	enum startup_kind kind = startup_parse(data, h.len, &m, err, sizeof(err));
+	if (refused && kind != STARTUP_BAD)
+		abort();
+	switch (kind) {
 	case STARTUP_V3:
 		if (m.options)
 			(void)startup_parse_options(m.options, count_option, &n, err, sizeof(err));
