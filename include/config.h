@@ -21,6 +21,8 @@ enum sslnegotiation { SSLNEG_POSTGRES, SSLNEG_DIRECT, SSLNEG_COUNT };   /* pgcre
 enum tsa { TSA_ANY, TSA_READ_WRITE, TSA_READ_ONLY, TSA_PRIMARY, TSA_STANDBY, TSA_PREFER_STANDBY,
 	   TSA_COUNT };
 enum load_balance { LB_DISABLE, LB_ROUND_ROBIN, LB_COUNT };
+/* server_max_protocol_version: the newest protocol asked of servers (pgcrew) */
+enum protover { PROTOVER_3_0, PROTOVER_3_2, PROTOVER_COUNT };
 
 const char *pool_mode_name(enum pool_mode m);      /* "session", ... */
 const char *auth_type_name(enum auth_type t);      /* "scram-sha-256", ... */
@@ -28,6 +30,8 @@ const char *sslmode_name(enum sslmode m);          /* "verify-full", ... */
 const char *sslnegotiation_name(enum sslnegotiation n);   /* "postgres", "direct" */
 const char *tsa_name(enum tsa t);                   /* "any", "read-write", ... */
 const char *load_balance_name(enum load_balance lb);     /* "disable", "round-robin" */
+const char *protover_name(enum protover v);         /* "3.0", "3.2" */
+int protover_minor(enum protover v);                /* 0, 2 */
 
 /* Per-entry overrides use -1 for "not set": the global setting applies. */
 struct db_def {                 /* one [databases] entry */
@@ -149,6 +153,7 @@ struct config {
 	usec_t server_lifetime;
 	int server_login_concurrency;       /* pgcrew: simultaneous server logins per pool */
 	usec_t server_login_retry;
+	enum protover server_max_protocol_version;      /* pgcrew */
 	char *server_reset_query;
 	bool server_reset_query_always;
 	bool server_round_robin;

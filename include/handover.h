@@ -14,12 +14,13 @@ struct ps_server;
 
 /* The records' layout: an online restart hands connections over only to
  * a new process that reads the same (another version drains instead). */
-#define HANDOVER_FORMAT 1
+#define HANDOVER_FORMAT 2           /* 2: protocol versions, cancel keys of any length */
 
 struct handover_rec {
 	char db[LEDGER_NAME], user[LEDGER_NAME];   /* the pool */
 	uint64_t id;                  /* S-<id>: instance-wide, kept */
-	uint32_t be_pid, be_key;      /* BackendKeyData */
+	struct cancelkey be;          /* BackendKeyData */
+	uint8_t proto_minor;          /* protocol 3.<minor> with the server */
 	char addr[64], laddr[64];
 	int32_t port, lport, host_idx;
 	/* CLOCK_MONOTONIC: one clock for every process on the host */
@@ -28,8 +29,8 @@ struct handover_rec {
 	uint32_t vars_set;            /* tracked parameters a client SET there */
 	uint8_t used;                 /* has served a client (server_check_query) */
 	/* Online restart, session pooling: the cancel key of the client it
-	 * stays linked to (that client moved just before it); 0, 0: none. */
-	uint32_t owner_pid, owner_key;
+	 * stays linked to (that client moved just before it); length 0: none. */
+	struct cancelkey owner;
 };
 
 /* Record, then the server's tracked parameters (vars), its pool's other
@@ -54,7 +55,8 @@ struct handover_client {
 	char db[LEDGER_NAME], user[LEDGER_NAME];   /* its pool (server-side user) */
 	char login_user[LEDGER_NAME];              /* as authenticated */
 	char db_name[LEDGER_NAME], user_name[LEDGER_NAME];   /* as it sent them */
-	uint32_t cancel_pid, cancel_key;
+	struct cancelkey key;         /* its cancel key, as pgcrew made it */
+	uint8_t proto_minor;          /* it speaks protocol 3.<minor> */
 	usec_t connect_time, last_activity, sent_at;
 	uint8_t is_unix;
 	uint8_t linked;               /* its server came just before it */

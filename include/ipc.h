@@ -23,7 +23,7 @@ enum ipc_type {
 	IPC_SLOT_DENY,         /* sup -> worker: struct slot_req (did not ask to wait) */
 	IPC_SLOT_RELEASE,      /* worker -> sup: struct slot_req (names only) */
 	IPC_POOL_WANT,         /* sup -> worker: struct slot_req + int32 n: give up to n idle servers */
-	IPC_CANCEL_FWD,        /* worker -> sup -> owner worker: uint32 pid, key */
+	IPC_CANCEL_FWD,        /* worker -> sup -> owner worker: struct cancelkey */
 	IPC_WELCOME_PUT,       /* worker -> sup: a pool's server parameters (see pool.c) */
 	IPC_WELCOME_GET,       /* worker -> sup: names; answered by IPC_WELCOME */
 	IPC_WELCOME,           /* sup -> worker: names + parameters (none: unknown) */
@@ -175,10 +175,10 @@ bool ipc_get_want(const struct ipc_hdr *hdr, const void *payload, struct pool_wa
 int ipc_send_login_failure(struct ipc_chan *ch, const struct login_failure *f) MUSTCHECK;
 bool ipc_get_login_failure(const struct ipc_hdr *hdr, const void *payload,
 			   struct login_failure *f) MUSTCHECK;
-/* IPC_CANCEL_FWD: a cancel request's backend pid and key. */
-int ipc_send_cancel(struct ipc_chan *ch, uint32_t pid, uint32_t key) MUSTCHECK;
-bool ipc_get_cancel(const struct ipc_hdr *hdr, const void *payload, uint32_t *pid,
-		    uint32_t *key) MUSTCHECK;
+/* IPC_CANCEL_FWD: a CancelRequest's key (pid and a secret of 4 to 256
+ * bytes; another length is a bad payload). */
+int ipc_send_cancel(struct ipc_chan *ch, const struct cancelkey *k) MUSTCHECK;
+bool ipc_get_cancel(const struct ipc_hdr *hdr, const void *payload, struct cancelkey *k) MUSTCHECK;
 /* A NUL-terminated text (console commands and their errors). */
 int ipc_send_text(struct ipc_chan *ch, enum ipc_type type, uint32_t reqid, const char *text) MUSTCHECK;
 bool ipc_get_text(const struct ipc_hdr *hdr, const void *payload, const char **text) MUSTCHECK;

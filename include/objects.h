@@ -12,6 +12,7 @@
 #include "prepared.h"
 #include "auth/scram.h"
 #include "shm.h"
+#include "proto/cancelkey.h"
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -179,7 +180,7 @@ struct client {
 	char laddr[CLIENT_ADDR_LEN];      /* local */
 	int port, lport;
 	struct varcache vars;             /* what this client expects */
-	uint32_t cancel_pid, cancel_key;  /* what we told the client */
+	struct cancelkey_own key;         /* the BackendKeyData we gave it (proto/cancelkey.h) */
 	struct client *cancel_next;       /* cancel hash chain */
 	/* authentication */
 	int auth_step;                    /* enum in client.c */
@@ -211,6 +212,7 @@ struct client {
 	bool counted_db, counted_user;    /* holds a client slot of db/user */
 	bool counted_conn;                /* holds an instance-wide max_client_conn slot */
 	bool no_such_db;                  /* authenticating for a database we do not have */
+	uint8_t proto_minor;              /* it speaks protocol 3.<minor> (0 to PROTO_MINOR_LATEST) */
 };
 
 struct server {
@@ -223,7 +225,8 @@ struct server {
 	struct client *link;
 	enum server_internal internal;
 	struct varcache vars;             /* parameters as the server reports them */
-	uint32_t be_pid, be_key;          /* BackendKeyData */
+	struct cancelkey be;              /* its BackendKeyData: the key our cancels carry */
+	uint8_t proto_minor;              /* we speak protocol 3.<minor> with it */
 	char addr[64]; int port;          /* where we connected */
 	char laddr[64]; int lport;
 	int auth_step;

@@ -36,6 +36,14 @@ int shm_clients_total(void);
 void shm_note_restart(int w);
 int shm_restarts(int w);
 
+/* Logins by protocol version (3.0 to 3.<SHM_PROTO_MINORS - 1>): clients
+ * given their key, servers logged in. One cell per worker, never zeroed, so
+ * a total never goes back (the metrics endpoint sums them). */
+#define SHM_PROTO_MINORS 3
+enum shm_login_kind { SHM_LOGIN_CLIENT, SHM_LOGIN_SERVER, SHM_LOGIN_KINDS };
+void shm_note_login(enum shm_login_kind kind, int minor);
+uint64_t shm_logins_total(enum shm_login_kind kind, int minor);
+
 /* Named counters (clients per database and per user). The index is stable
  * for the life of the instance; -1 when the table is full (then callers
  * count per worker only, and say so). */

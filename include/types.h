@@ -21,4 +21,15 @@ typedef int64_t usec_t;            /* microseconds; times and durations */
  * an error where it is read, never cut short. */
 #define SECRET_MAX_LEN 2049
 
+/* A cancel key as the protocol carries it (BackendKeyData, CancelRequest):
+ * a process id and a secret of 4 bytes (protocol 3.0) to 256 (3.2). What
+ * pgcrew puts in the keys it makes is proto/cancelkey.h's business. */
+#define CANCELKEY_MIN 4
+#define CANCELKEY_MAX 256
+struct cancelkey {
+	uint32_t pid;
+	uint16_t len;                     /* secret bytes; 0: no key */
+	uint8_t secret[CANCELKEY_MAX];
+};
+
 #endif

@@ -47,7 +47,7 @@ void pkt_write_auth_sasl(struct pktbuf *pb, bool plus);                     /* R
 void pkt_write_auth_sasl_continue(struct pktbuf *pb, const void *data, size_t len); /* R, 11 */
 void pkt_write_auth_sasl_final(struct pktbuf *pb, const void *data, size_t len);    /* R, 12 */
 void pkt_write_parameter_status(struct pktbuf *pb, const char *key, const char *val); /* S */
-void pkt_write_backend_key(struct pktbuf *pb, uint32_t pid, uint32_t key);  /* K */
+void pkt_write_backend_key(struct pktbuf *pb, const struct cancelkey *k);   /* K */
 void pkt_write_ready(struct pktbuf *pb, char status);                       /* Z */
 void pkt_write_query(struct pktbuf *pb, const char *sql);                   /* Q */
 void pkt_write_terminate(struct pktbuf *pb);                                /* X */
@@ -55,10 +55,11 @@ void pkt_write_password(struct pktbuf *pb, const char *pw);                 /* p
 /* p; data == NULL sends length -1 (no initial response). */
 void pkt_write_sasl_initial(struct pktbuf *pb, const char *mech, const void *data, size_t len);
 void pkt_write_sasl_response(struct pktbuf *pb, const void *data, size_t len); /* p */
-/* v3.0 StartupMessage; kv = key,val,key,val,...,NULL (an odd count fails pb). */
-void pkt_write_startup(struct pktbuf *pb, const char *const *kv);
+/* v3.<minor> StartupMessage; kv = key,val,key,val,...,NULL (an odd count fails pb). */
+void pkt_write_startup(struct pktbuf *pb, uint32_t minor, const char *const *kv);
 void pkt_write_ssl_request(struct pktbuf *pb);                              /* 1234.5679 */
-void pkt_write_cancel_request(struct pktbuf *pb, uint32_t pid, uint32_t key);
+/* 1234.5678 with the key's pid and secret (4 to 256 bytes). */
+void pkt_write_cancel_request(struct pktbuf *pb, const struct cancelkey *k);
 /* v; the version word sent is (3 << 16) | newest_minor, as PostgreSQL sends it. */
 void pkt_write_negotiate_version(struct pktbuf *pb, uint32_t newest_minor,
 				 const char *const *unrecognized, int n);

@@ -15,6 +15,9 @@
 #define PROTO_GSSENC_REQUEST  80877104   /* 1234.5680 */
 #define PROTO_CANCEL_REQUEST  80877102   /* 1234.5678 */
 #define PROTO_V3              196608     /* 3 << 16 */
+/* The newest minor version pgcrew speaks, on both sides: 3.2 (PostgreSQL
+ * 18), whose one change is the secret's length in cancel keys. */
+#define PROTO_MINOR_LATEST    2
 #define PROTO_MAJOR(v) ((uint32_t)(v) >> 16)
 #define PROTO_MINOR(v) ((uint32_t)(v) & 0xFFFF)
 

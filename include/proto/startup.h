@@ -13,7 +13,7 @@ enum startup_kind { STARTUP_V3, STARTUP_SSL, STARTUP_GSSENC, STARTUP_CANCEL, STA
 struct startup_msg {
 	enum startup_kind kind;
 	uint32_t version;                 /* protocol version / request code word */
-	uint32_t cancel_pid, cancel_key;  /* CancelRequest */
+	struct cancelkey cancel;          /* CancelRequest */
 	int n_params;                     /* ordinary parameters in keys/vals */
 	const char *keys[STARTUP_MAX_PARAMS], *vals[STARTUP_MAX_PARAMS]; /* point into the packet buffer */
 	const char *user, *database, *options, *replication;  /* shortcuts, NULL if absent; last one wins */
@@ -23,7 +23,8 @@ struct startup_msg {
 
 /* pkt is the whole packet including its 4-byte length word, which must equal
  * len. Returns STARTUP_BAD with a message in err for: wrong length word
- * (SSL/GSSENC need 8 bytes, Cancel 16), version major != 3 (and not one of
+ * (SSL/GSSENC need 8 bytes, Cancel 16 to
+ * 268: a secret of 4 to 256 bytes), version major != 3 (and not one of
  * the 1234.x request codes), parameters not NUL-terminated, a key without a
  * value, missing final NUL, more than STARTUP_MAX_PARAMS parameters, missing
  * "user". database defaults to user when absent. Minor versions above 0 and
@@ -41,6 +42,13 @@ enum startup_kind startup_parse(const uint8_t *pkt, size_t len, struct startup_m
  * without '=', an over-long value, or a cb refusal. */
 int startup_parse_options(const char *options, int (*cb)(void *arg, const char *key, const char *val),
 			  void *arg, char *err, size_t errlen);
+
+/* Before the body is buffered (STYLE rule 10): for a packet of len bytes
+ * whose first 8 are at hand, the reason startup_parse will refuse it for
+ * its length (a CancelRequest outside 16 to 268 bytes, an SSL or GSSENC
+ * request other than 8), or NULL; the connection can then be closed
+ * without waiting for bytes that will never make it valid. */
+const char *startup_length_refused(const uint8_t *first8, size_t len);
 
 const char *startup_kind_name(enum startup_kind kind);
 

@@ -84,21 +84,26 @@ bool ipc_get_login_failure(const struct ipc_hdr *hdr, const void *payload, struc
 	return true;
 }
 
-int ipc_send_cancel(struct ipc_chan *ch, uint32_t pid, uint32_t key)
+int ipc_send_cancel(struct ipc_chan *ch, const struct cancelkey *k)
 {
-	uint32_t v[2] = { pid, key };
-	return ipc_send(ch, IPC_CANCEL_FWD, 0, v, sizeof(v), -1);
+	struct cancelkey v;
+	memset(&v, 0, sizeof(v));        /* no stray bytes past the secret */
+	v.pid = k->pid;
+	v.len = k->len <= CANCELKEY_MAX ? k->len : 0;
+	memcpy(v.secret, k->secret, v.len);
+	return ipc_send(ch, IPC_CANCEL_FWD, 0, &v, sizeof(v), -1);
 }
 
-bool ipc_get_cancel(const struct ipc_hdr *hdr, const void *payload, uint32_t *pid, uint32_t *key)
+bool ipc_get_cancel(const struct ipc_hdr *hdr, const void *payload, struct cancelkey *k)
 {
-	uint32_t v[2];
-	if (!sized(hdr, sizeof(v)))
+	if (!sized(hdr, sizeof(*k)))
 		return false;
-	memcpy(v, payload, sizeof(v));
-	*pid = v[0];
-	*key = v[1];
-	return true;
+	memcpy(k, payload, sizeof(*k));
+	if (k->len >= CANCELKEY_MIN && k->len <= CANCELKEY_MAX)
+		return true;
+	log_error("ipc: bad %s payload (key of %u bytes) from worker %d", ipc_type_name(hdr->type), k->len,
+		  (int)hdr->worker);
+	return false;
 }
 
 int ipc_send_text(struct ipc_chan *ch, enum ipc_type type, uint32_t reqid, const char *text)

@@ -31,6 +31,7 @@ struct shm_head {
 	int n_workers;
 	_Atomic int clients[SHM_MAX_WORKERS];
 	_Atomic int restarts[SHM_MAX_WORKERS];
+	_Atomic uint64_t logins[SHM_MAX_WORKERS][SHM_LOGIN_KINDS][SHM_PROTO_MINORS];
 	struct name_slot names[SHM_NAMES];
 	/* followed by _Atomic int counts[SHM_NAMES][n_workers]
 	 * and _Atomic uint64_t stats[SHM_NAMES][n_workers][SHM_STATS] */
@@ -140,6 +141,23 @@ void shm_note_restart(int w)
 {
 	if (head && w >= 0 && w < head->n_workers)
 		atomic_fetch_add(&head->restarts[w], 1);
+}
+
+void shm_note_login(enum shm_login_kind kind, int minor)
+{
+	if (!head || self < 0 || (unsigned)kind >= SHM_LOGIN_KINDS || minor < 0 || minor >= SHM_PROTO_MINORS)
+		return;
+	atomic_fetch_add_explicit(&head->logins[self][kind][minor], 1, memory_order_relaxed);
+}
+
+uint64_t shm_logins_total(enum shm_login_kind kind, int minor)
+{
+	uint64_t n = 0;
+	if (!head || (unsigned)kind >= SHM_LOGIN_KINDS || minor < 0 || minor >= SHM_PROTO_MINORS)
+		return 0;
+	for (int w = 0; w < head->n_workers; w++)
+		n += atomic_load_explicit(&head->logins[w][kind][minor], memory_order_relaxed);
+	return n;
 }
 
 int shm_restarts(int w)

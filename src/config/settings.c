@@ -79,11 +79,27 @@ const char *load_balance_name(enum load_balance lb)
 	return (unsigned)lb < LB_COUNT ? lb_names[lb] : "?";
 }
 
+static const char *const protover_names[] = {
+	[PROTOVER_3_0] = "3.0", [PROTOVER_3_2] = "3.2",
+};
+_Static_assert(ARRAY_SIZE(protover_names) == PROTOVER_COUNT, "protover_names");
+
+const char *protover_name(enum protover v)
+{
+	return (unsigned)v < PROTOVER_COUNT ? protover_names[v] : "?";
+}
+
+int protover_minor(enum protover v)
+{
+	return v == PROTOVER_3_2 ? 2 : 0;
+}
+
 static const char *pool_mode_i(int v) { return pool_mode_name((enum pool_mode)v); }
 static const char *auth_type_i(int v) { return auth_type_name((enum auth_type)v); }
 static const char *sslmode_i(int v) { return sslmode_name((enum sslmode)v); }
 static const char *sslneg_i(int v) { return sslnegotiation_name((enum sslnegotiation)v); }
 static const char *tsa_i(int v) { return tsa_name((enum tsa)v); }
+static const char *protover_i(int v) { return protover_name((enum protover)v); }
 
 static const char *const type_names[] = {
 	[SETTING_BOOL] = "bool", [SETTING_INT] = "int", [SETTING_SIZE] = "size",
@@ -218,6 +234,8 @@ static const struct setting table[] = {
 	S_TIME(server_lifetime, "3600", 0, 0, "close unused servers connected longer than this"),
 	S_INT(server_login_concurrency, "2", 1, INT_MAX, EXT, "simultaneous server logins per pool"),
 	S_TIME(server_login_retry, "15", 0, 0, "wait after a failed server login before trying again"),
+	S_ENUM(server_max_protocol_version, "3.2", protover_i, PROTOVER_COUNT, EXT,
+	       "newest protocol asked of servers: 3.2 (PostgreSQL 18: long cancel keys) or 3.0"),
 	S_STR(server_reset_query, "DISCARD ALL", 0, "query run when a session-mode server is released"),
 	S_BOOL(server_reset_query_always, "0", 0, "run server_reset_query in every pool mode"),
 	S_BOOL(server_round_robin, "0", 0, "reuse servers round-robin instead of LIFO"),

@@ -124,7 +124,9 @@ void admin_welcome(struct client *c)
 	pkt_write_parameter_status(&pb, "standard_conforming_strings", "on");
 	pkt_write_parameter_status(&pb, "integer_datetimes", "on");
 	pkt_write_parameter_status(&pb, "application_name", "pgcrew");
-	pkt_write_backend_key(&pb, c->cancel_pid, c->cancel_key);
+	struct cancelkey k;
+	cancelkey_from_own(&k, &c->key);
+	pkt_write_backend_key(&pb, &k);
 	pkt_write_ready(&pb, 'I');
 	bool ok = stream_write(&c->s, &pb);
 	pktbuf_free(&pb);
@@ -233,7 +235,7 @@ static void show_help(struct client *c)
 		"\tSHOW HELP|CONFIG|DATABASES|POOLS|CLIENTS|SERVERS|USERS|VERSION",
 		"\tSHOW LISTS|STATS|STATS_TOTALS|STATS_AVERAGES|TOTALS|STATE|DNS_HOSTS|DNS_ZONES",
 		"\tSHOW FDS|SOCKETS|ACTIVE_SOCKETS|MEM",
-		"\tSHOW PEERS|PEER_POOLS|WORKERS|HOSTS",
+		"\tSHOW PEERS|PEER_POOLS|WORKERS|HOSTS|PROTOCOLS",
 		"\tPAUSE [<db>]", "\tRESUME [<db>]", "\tDISABLE <db>", "\tENABLE <db>",
 		"\tRECONNECT [<db>]", "\tKILL [<db>]", "\tKILL_CLIENT <client_id>", "\tSUSPEND",
 		"\tWAIT_CLOSE [<db>]", "\tRELOAD", "\tSHUTDOWN [WAIT_FOR_SERVERS|WAIT_FOR_CLIENTS]",
@@ -649,6 +651,7 @@ static const struct view views[] = {
 	{ "hosts", view_hosts, NULL, false, false },
 	{ "peer_pools", view_peer_pools, "k++++", true, false },
 	{ "fds", admin_view_fds, NULL, true, false },
+	{ "protocols", admin_view_protocols, NULL, true, false },
 	{ "sockets", admin_view_sockets, NULL, true, false },
 	{ "active_sockets", admin_view_active_sockets, NULL, true, false },
 	{ "mem", admin_view_mem, "kf+++", true, false },

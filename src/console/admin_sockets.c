@@ -1,8 +1,10 @@
 /* pgcrew — the console's low-level views of one worker: SHOW SOCKETS and
  * ACTIVE_SOCKETS (every client and server socket with its buffer positions),
  * SHOW CLIENTS and SERVERS (the same columns without the buffer positions),
- * SHOW FDS (the rows PgBouncer lists for an online restart) and SHOW MEM
- * (pgcrew's object caches), with PgBouncer 1.25's columns. With several
+ * SHOW FDS (the rows PgBouncer lists for an online restart, and the whole
+ * cancel key), SHOW PROTOCOLS (pgcrew's: each connection's protocol
+ * version) and SHOW MEM (pgcrew's object caches), with PgBouncer 1.25's
+ * columns. With several
  * workers admin.c fans them out and concatenates (MEM: sums) the rows. */
 #include "admin_sockets.h"
 #include "admin_result.h"
@@ -146,7 +148,7 @@ static void server_socket(struct result *r, const struct server *sv, usec_t now,
 		.addr = sv->addr, .laddr = sv->laddr, .port = sv->port, .lport = sv->lport,
 		.repl = sv->repl,
 		.appname = varcache_get(&sv->vars, varcache_lookup("application_name")),
-		.remote_pid = (int)sv->be_pid, .close_needed = sv->close_needed ? 1 : 0,
+		.remote_pid = (int)sv->be.pid, .close_needed = sv->close_needed ? 1 : 0,
 		.connect_time = sv->connect_time, .request_time = sv->request_time,
 		.wait = running ? now - sv->query_start : 0, .prepared = (int)ps_server_count(sv->ps),
 		.ptr = sv, .link = sv->link, .s = &sv->s, .id = sv->id,
@@ -247,9 +249,9 @@ static void fds_header(struct result *r)
 {
 	res_begin(r, COLS("fd", "task", "user", "database", "addr", "port", "cancel", "link",
 			  "client_encoding", "std_strings", "datestyle", "timezone", "password",
-			  "scram_client_key", "scram_server_key"),
+			  "scram_client_key", "scram_server_key", "cancel_key"),
 		  TYPES(OID_INT4, OID_TEXT, OID_TEXT, OID_TEXT, OID_TEXT, OID_INT4, OID_INT8, OID_INT4,
-			OID_TEXT, OID_TEXT, OID_TEXT, OID_TEXT, OID_TEXT, OID_BYTEA, OID_BYTEA), 15);
+			OID_TEXT, OID_TEXT, OID_TEXT, OID_TEXT, OID_TEXT, OID_BYTEA, OID_BYTEA, OID_BYTEA), 16);
 }
 
 static const char *var(const struct varcache *vc, const char *name)
@@ -257,14 +259,42 @@ static const char *var(const struct varcache *vc, const char *name)
 	return varcache_get(vc, varcache_lookup(name));
 }
 
+/* A cancel key as SHOW FDS gives it: PgBouncer's int8 `cancel` (pid in the
+ * top half, then the secret's first 4 bytes: all of a protocol 3.0 key),
+ * and pgcrew's `cancel_key`, the whole secret (4 to 256 bytes) as bytea. */
+struct fd_key {
+	uint64_t cancel;
+	char hex[3 + 2 * CANCELKEY_MAX];
+};
+
+static const char *fd_key(struct fd_key *out, const struct cancelkey *k)
+{
+	static const char digits[] = "0123456789abcdef";
+	uint32_t head = 0;
+	for (size_t i = 0; i < 4 && i < k->len; i++)
+		head |= (uint32_t)k->secret[i] << (24 - 8 * i);
+	out->cancel = (uint64_t)k->pid << 32 | head;
+	if (!k->len)
+		return NULL;
+	memcpy(out->hex, "\\x", 2);
+	for (size_t i = 0; i < k->len; i++) {
+		out->hex[2 + 2 * i] = digits[k->secret[i] >> 4];
+		out->hex[3 + 2 * i] = digits[k->secret[i] & 15];
+	}
+	out->hex[2 + 2 * k->len] = 0;
+	return out->hex;
+}
+
 /* pgcrew's online restart passes listening sockets only (takeover.c), so no
  * password or SCRAM keys are ever listed: those columns stay NULL. */
 static void fd_row(struct result *r, int fd, const char *task, const char *user, const char *db,
-		   const char *addr, int port, uint64_t cancel, int link, const struct varcache *vc)
+		   const char *addr, int port, const struct cancelkey *key, int link, const struct varcache *vc)
 {
-	res_row(r, "issssiqisssssss", fd, task, user, db, addr, port, cancel, link,
+	struct fd_key k = { 0 };
+	const char *hex = key ? fd_key(&k, key) : NULL;
+	res_row(r, "issssiqissssssss", fd, task, user, db, addr, port, k.cancel, link,
 		vc ? var(vc, "client_encoding") : NULL, vc ? var(vc, "standard_conforming_strings") : NULL,
-		vc ? var(vc, "DateStyle") : NULL, vc ? var(vc, "TimeZone") : NULL, NULL, NULL, NULL);
+		vc ? var(vc, "DateStyle") : NULL, vc ? var(vc, "TimeZone") : NULL, NULL, NULL, NULL, hex);
 }
 
 static void listen_row(struct result *r, int fd)
@@ -275,15 +305,17 @@ static void listen_row(struct result *r, int fd)
 	int port = r->world->cfg->listen_port;
 	if (getsockname(fd, (struct sockaddr *)&ss, &len) == 0 && ss.ss_family != AF_UNIX)
 		util_format_addr((struct sockaddr *)&ss, addr, sizeof(addr), &port);
-	fd_row(r, fd, "pooler", NULL, NULL, addr, port, 0, 0, NULL);
+	fd_row(r, fd, "pooler", NULL, NULL, addr, port, NULL, 0, NULL);
 }
 
 static void fd_client(struct result *r, const struct client *c)
 {
+	struct cancelkey k;
 	if (c->s.tls || (c->link && c->link->s.tls) || c->state == CLIENT_JUSTFREE || c->state == CLIENT_CANCEL)
 		return;
+	cancelkey_from_own(&k, &c->key);
 	fd_row(r, c->s.fd, "client", c->user_name[0] ? c->user_name : NULL, c->pool ? c->pool->db->name : NULL,
-	       c->addr, c->port, (uint64_t)c->cancel_pid << 32 | c->cancel_key, c->link ? c->link->s.fd : 0, &c->vars);
+	       c->addr, c->port, &k, c->link ? c->link->s.fd : 0, &c->vars);
 }
 
 static void fd_server(struct result *r, const struct server *sv)
@@ -291,7 +323,7 @@ static void fd_server(struct result *r, const struct server *sv)
 	if (sv->s.tls || (sv->link && sv->link->s.tls) || sv->s.fd < 0)
 		return;
 	fd_row(r, sv->s.fd, "server", sv->pool->user->name, sv->pool->db->name, sv->addr, sv->port,
-	       (uint64_t)sv->be_pid << 32 | sv->be_key, sv->link ? sv->link->s.fd : 0, &sv->vars);
+	       &sv->be, sv->link ? sv->link->s.fd : 0, &sv->vars);
 }
 
 static void fd_clients(struct result *r, const struct list *l)
@@ -342,6 +374,41 @@ void admin_view_fds(struct result *r)
 		fd_servers(r, &p->idle_servers);
 		fd_servers(r, &p->tested_servers);
 		fd_servers(r, &p->login_servers);
+	}
+}
+
+/* ---- SHOW PROTOCOLS (pgcrew) ---- */
+
+static void protocol_row(struct result *r, char type, uint64_t id, const char *user, const char *db,
+			 int minor, int key_bytes)
+{
+	char proto[16];
+	snprintf(proto, sizeof(proto), "3.%d", minor);
+	res_row(r, "sqssisi", type == 'C' ? "C" : "S", id, user, db, r->world->id, proto, key_bytes);
+}
+
+/* Which protocol version each connection of this worker speaks, and how
+ * long the secret of its cancel key is: a client's is pgcrew's (4 bytes
+ * for 3.0, 32 for 3.2), a server's is PostgreSQL's. The id is SHOW
+ * CLIENTS' and SERVERS'. Connections still logging in are left out. */
+void admin_view_protocols(struct result *r)
+{
+	struct list *it;
+	res_begin(r, COLS("type", "id", "user", "database", "worker", "protocol", "key_bytes"),
+		  TYPES(OID_TEXT, OID_INT8, OID_TEXT, OID_TEXT, OID_INT4, OID_TEXT, OID_INT4), 7);
+	list_for_each(it, &r->world->all_clients) {
+		const struct client *c = container_of(it, struct client, all_node);
+		if (!c->key.len || c->state == CLIENT_LOGIN || c->state == CLIENT_JUSTFREE)
+			continue;
+		protocol_row(r, 'C', c->id, c->user_name[0] ? c->user_name : "(nouser)",
+			     c->pool ? c->pool->db->name : "(nodb)", c->proto_minor, c->key.len);
+	}
+	list_for_each(it, &r->world->all_servers) {
+		const struct server *sv = container_of(it, struct server, all_node);
+		if (sv->state == SERVER_JUSTFREE || sv->state == SERVER_LOGIN)
+			continue;        /* its version is not settled before ReadyForQuery */
+		protocol_row(r, 'S', sv->id, sv->pool->user->name, sv->pool->db->name, sv->proto_minor,
+			     sv->be.len);
 	}
 }
 

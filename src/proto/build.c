@@ -21,7 +21,7 @@
  *	pkt_write_query			- 'Q'
  *	pkt_write_terminate		- 'X'
  *	pkt_write_password / _sasl_initial / _sasl_response - 'p'
- *	pkt_write_startup		- v3.0 StartupMessage
+ *	pkt_write_startup		- v3.x StartupMessage
  *	pkt_write_ssl_request		- SSLRequest
  *	pkt_write_cancel_request	- CancelRequest
  *	pkt_write_negotiate_version	- 'v'
@@ -268,11 +268,11 @@ void pkt_write_parameter_status(struct pktbuf *pb, const char *key, const char *
 	pktbuf_finish(pb);
 }
 
-void pkt_write_backend_key(struct pktbuf *pb, uint32_t pid, uint32_t key)
+void pkt_write_backend_key(struct pktbuf *pb, const struct cancelkey *k)
 {
 	pktbuf_begin(pb, 'K');
-	pktbuf_put_u32(pb, pid);
-	pktbuf_put_u32(pb, key);
+	pktbuf_put_u32(pb, k->pid);
+	pktbuf_put_bytes(pb, k->secret, k->len);
 	pktbuf_finish(pb);
 }
 
@@ -325,10 +325,10 @@ void pkt_write_sasl_response(struct pktbuf *pb, const void *data, size_t len)
 	pktbuf_finish(pb);
 }
 
-void pkt_write_startup(struct pktbuf *pb, const char *const *kv)
+void pkt_write_startup(struct pktbuf *pb, uint32_t minor, const char *const *kv)
 {
 	pktbuf_begin(pb, 0);
-	pktbuf_put_u32(pb, PROTO_V3);
+	pktbuf_put_u32(pb, PROTO_V3 | (minor & 0xFFFF));
 	for (; kv && kv[0]; kv += 2) {
 		if (!kv[1]) {
 			pb->failed = true;   /* key without value */
@@ -348,12 +348,12 @@ void pkt_write_ssl_request(struct pktbuf *pb)
 	pktbuf_finish(pb);
 }
 
-void pkt_write_cancel_request(struct pktbuf *pb, uint32_t pid, uint32_t key)
+void pkt_write_cancel_request(struct pktbuf *pb, const struct cancelkey *k)
 {
 	pktbuf_begin(pb, 0);
 	pktbuf_put_u32(pb, PROTO_CANCEL_REQUEST);
-	pktbuf_put_u32(pb, pid);
-	pktbuf_put_u32(pb, key);
+	pktbuf_put_u32(pb, k->pid);
+	pktbuf_put_bytes(pb, k->secret, k->len);
 	pktbuf_finish(pb);
 }
 

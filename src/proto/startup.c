@@ -5,6 +5,7 @@
  * INTERFACE ROUTINES
  *	startup_parse		- classify and parse a complete first packet
  *	startup_parse_options	- "-c key=value --key=value" with backslash escapes
+ *	startup_length_refused	- a request's length checked before its body is read
  *	startup_kind_name	- enum startup_kind to text
  */
 #include "proto/startup.h"
@@ -14,9 +15,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "proto/cancelkey.h"
 #include "proto/packet.h"
 
 #define PROTO_PQ_PREFIX "_pq_."
+#define REQUEST_LENGTH_ERR "invalid length of request packet"
+#define CANCEL_LENGTH_ERR "invalid length of cancel request packet"
 
 static const char *const kind_names[] = {
 	[STARTUP_V3] = "startup", [STARTUP_SSL] = "ssl-request",
@@ -108,8 +112,8 @@ static enum startup_kind parse_v3(const uint8_t *pkt, size_t len, struct startup
 				  char *err, size_t errlen)
 {
 	if (PROTO_MAJOR(out->version) != 3) {
-		set_err(err, errlen, "unsupported frontend protocol %u.%u: server supports 3.0 to 3.0",
-			PROTO_MAJOR(out->version), PROTO_MINOR(out->version));
+		set_err(err, errlen, "unsupported frontend protocol %u.%u: server supports 3.0 to 3.%d",
+			PROTO_MAJOR(out->version), PROTO_MINOR(out->version), PROTO_MINOR_LATEST);
 		out->kind = STARTUP_BAD;
 		return STARTUP_BAD;
 	}
@@ -127,7 +131,7 @@ static enum startup_kind parse_request(size_t len, size_t want, enum startup_kin
 				       struct startup_msg *out, char *err, size_t errlen)
 {
 	if (len != want)
-		return bad(out, err, errlen, "invalid length of request packet");
+		return bad(out, err, errlen, REQUEST_LENGTH_ERR);
 	out->kind = kind;
 	return kind;
 }
@@ -135,6 +139,18 @@ static enum startup_kind parse_request(size_t len, size_t want, enum startup_kin
 static uint32_t be32_at(const uint8_t *p)
 {
 	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* Length word, code, pid, then the secret up to the end: 4 bytes (protocol
+ * 3.0) to 256 (3.2). */
+static enum startup_kind parse_cancel(const uint8_t *pkt, size_t len, struct startup_msg *out,
+				      char *err, size_t errlen)
+{
+	if (len < CANCELKEY_REQUEST_HDR || !cancelkey_set(&out->cancel, PROTO_MINOR_LATEST, be32_at(pkt + 8),
+					       pkt + CANCELKEY_REQUEST_HDR, len - CANCELKEY_REQUEST_HDR))
+		return bad(out, err, errlen, CANCEL_LENGTH_ERR);
+	out->kind = STARTUP_CANCEL;
+	return STARTUP_CANCEL;
 }
 
 enum startup_kind startup_parse(const uint8_t *pkt, size_t len, struct startup_msg *out,
@@ -153,13 +169,23 @@ enum startup_kind startup_parse(const uint8_t *pkt, size_t len, struct startup_m
 	case PROTO_GSSENC_REQUEST:
 		return parse_request(len, 8, STARTUP_GSSENC, out, err, errlen);
 	case PROTO_CANCEL_REQUEST:
-		if (parse_request(len, 16, STARTUP_CANCEL, out, err, errlen) == STARTUP_BAD)
-			return STARTUP_BAD;
-		out->cancel_pid = be32_at(pkt + 8);
-		out->cancel_key = be32_at(pkt + 12);
-		return STARTUP_CANCEL;
+		return parse_cancel(pkt, len, out, err, errlen);
 	default:
 		return parse_v3(pkt, len, out, err, errlen);
+	}
+}
+
+const char *startup_length_refused(const uint8_t *first8, size_t len)
+{
+	switch (be32_at(first8 + 4)) {
+	case PROTO_SSL_REQUEST:
+	case PROTO_GSSENC_REQUEST:
+		return len == 8 ? NULL : REQUEST_LENGTH_ERR;
+	case PROTO_CANCEL_REQUEST:
+		return len >= CANCELKEY_REQUEST_HDR + CANCELKEY_MIN && len <= CANCELKEY_REQUEST_MAX
+			       ? NULL : CANCEL_LENGTH_ERR;
+	default:
+		return NULL;
 	}
 }
 

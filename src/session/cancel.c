@@ -7,16 +7,17 @@
 #include "connlog.h"
 #include "config.h"
 #include "auth/crypto.h"
+#include "proto/cancelkey.h"
 #include "ipc.h"
 #include "log.h"
 #include "peer.h"
-#include "config.h"
 #include "proto/build.h"
 #include "proto/packet.h"
 #include "shm.h"
 #include "world.h"
 
 #include <errno.h>
+#include <openssl/crypto.h>
 #include <event2/event.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -30,67 +31,87 @@ struct cancel_req {
 	int fd;
 	struct event *ev;
 	usec_t started;
-	uint8_t pkt[16];
-	size_t sent;
+	uint8_t pkt[CANCELKEY_REQUEST_MAX];
+	size_t len, sent;
 };
 
+/* Clients by their key's pid; the pid is no secret (the secret is compared
+ * in constant time along the chain), and unique in this worker but for a
+ * client an online restart brought with its old key. */
 static struct client *buckets[CANCEL_BUCKETS];
 static struct list live = LIST_INIT(live);
 
-static unsigned bucket_of(uint32_t pid, uint32_t key)
+static unsigned bucket_of(uint32_t pid)
 {
-	return (pid * 2654435761u ^ key) % CANCEL_BUCKETS;
+	return (pid * 2654435761u) >> 20 & (CANCEL_BUCKETS - 1);
 }
 
-void cancel_register(struct client *c)
+static bool pid_taken(uint32_t pid)
 {
-	uint32_t v[2];
-	do {
-		if (!crypto_random(v, sizeof(v)))
-			fatal("no randomness for cancel keys");
-		/* Worker id in the top bits so keys never collide across workers. */
-		c->cancel_pid = (v[0] & 0x00ffffffu) | ((uint32_t)(c->world->id & 0x7f) << 24);
-		c->cancel_key = v[1];
-		/* With peering, the key names this host for the other peers. */
-		if (c->world->cfg->peer_id > 0)
-			c->cancel_key = (v[1] & ((1u << PEER_KEY_SHIFT) - 1)) |
-					((uint32_t)c->world->cfg->peer_id << PEER_KEY_SHIFT);
-	} while (cancel_find(c->cancel_pid, c->cancel_key));
-	cancel_register_key(c, c->cancel_pid, c->cancel_key);
+	for (struct client *c = buckets[bucket_of(pid)]; c; c = c->cancel_next)
+		if (c->key.pid == pid)
+			return true;
+	return false;
 }
 
-void cancel_register_key(struct client *c, uint32_t pid, uint32_t key)
+static void add_key(struct client *c)
 {
-	c->cancel_pid = pid;
-	c->cancel_key = key;
-	unsigned b = bucket_of(pid, key);
+	unsigned b = bucket_of(c->key.pid);
 	c->cancel_next = buckets[b];
 	buckets[b] = c;
 }
 
+/* The key's length and layout follow the client's protocol version
+ * (proto/cancelkey.c); its random part comes from the CSPRNG. */
+void cancel_register(struct client *c)
+{
+	uint8_t rnd[CANCELKEY_RANDOM];
+	do {
+		if (!crypto_random(rnd, sizeof(rnd)))
+			fatal("no randomness for cancel keys");
+		cancelkey_make(&c->key, c->proto_minor, c->world->id, c->world->cfg->peer_id, rnd);
+	} while (pid_taken(c->key.pid));
+	OPENSSL_cleanse(rnd, sizeof(rnd));
+	add_key(c);
+	shm_note_login(SHM_LOGIN_CLIENT, c->proto_minor);
+}
+
+void cancel_register_key(struct client *c, const struct cancelkey_own *key)
+{
+	c->key = *key;
+	if (c->key.len)
+		add_key(c);
+}
+
 void cancel_unregister(struct client *c)
 {
-	if (!c->cancel_pid && !c->cancel_key)
+	if (!c->key.len)
 		return;
-	unsigned b = bucket_of(c->cancel_pid, c->cancel_key);
+	unsigned b = bucket_of(c->key.pid);
 	for (struct client **pp = &buckets[b]; *pp; pp = &(*pp)->cancel_next) {
 		if (*pp == c) {
 			*pp = c->cancel_next;
 			break;
 		}
 	}
-	c->cancel_pid = c->cancel_key = 0;
+	OPENSSL_cleanse(&c->key, sizeof(c->key));
 }
 
-struct client *cancel_find(uint32_t pid, uint32_t key)
+struct client *cancel_find(const struct cancelkey *k)
 {
-	for (struct client *c = buckets[bucket_of(pid, key)]; c; c = c->cancel_next)
-		if (c->cancel_pid == pid && c->cancel_key == key)
+	for (struct client *c = buckets[bucket_of(k->pid)]; c; c = c->cancel_next)
+		if (cancelkey_matches(&c->key, k))
 			return c;
 	return NULL;
 }
 
-/* A cancel for a client of this worker, however it arrived. */
+struct client *cancel_find_own(const struct cancelkey_own *key)
+{
+	struct cancelkey k;
+	cancelkey_from_own(&k, key);
+	return cancel_find(&k);
+}
+
 /* The server code's "your cancels are answered" (cancel_set_server_done). */
 static void (*on_server_done)(struct server *sv);
 
@@ -99,9 +120,10 @@ void cancel_set_server_done(void (*fn)(struct server *sv))
 	on_server_done = fn;
 }
 
-void cancel_local(uint32_t pid, uint32_t key)
+/* A cancel for a client of this worker, however it arrived. */
+void cancel_local(const struct cancelkey *k)
 {
-	struct client *target = cancel_find(pid, key);
+	struct client *target = cancel_find(k);
 
 	if (!target)
 		log_debug("cancel request for unknown key: dropped");
@@ -113,16 +135,19 @@ void cancel_local(uint32_t pid, uint32_t key)
 		cancel_send(target->link);
 }
 
-void cancel_handle_request(struct world *w, uint32_t pid, uint32_t key)
+void cancel_handle_request(struct world *w, const struct cancelkey *k)
 {
-	int owner = (int)((pid >> 24) & 0x7f);
-	int peer = peer_of_key(key);
+	int owner, peer;
 
+	if (!cancelkey_route(k, &owner, &peer)) {
+		log_debug("cancel request with a key pgcrew never gives (%u bytes): dropped", k->len);
+		return;
+	}
 	if (w->cfg->peer_id > 0 && peer != w->cfg->peer_id) {
 		/* Another pgcrew host's client: pass it on, as PgBouncer does. */
 		const struct peer_def *pd = config_find_peer(w->cfg, peer);
 		if (pd)
-			peer_forward_cancel(pd, pid, key);
+			peer_forward_cancel(pd, k);
 		else
 			log_debug("cancel request for unknown peer %d: dropped", peer);
 		return;
@@ -133,11 +158,11 @@ void cancel_handle_request(struct world *w, uint32_t pid, uint32_t key)
 	int n = shm_n_workers();
 	if ((n > 0 ? owner % n : owner) != w->id) {
 		/* The kernel picked this worker; the client lives in another. */
-		if (ipc_send_cancel(w->sup, pid, key) < 0)
+		if (ipc_send_cancel(w->sup, k) < 0)
 			log_warning("could not forward a cancel request to worker %d", owner);
 		return;
 	}
-	cancel_local(pid, key);
+	cancel_local(k);
 }
 
 static void req_free(struct cancel_req *r)
@@ -165,8 +190,8 @@ static void req_io(evutil_socket_t fd, short what, void *arg)
 	struct cancel_req *r = arg;
 	uint8_t junk[64];
 
-	if (r->sent < sizeof(r->pkt)) {
-		ssize_t n = send(fd, r->pkt + r->sent, sizeof(r->pkt) - r->sent, MSG_NOSIGNAL);
+	if (r->sent < r->len) {
+		ssize_t n = send(fd, r->pkt + r->sent, r->len - r->sent, MSG_NOSIGNAL);
 		if (n < 0 && (errno == EAGAIN || errno == EINPROGRESS || errno == EINTR)) {
 			event_add(r->ev, NULL);
 			return;
@@ -176,6 +201,10 @@ static void req_io(evutil_socket_t fd, short what, void *arg)
 			return;
 		}
 		r->sent += (size_t)n;
+		if (r->sent < r->len) {
+			event_add(r->ev, NULL);
+			return;
+		}
 		event_del(r->ev);
 		event_assign(r->ev, stream_base, fd, EV_READ, req_io, r);
 		event_add(r->ev, NULL);
@@ -195,6 +224,8 @@ bool cancel_send(struct server *sv)
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
 
+	if (!sv->be.len)
+		return false;         /* it never sent a BackendKeyData: nothing to cancel with */
 	if (getpeername(sv->s.fd, (struct sockaddr *)&ss, &len) < 0)
 		return false;
 	int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -210,7 +241,8 @@ bool cancel_send(struct server *sv)
 	r->started = util_monotonic();
 	struct pktbuf pb;
 	pktbuf_init_fixed(&pb, r->pkt, sizeof(r->pkt));
-	pkt_write_cancel_request(&pb, sv->be_pid, sv->be_key);
+	pkt_write_cancel_request(&pb, &sv->be);
+	r->len = pb.len;
 	r->next_of_server = sv->cancel_reqs;
 	sv->cancel_reqs = r;
 	sv->cancels_pending++;
@@ -250,7 +282,7 @@ void cancel_janitor(struct world *w, usec_t now)
 struct deferred {
 	struct list node;
 	struct event *ev;
-	uint32_t pid, key;
+	struct cancelkey_own key;
 };
 static struct list deferred_list = LIST_INIT(deferred_list);
 
@@ -266,7 +298,7 @@ static void deferred_free(struct deferred *d)
 static void on_deferred(evutil_socket_t fd, short what, void *arg)
 {
 	struct deferred *d = arg;
-	struct client *c = cancel_find(d->pid, d->key);
+	struct client *c = cancel_find_own(&d->key);
 	deferred_free(d);
 	if (c && c->link && c->query_running)
 		(void)cancel_send(c->link);
@@ -276,8 +308,7 @@ void cancel_after_send(struct client *c)
 {
 	struct timeval tv = { 0, DEFER_USEC };
 	struct deferred *d = xcalloc(1, sizeof(*d));
-	d->pid = c->cancel_pid;
-	d->key = c->cancel_key;
+	d->key = c->key;
 	d->ev = event_new(c->world->base, -1, 0, on_deferred, d);
 	list_append(&deferred_list, &d->node);
 	event_add(d->ev, &tv);

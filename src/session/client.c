@@ -20,7 +20,9 @@
 #include "config/userlist.h"
 #include "pool.h"
 #include "proto/build.h"
+#include "proto/cancelkey.h"
 #include "proto/error.h"
+#include "proto/packet.h"
 #include "proto/startup.h"
 #include "psrelay.h"
 #include "server.h"
@@ -388,7 +390,11 @@ struct client *client_taken(int fd, const struct handover_client *h, struct pool
 		c->counted_user = login_user &&
 				  take_client_slot(login_user->shm_idx, &login_user->n_clients, 0);
 	}
-	cancel_register_key(c, h->cancel_pid, h->cancel_key);
+	struct cancelkey_own key;
+	if (!cancelkey_to_own(&key, &h->key))
+		memset(&key, 0, sizeof(key));    /* a length pgcrew never gives: no key */
+	cancel_register_key(c, &key);
+	c->proto_minor = h->proto_minor;
 	client_set_state(c, CLIENT_ACTIVE);
 	return c;
 }
@@ -422,7 +428,9 @@ static void send_welcome(struct client *c)
 	varcache_write_status(&pb, &p->welcome_vars, &c->vars);
 	for (int i = 0; i < p->n_welcome_other; i++)
 		pkt_write_parameter_status(&pb, p->welcome_other[2 * i], p->welcome_other[2 * i + 1]);
-	pkt_write_backend_key(&pb, c->cancel_pid, c->cancel_key);
+	struct cancelkey k;
+	cancelkey_from_own(&k, &c->key);
+	pkt_write_backend_key(&pb, &k);
 	pkt_write_ready(&pb, 'I');
 	if (!send_pb(c, &pb))
 		return;
@@ -993,13 +1001,16 @@ static void add_host_to_appname(struct client *c)
 	(void)varcache_set(&c->vars, "application_name", buf);
 }
 
+/* As PostgreSQL 18: a client asking for a minor version up to ours gets it
+ * without a word (3.1 was never used, and behaves as 3.0); a newer one is
+ * told ours. _pq_.* options are always listed: pgcrew knows none. */
 static void negotiate_version(struct client *c, const struct startup_msg *m)
 {
-	if ((m->version & 0xffff) == 0 && m->n_unsupported == 0)
+	if (PROTO_MINOR(m->version) <= PROTO_MINOR_LATEST && m->n_unsupported == 0)
 		return;
 	struct pktbuf pb;
 	pktbuf_init(&pb, 64);
-	pkt_write_negotiate_version(&pb, 0, m->unsupported, m->n_unsupported);
+	pkt_write_negotiate_version(&pb, c->proto_minor, m->unsupported, m->n_unsupported);
 	send_pb(c, &pb);
 }
 
@@ -1076,6 +1087,8 @@ static void handle_startup(struct client *c, const struct startup_msg *m)
 	char msg[256];
 
 	client_set_names(c, m->user, m->database);
+	c->proto_minor = (uint8_t)(PROTO_MINOR(m->version) < PROTO_MINOR_LATEST ? PROTO_MINOR(m->version)
+										  : PROTO_MINOR_LATEST);
 	if (m->replication && !parse_replication(m->replication, &c->repl)) {
 		snprintf(msg, sizeof(msg), "invalid value for parameter \"replication\": \"%.100s\"",
 			 m->replication);
@@ -1243,6 +1256,11 @@ static enum stream_action startup_pkt(struct client *c, const struct pkt_hdr *h,
 	struct startup_msg m;
 	char err[256];
 
+	const char *refused = avail >= PKT_STARTUP_MIN ? startup_length_refused(data, h->len) : NULL;
+	if (refused) {
+		client_close(c, true, refused);
+		return SA_STOP;
+	}
 	if (avail < h->len)
 		return SA_NEED_FULL;
 	switch (startup_parse(data, h->len, &m, err, sizeof(err))) {
@@ -1261,7 +1279,7 @@ static enum stream_action startup_pkt(struct client *c, const struct pkt_hdr *h,
 	case STARTUP_CANCEL:
 		client_set_state(c, CLIENT_CANCEL);
 		stream_consume(&c->s, h->len);
-		cancel_handle_request(c->world, m.cancel_pid, m.cancel_key);
+		cancel_handle_request(c->world, &m.cancel);
 		client_close(c, false, "cancel request handled");
 		return SA_STOP;
 	case STARTUP_V3:

@@ -62,8 +62,8 @@ static void fill_client(const struct client *c, struct handover_client *h)
 	strlcpy_(h->login_user, u ? u->name : "", sizeof(h->login_user));
 	strlcpy_(h->db_name, c->db_name, sizeof(h->db_name));
 	strlcpy_(h->user_name, c->user_name, sizeof(h->user_name));
-	h->cancel_pid = c->cancel_pid;
-	h->cancel_key = c->cancel_key;
+	cancelkey_from_own(&h->key, &c->key);
+	h->proto_minor = c->proto_minor;
 	h->connect_time = c->connect_time;
 	h->last_activity = c->last_activity;
 	h->sent_at = util_monotonic();
@@ -179,7 +179,7 @@ bool conn_takeover_last_servers(struct world *w)
 
 /* Clients that arrived linked, until their server comes. */
 static struct pending {
-	uint32_t pid, key;
+	struct cancelkey_own key;
 	usec_t since;
 } pending[MAX_PENDING];
 static int n_pending;
@@ -190,7 +190,7 @@ static void on_pending_check(evutil_socket_t fd, short what, void *arg)
 	usec_t now = util_monotonic();
 	int kept = 0;
 	for (int i = 0; i < n_pending; i++) {
-		struct client *c = cancel_find(pending[i].pid, pending[i].key);
+		struct client *c = cancel_find_own(&pending[i].key);
 		if (!c || c->link)
 			continue;
 		if (now - pending[i].since < PAIR_WAIT_USEC) {
@@ -214,7 +214,7 @@ static void await_server(struct client *c)
 		client_close(c, true, "server conn crashed?");
 		return;
 	}
-	pending[n_pending++] = (struct pending){ c->cancel_pid, c->cancel_key, util_monotonic() };
+	pending[n_pending++] = (struct pending){ c->key, util_monotonic() };
 	if (!pending_ev)
 		pending_ev = event_new(c->world->base, -1, 0, on_pending_check, NULL);
 	if (!event_pending(pending_ev, EV_TIMEOUT, NULL))
@@ -297,7 +297,7 @@ void conn_takeover_server(struct world *w, uint32_t reqid, const void *payload, 
 	struct server *sv = server_received(w, payload, len, fd, true, &h);
 	if (!sv)
 		return;
-	struct client *c = (reqid & IPC_TAKEN_PAIRED) ? cancel_find(h.owner_pid, h.owner_key) : NULL;
+	struct client *c = (reqid & IPC_TAKEN_PAIRED) && h.owner.len ? cancel_find(&h.owner) : NULL;
 	if (c && !c->link && c->pool == sv->pool && c->state == CLIENT_ACTIVE) {
 		pool_link_taken(c, sv);
 		server_debug(sv, "taken over from the old process with its client");

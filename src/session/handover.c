@@ -6,6 +6,7 @@
 #include "ipc.h"
 #include "prepared.h"
 #include "proto/build.h"
+#include "proto/cancelkey.h"
 #include "proto/packet.h"
 #include "auth/scram.h"
 #include "util.h"
@@ -42,8 +43,8 @@ bool handover_encode(struct pktbuf *pb, const struct handover_rec *h, const stru
 	pktbuf_put_string(pb, h->db);
 	pktbuf_put_string(pb, h->user);
 	put_u64(pb, h->id);
-	pktbuf_put_u32(pb, h->be_pid);
-	pktbuf_put_u32(pb, h->be_key);
+	cancelkey_put(pb, &h->be);
+	pktbuf_put_u8(pb, h->proto_minor);
 	pktbuf_put_string(pb, h->addr);
 	pktbuf_put_string(pb, h->laddr);
 	pktbuf_put_u32(pb, (uint32_t)h->port);
@@ -55,8 +56,7 @@ bool handover_encode(struct pktbuf *pb, const struct handover_rec *h, const stru
 	put_u64(pb, (uint64_t)h->sent_at);
 	pktbuf_put_u32(pb, h->vars_set);
 	pktbuf_put_u8(pb, h->used);
-	pktbuf_put_u32(pb, h->owner_pid);
-	pktbuf_put_u32(pb, h->owner_key);
+	cancelkey_put(pb, &h->owner);
 	put_vars(pb, vars);
 	for (int i = 0; i < n_other; i++) {
 		pktbuf_put_string(pb, other[2 * i]);
@@ -113,8 +113,9 @@ bool handover_decode(const void *payload, size_t len, struct handover_rec *h, st
 	if (!get_names(&r, h))
 		return false;
 	h->id = get_u64(&r);
-	h->be_pid = pkt_get_u32(&r);
-	h->be_key = pkt_get_u32(&r);
+	if (!cancelkey_get(&r, &h->be))
+		return false;
+	h->proto_minor = pkt_get_u8(&r);
 	if (!get_str(&r, h->addr, sizeof(h->addr)) || !get_str(&r, h->laddr, sizeof(h->laddr)))
 		return false;
 	h->port = pkt_get_i32(&r);
@@ -126,9 +127,8 @@ bool handover_decode(const void *payload, size_t len, struct handover_rec *h, st
 	h->sent_at = (usec_t)get_u64(&r);
 	h->vars_set = pkt_get_u32(&r);
 	h->used = pkt_get_u8(&r);
-	h->owner_pid = pkt_get_u32(&r);
-	h->owner_key = pkt_get_u32(&r);
-	if (r.failed || !get_pairs(&r, set_var, vars) || !get_pairs(&r, on_other, arg) ||
+	if (r.failed || !cancelkey_get(&r, &h->owner) || !get_pairs(&r, set_var, vars) ||
+	    !get_pairs(&r, on_other, arg) ||
 	    !ps_server_import(ps, &r))
 		return false;
 	return pkt_get_end(&r);
@@ -192,8 +192,8 @@ bool handover_client_encode(struct pktbuf *pb, const struct handover_client *h,
 	pktbuf_put_string(pb, h->login_user);
 	pktbuf_put_string(pb, h->db_name);
 	pktbuf_put_string(pb, h->user_name);
-	pktbuf_put_u32(pb, h->cancel_pid);
-	pktbuf_put_u32(pb, h->cancel_key);
+	cancelkey_put(pb, &h->key);
+	pktbuf_put_u8(pb, h->proto_minor);
 	put_u64(pb, (uint64_t)h->connect_time);
 	put_u64(pb, (uint64_t)h->last_activity);
 	put_u64(pb, (uint64_t)h->sent_at);
@@ -232,8 +232,9 @@ bool handover_client_decode(const void *payload, size_t len, struct handover_cli
 	pkt_reader_init(&r, payload, len);
 	if (!get_client_strings(&r, h))
 		return false;
-	h->cancel_pid = pkt_get_u32(&r);
-	h->cancel_key = pkt_get_u32(&r);
+	if (!cancelkey_get(&r, &h->key))
+		return false;
+	h->proto_minor = pkt_get_u8(&r);
 	h->connect_time = (usec_t)get_u64(&r);
 	h->last_activity = (usec_t)get_u64(&r);
 	h->sent_at = (usec_t)get_u64(&r);

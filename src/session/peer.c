@@ -1,11 +1,13 @@
 /* pgcrew — forwarding CancelRequests to peers (see peer.h). Each forward is
- * a short connection: resolve (c-ares), connect, send the 16-byte request,
- * wait for the peer to close. Bounded by PEER_TIMEOUT_SEC. */
+ * a short connection: resolve (c-ares), connect, send the request as it
+ * came (16 bytes, or up to 268 with a protocol 3.2 key), wait for the peer
+ * to close. Bounded by PEER_TIMEOUT_SEC. */
 #include "peer.h"
 #include "config.h"
 #include "dns.h"
 #include "log.h"
 #include "proto/build.h"
+#include "proto/cancelkey.h"
 #include "stream.h"
 #include "util.h"
 
@@ -24,16 +26,11 @@ struct forward {
 	int fd;
 	struct event *ev;
 	struct dns_req *dns;
-	uint8_t pkt[16];
-	size_t sent;
+	uint8_t pkt[CANCELKEY_REQUEST_MAX];
+	size_t len, sent;
 };
 
 static struct list forwards = LIST_INIT(forwards);
-
-int peer_of_key(uint32_t key)
-{
-	return (int)(key >> PEER_KEY_SHIFT);
-}
 
 static void fw_free(struct forward *f)
 {
@@ -57,8 +54,8 @@ static void fw_io(evutil_socket_t fd, short what, void *arg)
 		fw_free(f);
 		return;
 	}
-	if (f->sent < sizeof(f->pkt)) {
-		ssize_t n = send(fd, f->pkt + f->sent, sizeof(f->pkt) - f->sent, MSG_NOSIGNAL);
+	if (f->sent < f->len) {
+		ssize_t n = send(fd, f->pkt + f->sent, f->len - f->sent, MSG_NOSIGNAL);
 		if (n < 0 && (errno == EAGAIN || errno == EINPROGRESS || errno == EINTR))
 			return;
 		if (n <= 0) {
@@ -67,7 +64,7 @@ static void fw_io(evutil_socket_t fd, short what, void *arg)
 			return;
 		}
 		f->sent += (size_t)n;
-		if (f->sent == sizeof(f->pkt)) {
+		if (f->sent == f->len) {
 			struct timeval tv = { PEER_TIMEOUT_SEC, 0 };
 			event_del(f->ev);
 			event_assign(f->ev, stream_base, fd, EV_READ | EV_PERSIST | EV_TIMEOUT, fw_io, f);
@@ -108,7 +105,7 @@ static void fw_resolved(void *arg, enum dns_status st, const struct sockaddr_sto
 	fw_connect(f, (const struct sockaddr *)&addrs[0], len);
 }
 
-void peer_forward_cancel(const struct peer_def *p, uint32_t pid, uint32_t key)
+void peer_forward_cancel(const struct peer_def *p, const struct cancelkey *k)
 {
 	struct forward *f = xcalloc(1, sizeof(*f));
 	struct pktbuf pb;
@@ -116,7 +113,8 @@ void peer_forward_cancel(const struct peer_def *p, uint32_t pid, uint32_t key)
 	f->peer_id = p->peer_id;
 	f->fd = -1;
 	pktbuf_init_fixed(&pb, f->pkt, sizeof(f->pkt));
-	pkt_write_cancel_request(&pb, pid, key);
+	pkt_write_cancel_request(&pb, k);
+	f->len = pb.len;
 	list_append(&forwards, &f->node);
 	log_debug("cancel request passed to peer %d (%s:%d)", p->peer_id, p->host, p->port);
 	if (p->host[0] == '/') {
@@ -140,7 +138,7 @@ void peer_counts(int peer_id, int *connecting, int *active)
 		const struct forward *f = container_of(it, struct forward, node);
 		if (f->peer_id != peer_id)
 			continue;
-		if (f->sent < sizeof(f->pkt))
+		if (f->sent < f->len)
 			(*connecting)++;
 		else
 			(*active)++;

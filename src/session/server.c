@@ -19,7 +19,9 @@
 #include "dns.h"
 #include "pool.h"
 #include "proto/build.h"
+#include "proto/cancelkey.h"
 #include "proto/error.h"
+#include "proto/packet.h"
 #include "psrelay.h"
 #include "tls.h"
 #include "world.h"
@@ -480,9 +482,11 @@ static void send_startup(struct server *sv)
 		}
 	}
 	kv[n] = NULL;
+	/* Until a NegotiateProtocolVersion says less (PostgreSQL before 18). */
+	sv->proto_minor = (uint8_t)protover_minor(server_world(sv)->cfg->server_max_protocol_version);
 	struct pktbuf pb;
 	pktbuf_init(&pb, 256);
-	pkt_write_startup(&pb, kv);
+	pkt_write_startup(&pb, sv->proto_minor, kv);
 	if (!stream_write(&sv->s, &pb)) {
 		pktbuf_free(&pb);
 		server_close(sv, "could not send startup packet");
@@ -931,6 +935,7 @@ static void role_known(struct server *sv)
 
 static void login_complete(struct server *sv)
 {
+	shm_note_login(SHM_LOGIN_SERVER, sv->proto_minor);
 	if (role_query_needed(sv)) {
 		server_run_internal(sv, SI_ROLE_QUERY, HOSTROLE_QUERY);
 		return;
@@ -951,6 +956,35 @@ static void role_answered(struct server *sv)
 	role_known(sv);
 }
 
+/* BackendKeyData: the pid, then the secret to the end of the message (4
+ * bytes before protocol 3.2; 4 to 256 from 3.2, 32 from PostgreSQL 18). */
+static bool backend_key(struct server *sv, const uint8_t *body, size_t blen)
+{
+	struct pkt_reader r;
+	pkt_reader_init(&r, body, blen);
+	uint32_t pid = pkt_get_u32(&r);
+	return !r.failed && cancelkey_set(&sv->be, sv->proto_minor, pid, body + r.pos, blen - r.pos);
+}
+
+/* NegotiateProtocolVersion: the server speaks an older minor version (a
+ * PostgreSQL before 18 answers 3.0 to our 3.2); the options it lists are
+ * none of ours, since we send none. A version above the one asked, or of
+ * another major, is a protocol violation. */
+static bool negotiated(struct server *sv, const uint8_t *body, size_t blen)
+{
+	struct pkt_reader r;
+	pkt_reader_init(&r, body, blen);
+	uint32_t version = pkt_get_u32(&r);
+	uint32_t n = pkt_get_u32(&r);
+	for (uint32_t i = 0; i < n && !r.failed; i++)
+		(void)pkt_get_string(&r);
+	if (!pkt_get_end(&r) || PROTO_MAJOR(version) != 3 || PROTO_MINOR(version) > sv->proto_minor)
+		return false;
+	sv->proto_minor = (uint8_t)PROTO_MINOR(version);
+	server_debug(sv, "server speaks protocol 3.%u", PROTO_MINOR(version));
+	return true;
+}
+
 static enum stream_action login_pkt(struct server *sv, const struct pkt_hdr *h,
 				    const uint8_t *data, size_t avail)
 {
@@ -968,13 +1002,18 @@ static enum stream_action login_pkt(struct server *sv, const struct pkt_hdr *h,
 	case 'S':
 		handle_param(sv, body, blen);
 		break;
-	case 'K': {
-		struct pkt_reader r;
-		pkt_reader_init(&r, body, blen);
-		sv->be_pid = pkt_get_u32(&r);
-		sv->be_key = pkt_get_u32(&r);
+	case 'K':
+		if (!backend_key(sv, body, blen)) {
+			login_failed(sv, "08P01", "invalid BackendKeyData from server");
+			return SA_STOP;
+		}
 		break;
-	}
+	case 'v':
+		if (!negotiated(sv, body, blen)) {
+			login_failed(sv, "08P01", "invalid NegotiateProtocolVersion from server");
+			return SA_STOP;
+		}
+		break;
 	case 'E': {
 		struct pg_error e;
 		if (!pkt_parse_error(body, blen, &e))
@@ -986,8 +1025,6 @@ static enum stream_action login_pkt(struct server *sv, const struct pkt_hdr *h,
 		}
 		return SA_STOP;
 	}
-	case 'v':
-		break;
 	case 'Z':
 		sv->ready_status = blen >= 1 ? (char)body[0] : 'I';
 		login_complete(sv);

@@ -40,8 +40,8 @@ static void fill_rec(const struct server *sv, struct handover_rec *h)
 	strlcpy_(h->db, sv->pool->db->name, sizeof(h->db));
 	strlcpy_(h->user, sv->pool->user->name, sizeof(h->user));
 	h->id = sv->id;
-	h->be_pid = sv->be_pid;
-	h->be_key = sv->be_key;
+	h->be = sv->be;
+	h->proto_minor = sv->proto_minor;
 	strlcpy_(h->addr, sv->addr, sizeof(h->addr));
 	strlcpy_(h->laddr, sv->laddr, sizeof(h->laddr));
 	h->port = sv->port;
@@ -81,10 +81,8 @@ bool server_send(struct server *sv, enum ipc_type type, uint32_t reqid, const st
 	if (sv->link)
 		fatal("S-%llu: sent away while linked", (unsigned long long)sv->id);
 	fill_rec(sv, &h);
-	if (owner) {
-		h.owner_pid = owner->cancel_pid;
-		h.owner_key = owner->cancel_key;
-	}
+	if (owner)
+		cancelkey_from_own(&h.owner, &owner->key);
 	pktbuf_init(&pb, 512);
 	sent = handover_encode(&pb, &h, &sv->vars, sv->pool->welcome_other, sv->pool->n_welcome_other,
 			       sv->ps) &&
@@ -111,8 +109,8 @@ bool server_give(struct server *sv)
 static void apply_rec(struct server *sv, const struct handover_rec *h)
 {
 	sv->id = h->id;
-	sv->be_pid = h->be_pid;
-	sv->be_key = h->be_key;
+	sv->be = h->be;
+	sv->proto_minor = h->proto_minor;
 	strlcpy_(sv->addr, h->addr, sizeof(sv->addr));
 	strlcpy_(sv->laddr, h->laddr, sizeof(sv->laddr));
 	sv->port = h->port;

@@ -39,7 +39,7 @@ static bool without_socket(struct world *w, const struct ipc_hdr *hdr, const voi
 	struct slot_req r;
 	struct pool_want want;
 	struct login_failure f;
-	uint32_t pid, key;
+	struct cancelkey key;
 
 	switch (hdr->type) {
 	case IPC_SLOT_GRANT:
@@ -59,8 +59,8 @@ static bool without_socket(struct world *w, const struct ipc_hdr *hdr, const voi
 			pool_login_failed_heard(w, &f);
 		return true;
 	case IPC_CANCEL_FWD:
-		if (ipc_get_cancel(hdr, payload, &pid, &key))
-			cancel_local(pid, key);
+		if (ipc_get_cancel(hdr, payload, &key))
+			cancel_local(&key);
 		return true;
 	default:
 		return false;

@@ -210,6 +210,26 @@ static void render_workers(struct evbuffer *b)
 		evbuffer_add_printf(b, "pgcrew_worker_clients{worker=\"%d\"} %d\n", w, shm_clients_of(w));
 }
 
+/* Logins by the protocol version they speak: clients given their key (3.2:
+ * a long one), servers logged in (3.0: a PostgreSQL before 18, or
+ * server_max_protocol_version = 3.0). */
+static void render_logins(struct evbuffer *b)
+{
+	static const struct {
+		enum shm_login_kind kind;
+		const char *name, *help;
+	} fams[] = {
+		{ SHM_LOGIN_CLIENT, "pgcrew_client_logins_total", "Client logins by the protocol version they speak" },
+		{ SHM_LOGIN_SERVER, "pgcrew_server_logins_total", "Server logins by the protocol version spoken with them" },
+	};
+	for (size_t f = 0; f < ARRAY_SIZE(fams); f++) {
+		family(b, fams[f].name, "counter", fams[f].help);
+		for (int minor = 0; minor < SHM_PROTO_MINORS; minor++)
+			evbuffer_add_printf(b, "%s{protocol=\"3.%d\"} %llu\n", fams[f].name, minor,
+					    (unsigned long long)shm_logins_total(fams[f].kind, minor));
+	}
+}
+
 /* ---- merged console views ---- */
 
 struct gauge_col {
@@ -401,6 +421,7 @@ static void render(struct evbuffer *b, const struct scrape *s)
 	render_stats(b);
 	render_histograms(b);
 	render_workers(b);
+	render_logins(b);
 }
 
 /* ---- scrapes ---- */

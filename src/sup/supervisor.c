@@ -19,6 +19,7 @@
 #include "control.h"
 #include "hist.h"
 #include "metrics.h"
+#include "proto/cancelkey.h"
 
 #include <errno.h>
 #include <event2/event.h>
@@ -236,19 +237,26 @@ static void route_server(int from, const struct ipc_hdr *hdr, const void *payloa
 	close(fd);
 }
 
-/* The cancel key's top byte names the worker that owns the client; after
- * an online restart to fewer workers, old worker o's clients are in o % n. */
+/* The cancel key names the worker that owns the client (proto/cancelkey.h);
+ * after an online restart to fewer workers, old worker o's clients are in
+ * o % n. */
 static void forward_cancel(int from, const struct ipc_hdr *hdr, const void *payload)
 {
-	uint32_t v[2];
-	if (!ipc_get_cancel(hdr, payload, &v[0], &v[1]))
+	struct cancelkey k;
+	int owner, peer;
+	if (!ipc_get_cancel(hdr, payload, &k))
 		return;
-	int owner = (int)((v[0] >> 24) & 0x7f) % sup.n_slots;
-	if (owner >= sup.n_slots || !sup.slots[owner].ch) {
+	if (!cancelkey_route(&k, &owner, &peer)) {
+		log_debug("cancel request (from worker %d) with a key of no pgcrew layout: dropped", from);
+		return;
+	}
+	owner %= sup.n_slots;
+	if (!sup.slots[owner].ch) {
 		log_debug("cancel request for worker %d (from worker %d): no such worker, dropped", owner, from);
 		return;
 	}
-	send_to(owner, IPC_CANCEL_FWD, 0, v, sizeof(v));
+	if (ipc_send_cancel(sup.slots[owner].ch, &k) < 0)
+		log_warning("could not forward a cancel request to worker %d", owner);
 }
 
 /* ---- welcome parameters ---- */

@@ -17,7 +17,8 @@ import util
 # Settings PgBouncer does not know: never written when validating against it.
 PGCREW_ONLY_KEYS = frozenset({"workers", "auth_query_cache_ttl", "unnamed_statement_cache",
                               "sql_prepared_statements", "proxy_protocol",
-                              "proxy_protocol_sources", "io_uring"})
+                              "proxy_protocol_sources", "io_uring",
+                              "server_max_protocol_version"})
 
 SANITIZER_MARKERS = ("AddressSanitizer", "LeakSanitizer", "runtime error:",
                      "UndefinedBehaviorSanitizer")

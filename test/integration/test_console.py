@@ -40,6 +40,7 @@ EXPECTED = {
     "WORKERS": ["worker", "pid", "clients", "servers", "pools", "cpu_user_ms",
                 "cpu_system_ms", "restarts", "servers_moved_in", "servers_moved_out",
                 "io_uring", "io_batches", "io_batched_ops"],
+    "PROTOCOLS": ["type", "id", "user", "database", "worker", "protocol", "key_bytes"],
 }
 
 

@@ -23,7 +23,8 @@ GO_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "go", "console
 TYPE_NAMES = {17: "BYTEA", 20: "INT8", 21: "INT2", 23: "INT4", 25: "TEXT"}
 SHOWS = ["HELP", "VERSION", "CONFIG", "DATABASES", "POOLS", "CLIENTS", "SERVERS", "USERS",
          "LISTS", "STATS", "STATS_TOTALS", "STATS_AVERAGES", "TOTALS", "STATE", "DNS_HOSTS",
-         "DNS_ZONES", "PEERS", "PEER_POOLS", "WORKERS", "FDS", "SOCKETS", "ACTIVE_SOCKETS", "MEM"]
+         "DNS_ZONES", "PEERS", "PEER_POOLS", "WORKERS", "FDS", "SOCKETS", "ACTIVE_SOCKETS", "MEM",
+         "PROTOCOLS"]
 
 
 def go_binary():
@@ -83,6 +84,10 @@ def test_go_drivers_read_every_show(pg15, make_pooler, consolecheck, driver):
         assert sum(r["type"] == "C" and r["database"] == "testdb" for r in got["CLIENTS"]["rows"]) == 6
         assert sum(r["task"] == "server" for r in got["FDS"]["rows"]) == 6
         assert all(r["scram_client_key"] is None for r in got["FDS"]["rows"])
+        assert all(r["cancel_key"] is not None for r in got["FDS"]["rows"] if r["task"] != "pooler")
+        protos = [r for r in got["PROTOCOLS"]["rows"] if r["database"] == "testdb"]
+        assert sorted((r["type"], r["protocol"], r["key_bytes"]) for r in protos) == \
+            [("C", "3.0", 4)] * 6 + [("S", "3.0", 4)] * 6        # libpq's default; PostgreSQL 15
         mem = {r["name"]: r for r in got["MEM"]["rows"]}
         assert mem["server_cache"]["used"] == 6
         stats = {r["database"]: r for r in got["STATS"]["rows"]}

@@ -25,7 +25,7 @@ EXPECTED = {
     "FDS": [("fd", INT4), ("task", TEXT), ("user", TEXT), ("database", TEXT), ("addr", TEXT),
             ("port", INT4), ("cancel", INT8), ("link", INT4), ("client_encoding", TEXT),
             ("std_strings", TEXT), ("datestyle", TEXT), ("timezone", TEXT), ("password", TEXT),
-            ("scram_client_key", BYTEA), ("scram_server_key", BYTEA)],
+            ("scram_client_key", BYTEA), ("scram_server_key", BYTEA), ("cancel_key", BYTEA)],
     "SOCKETS": SOCKET_COLS,
     "ACTIVE_SOCKETS": SOCKET_COLS,
     "MEM": [("name", TEXT), ("size", INT4), ("used", INT4), ("free", INT4), ("memtotal", INT4)],
@@ -100,6 +100,11 @@ def test_rows_count_the_connections(pg15, make_pooler):
             assert all(r[2] == "trust_user" and r[3] == "testdb" for r in cl + sv)
             assert {r[6] >> 32 for r in sv} == backends          # cancel key: pid in the top half
             assert {r[6] >> 32 for r in cl} == {c.info.backend_pid for c in conns}
+            # cancel_key: the whole secret, whose first 4 bytes end `cancel`
+            # (libpq 18 asks 3.0 by default: 4 bytes to a client; the
+            # PostgreSQL 15 server answered our 3.2 with 3.0: 4 bytes too).
+            assert all(len(r[15]) == 4 for r in cl + sv)
+            assert all(int.from_bytes(r[15], "big") == r[6] & 0xFFFFFFFF for r in cl + sv)
             assert all(r[7] > 0 for r in cl + sv)                # linked in session mode
             assert all(r[12] is None and r[13] is None and r[14] is None for r in fds)
             poolers = [r for r in fds if r[1] == "pooler"]

@@ -34,3 +34,9 @@ TESTS += test/unit/test_proxyproto
 test_unit_test_proxyproto_SOURCES = test/unit/test_proxyproto.c
 test_unit_test_proxyproto_CFLAGS = $(UNIT_CFLAGS)
 test_unit_test_proxyproto_LDADD = $(UNIT_LDADD)
+
+check_PROGRAMS += test/unit/test_cancelkey
+TESTS += test/unit/test_cancelkey
+test_unit_test_cancelkey_SOURCES = test/unit/test_cancelkey.c
+test_unit_test_cancelkey_CFLAGS = $(UNIT_CFLAGS)
+test_unit_test_cancelkey_LDADD = $(UNIT_LDADD)

@@ -621,7 +621,10 @@ void rig_put32(uint8_t *b, uint32_t v)
 	b[3] = (uint8_t)v;
 }
 
-void rig_pg_login(struct peer *p, uint32_t pid, uint32_t key)
+/* The server's side of a login: the pooler asks for protocol 3.2 (our
+ * default); a server of `minor` answers NegotiateProtocolVersion first
+ * when it speaks less, as PostgreSQL before 18 does. */
+static void pg_login(struct peer *p, int minor, const struct cancelkey *k)
 {
 	static const char *const params[][2] = {
 		{ "server_version", "15.0" }, { "server_encoding", "UTF8" },
@@ -630,19 +633,37 @@ void rig_pg_login(struct peer *p, uint32_t pid, uint32_t key)
 		{ "standard_conforming_strings", "on" }, { "application_name", "" },
 	};
 	struct msg m;
-	uint8_t b[64];
+	uint8_t b[8 + CANCELKEY_MAX];
 	rig_read_startup(p, &m);
-	REQUIRE_EQ(rig_be32(m.body), 196608);
+	REQUIRE_EQ(rig_be32(m.body) >> 16, 3);
+	uint32_t asked = rig_be32(m.body) & 0xffff;
+	if (asked > (uint32_t)minor) {
+		rig_put32(b, 3u << 16 | (uint32_t)minor);
+		rig_put32(b + 4, 0);
+		rig_send(p, 'v', b, 8);
+	}
 	rig_put32(b, 0);
 	rig_send(p, 'R', b, 4);
 	for (size_t i = 0; i < sizeof(params) / sizeof(params[0]); i++) {
 		size_t n = put_pair(b, 0, params[i][0], params[i][1]);
 		rig_send(p, 'S', b, n);
 	}
-	rig_put32(b, pid);
-	rig_put32(b + 4, key);
-	rig_send(p, 'K', b, 8);
+	rig_put32(b, k->pid);
+	memcpy(b + 4, k->secret, k->len);
+	rig_send(p, 'K', b, 4 + k->len);
 	rig_send(p, 'Z', "I", 1);
+}
+
+void rig_pg_login(struct peer *p, uint32_t pid, uint32_t key)
+{
+	struct cancelkey k = { .pid = pid, .len = 4 };
+	rig_put32(k.secret, key);
+	pg_login(p, 0, &k);
+}
+
+void rig_pg_login_key(struct peer *p, int minor, const struct cancelkey *k)
+{
+	pg_login(p, minor, k);
 }
 
 void rig_client_raw(struct peer *p)
@@ -712,8 +733,14 @@ void rig_send_startup(struct peer *p, const char *user, const char *db)
 void rig_send_startup_with(struct peer *p, const char *user, const char *db,
 			   const char *const *extra)
 {
+	rig_send_startup_v(p, 0, user, db, extra);
+}
+
+void rig_send_startup_v(struct peer *p, int minor, const char *user, const char *db,
+			const char *const *extra)
+{
 	uint8_t b[1024];
-	rig_put32(b, 196608);
+	rig_put32(b, 196608u | (uint32_t)minor);
 	size_t n = put_pair(b, 4, "user", user);
 	n = put_pair(b, n, "database", db);
 	for (size_t i = 0; extra && extra[i] && extra[i + 1]; i += 2) {
@@ -730,7 +757,7 @@ void rig_client(struct peer *p, const char *user, const char *db)
 	rig_send_startup(p, user, db);
 }
 
-void rig_client_welcome(struct peer *p, uint32_t *pid, uint32_t *key)
+void rig_client_welcome_key(struct peer *p, struct cancelkey *k)
 {
 	struct msg m;
 	rig_expect(p, 'R', &m);
@@ -740,16 +767,28 @@ void rig_client_welcome(struct peer *p, uint32_t *pid, uint32_t *key)
 		if (m.type == 'S')
 			continue;
 		if (m.type == 'K') {
-			if (pid)
-				*pid = rig_be32(m.body);
-			if (key)
-				*key = rig_be32(m.body + 4);
+			assert_true(m.len >= 8 && m.len <= 4 + CANCELKEY_MAX);
+			if (k) {
+				k->pid = rig_be32(m.body);
+				k->len = (uint16_t)(m.len - 4);
+				memcpy(k->secret, m.body + 4, k->len);
+			}
 			continue;
 		}
 		if (m.type != 'Z')
 			fail("rig: welcome: unexpected '%c' %s", m.type, rig_field(&m, 'M'));
 		return;
 	}
+}
+
+void rig_client_welcome(struct peer *p, uint32_t *pid, uint32_t *key)
+{
+	struct cancelkey k = { 0 };
+	rig_client_welcome_key(p, &k);
+	if (pid)
+		*pid = k.pid;
+	if (key)
+		*key = rig_be32(k.secret);
 }
 
 void rig_login(struct peer *c)

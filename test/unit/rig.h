@@ -82,6 +82,9 @@ void rig_pg_accept(struct peer *p);
 bool rig_pg_pending(void);          /* a connection waits to be taken */
 bool rig_pg_try_accept(struct peer *p);   /* take one if it waits; no pumping */
 void rig_pg_login(struct peer *p, uint32_t pid, uint32_t key);
+/* The same as a server of protocol 3.<minor> (answering the pooler's 3.2
+ * with NegotiateProtocolVersion when minor is less) with key k. */
+void rig_pg_login_key(struct peer *p, int minor, const struct cancelkey *k);
 
 /* A client on a socketpair: accepted by the pooler, startup sent. Raw:
  * accepted only; then its startup packet. */
@@ -93,8 +96,13 @@ void rig_send_startup(struct peer *p, const char *user, const char *db);
 /* With more parameters: name, value, ..., NULL. */
 void rig_send_startup_with(struct peer *p, const char *user, const char *db,
 			   const char *const *extra);
+/* ... asking for protocol 3.<minor>. */
+void rig_send_startup_v(struct peer *p, int minor, const char *user, const char *db,
+			const char *const *extra);
 /* Read its welcome up to ReadyForQuery; returns the BackendKeyData. */
 void rig_client_welcome(struct peer *p, uint32_t *pid, uint32_t *key);
+/* The same, with the whole key (any length). */
+void rig_client_welcome_key(struct peer *p, struct cancelkey *k);
 struct client *rig_client_of(const struct peer *p);   /* the pooler's object */
 /* alice logs in to db: welcomed at once (rig_login), or as the pool's
  * first login, whose server pg the test accepts and logs in with backend

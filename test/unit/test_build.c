@@ -80,8 +80,15 @@ static void test_session_messages(void **state)
 	pkt_write_parameter_status(pb, "TimeZone", "UTC");
 	EXPECT(pb, 'S', 0, 0, 0, 17, 'T', 'i', 'm', 'e', 'Z', 'o', 'n', 'e', 0, 'U', 'T', 'C', 0);
 	pktbuf_reset(pb);
-	pkt_write_backend_key(pb, 0x01020304, 0xFFFEFDFC);
+	struct cancelkey k = { .pid = 0x01020304, .len = 4, .secret = { 0xFF, 0xFE, 0xFD, 0xFC } };
+	pkt_write_backend_key(pb, &k);
 	EXPECT(pb, 'K', 0, 0, 0, 12, 1, 2, 3, 4, 0xFF, 0xFE, 0xFD, 0xFC);
+	pktbuf_reset(pb);
+	k.len = 6;              /* protocol 3.2: the secret runs to the end */
+	k.secret[4] = 7;
+	k.secret[5] = 8;
+	pkt_write_backend_key(pb, &k);
+	EXPECT(pb, 'K', 0, 0, 0, 14, 1, 2, 3, 4, 0xFF, 0xFE, 0xFD, 0xFC, 7, 8);
 	pktbuf_reset(pb);
 	pkt_write_ready(pb, 'T');
 	EXPECT(pb, 'Z', 0, 0, 0, 5, 'T');
@@ -122,17 +129,27 @@ static void test_startup_messages(void **state)
 	static const char *const kv[] = { "user", "u", "database", "d", NULL };
 	static const char *const odd[] = { "user", NULL };
 
-	pkt_write_startup(pb, kv);
+	pkt_write_startup(pb, 0, kv);
 	EXPECT(pb, 0, 0, 0, 27, 0, 3, 0, 0, 'u', 's', 'e', 'r', 0, 'u', 0,
 	       'd', 'a', 't', 'a', 'b', 'a', 's', 'e', 0, 'd', 0, 0);
 	pktbuf_reset(pb);
 	pkt_write_ssl_request(pb);
 	EXPECT(pb, 0, 0, 0, 8, 0x04, 0xD2, 0x16, 0x2F);
 	pktbuf_reset(pb);
-	pkt_write_cancel_request(pb, 42, 0x0A0B0C0D);
+	struct cancelkey k = { .pid = 42, .len = 4, .secret = { 0x0A, 0x0B, 0x0C, 0x0D } };
+	pkt_write_cancel_request(pb, &k);
 	EXPECT(pb, 0, 0, 0, 16, 0x04, 0xD2, 0x16, 0x2E, 0, 0, 0, 42, 0x0A, 0x0B, 0x0C, 0x0D);
 	pktbuf_reset(pb);
-	pkt_write_startup(pb, odd);
+	k.len = 5;
+	k.secret[4] = 0x0E;
+	pkt_write_cancel_request(pb, &k);
+	EXPECT(pb, 0, 0, 0, 17, 0x04, 0xD2, 0x16, 0x2E, 0, 0, 0, 42, 0x0A, 0x0B, 0x0C, 0x0D, 0x0E);
+	pktbuf_reset(pb);
+	pkt_write_startup(pb, 2, kv);           /* 3.2 */
+	assert_int_equal(pb->buf[6], 0);
+	assert_int_equal(pb->buf[7], 2);
+	pktbuf_reset(pb);
+	pkt_write_startup(pb, 0, odd);
 	assert_true(pktbuf_failed(pb));
 }
 

@@ -11,9 +11,11 @@
 #include <stdint.h>
 #include <string.h>
 #include <cmocka.h>
+#include <sys/socket.h>
 
 #include "ipc.h"
 #include "pool.h"
+#include "proto/cancelkey.h"
 #include "proto/packet.h"
 #include "rig.h"
 #include "world.h"
@@ -49,6 +51,57 @@ static void expect_pg_cancel(uint32_t pid, uint32_t key)
 	rig_close(&cx);          /* as PostgreSQL: done, connection closed */
 }
 
+/* The same with a key of any length; the pooler closes the connection
+ * whether the request is valid or not. */
+static void send_cancel_key(const struct cancelkey *k)
+{
+	struct peer x;
+	uint8_t b[8 + CANCELKEY_MAX];
+	rig_put32(b, PROTO_CANCEL_REQUEST);
+	rig_put32(b + 4, k->pid);
+	memcpy(b + 8, k->secret, k->len);
+	rig_client_raw(&x);
+	rig_send(&x, 0, b, 8 + k->len);
+	rig_expect_eof(&x, NULL, 0);
+	rig_close(&x);
+}
+
+static void expect_pg_cancel_key(const struct cancelkey *k)
+{
+	struct peer cx;
+	struct msg m;
+	rig_pg_accept(&cx);
+	rig_read_startup(&cx, &m);
+	assert_int_equal(m.len, 8 + k->len);
+	assert_int_equal(rig_be32(m.body), PROTO_CANCEL_REQUEST);
+	assert_int_equal(rig_be32(m.body + 4), k->pid);
+	assert_memory_equal(m.body + 8, k->secret, k->len);
+	rig_close(&cx);
+}
+
+/* Client c logs in with protocol 3.<minor> and gets its key; the pool's
+ * first server speaks 3.<server_minor> with key sk. */
+static void login_v(struct peer *c, struct peer *pg, int minor, int server_minor, const struct cancelkey *sk,
+		    struct cancelkey *key)
+{
+	rig_client_raw(c);
+	rig_send_startup_v(c, minor, "alice", "db", NULL);
+	rig_pg_accept(pg);
+	rig_pg_login_key(pg, server_minor, sk);
+	rig_client_welcome_key(c, key);
+}
+
+static void canceled_reply(struct peer *c, struct peer *pg)
+{
+	static const char err[] = "SERROR\0C57014\0Mcanceling statement due to user request\0";
+	struct msg m;
+	rig_send(pg, 'E', err, sizeof(err));
+	rig_send(pg, 'Z', "I", 1);
+	rig_expect(c, 'E', &m);
+	assert_string_equal(rig_field(&m, 'C'), "57014");
+	rig_expect(c, 'Z', NULL);
+}
+
 static void login(struct peer *c, struct peer *pg, uint32_t *pid, uint32_t *key)
 {
 	rig_client(c, "alice", "db");
@@ -81,6 +134,102 @@ static void test_running_query(void **state)
 	rig_expect(&c, 'E', &m);
 	assert_string_equal(rig_field(&m, 'C'), "57014");
 	rig_expect(&c, 'Z', NULL);
+	rig_close(&c);
+	rig_close(&pg);
+}
+
+/* Every pairing of client and server versions: a 3.2 client gets pgcrew's
+ * 32-byte key (a 3.0 client 4 bytes) whatever the server speaks, and its
+ * cancel reaches PostgreSQL with the server's own key (32 bytes from a
+ * PostgreSQL 18, 4 from an older one). Only the exact key cancels: a byte
+ * changed anywhere, the key cut to 4 bytes or grown by one, the pid of
+ * another client, cancel nothing and reach no server. */
+static void test_versions_and_exact_keys(void **state)
+{
+	static const int pairs[][2] = { { 0, 0 }, { 0, 2 }, { 2, 0 }, { 2, 2 } };
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(pairs); i++) {
+		struct peer c, pg;
+		struct cancelkey key, sk = { .pid = 900 + (uint32_t)i }, bad;
+		int minor = pairs[i][0], server = pairs[i][1];
+		print_message("client 3.%d, server 3.%d\n", minor, server);
+		sk.len = server == 2 ? 32 : 4;
+		for (int j = 0; j < sk.len; j++)
+			sk.secret[j] = (uint8_t)(0xa0 + j);
+		rig_start("pool_mode = transaction", DBS);
+		login_v(&c, &pg, minor, server, &sk, &key);
+		assert_int_equal(key.len, minor == 2 ? CANCELKEY_LONG : CANCELKEY_SHORT);
+		assert_int_equal(rig_client_of(&c)->proto_minor, minor);
+		assert_false(key.pid == sk.pid && key.len == sk.len);      /* ours, never the server's */
+		rig_send_query(&c, "SELECT pg_sleep(100)");
+		rig_expect(&pg, 'Q', NULL);
+		for (int j = 0; j < key.len; j++) {
+			bad = key;
+			bad.secret[j] ^= 0x80;
+			send_cancel_key(&bad);
+		}
+		bad = key;
+		bad.len = key.len == 4 ? 5 : 4;
+		send_cancel_key(&bad);
+		bad = key;
+		bad.len = (uint16_t)(key.len + 1);
+		send_cancel_key(&bad);
+		bad = key;
+		bad.pid ^= 1;
+		send_cancel_key(&bad);
+		assert_false(rig_pg_pending());
+		send_cancel_key(&key);
+		expect_pg_cancel_key(&sk);
+		canceled_reply(&c, &pg);
+		rig_close(&c);
+		rig_close(&pg);
+		rig_stop();
+	}
+}
+
+/* A CancelRequest with a secret outside 4..256 bytes, or cut short, closes
+ * that connection only; the client's query runs on. */
+static void test_bad_cancel_packets(void **state)
+{
+	static const size_t bad_len[] = { 8, 9, 11, 12 + 257, 12 + 1000 };
+	struct peer c, pg;
+	uint32_t pid, key;
+	uint8_t b[1100] = { 0 };
+	(void)state;
+	rig_start("pool_mode = transaction", DBS);
+	login(&c, &pg, &pid, &key);
+	rig_send_query(&c, "SELECT pg_sleep(100)");
+	rig_expect(&pg, 'Q', NULL);
+	for (size_t i = 0; i < ARRAY_SIZE(bad_len); i++) {
+		struct peer x;
+		rig_put32(b, PROTO_CANCEL_REQUEST);
+		rig_put32(b + 4, pid);
+		rig_put32(b + 8, key);
+		rig_client_raw(&x);
+		rig_send(&x, 0, b, bad_len[i] - 4);
+		rig_expect_eof(&x, NULL, 0);
+		rig_close(&x);
+	}
+	/* Cut: the length word says 16, 12 bytes come, then the client goes. */
+	struct peer x;
+	uint8_t cut[12] = { 0, 0, 0, 16 };
+	rig_put32(cut + 4, PROTO_CANCEL_REQUEST);
+	rig_put32(cut + 8, pid);
+	rig_client_raw(&x);
+	assert_int_equal(send(x.fd, cut, sizeof(cut), MSG_NOSIGNAL), (ssize_t)sizeof(cut));
+	rig_pump();
+	rig_close(&x);
+	/* Announcing 1012 bytes: closed at once, without waiting for them. */
+	rig_put32(cut, 1012);
+	rig_client_raw(&x);
+	assert_int_equal(send(x.fd, cut, sizeof(cut), MSG_NOSIGNAL), (ssize_t)sizeof(cut));
+	rig_expect_eof(&x, NULL, 0);
+	rig_close(&x);
+	assert_false(rig_pg_pending());
+	assert_true(rig_client_of(&c)->query_running);
+	send_cancel(pid, key);
+	expect_pg_cancel(700, 701);
+	canceled_reply(&c, &pg);
 	rig_close(&c);
 	rig_close(&pg);
 }
@@ -198,7 +347,7 @@ static void test_client_gone_busy(void **state)
  * supervisor, which routes it there; nothing is sent to PostgreSQL here. */
 static void test_other_worker(void **state)
 {
-	uint8_t payload[64];
+	uint8_t payload[sizeof(struct cancelkey)];
 	(void)state;
 	rig_start_workers(2, "", DBS);
 	uint32_t pid = 1u << 24 | 12345, key = 777;
@@ -206,13 +355,36 @@ static void test_other_worker(void **state)
 	assert_int_equal(rig_sup_count(IPC_CANCEL_FWD), 1);
 	size_t n = rig_sup_last(IPC_CANCEL_FWD, NULL, payload, sizeof(payload));
 	struct ipc_hdr h = { .type = IPC_CANCEL_FWD, .len = (uint32_t)n };
-	uint32_t got_pid, got_key;
-	assert_true(ipc_get_cancel(&h, payload, &got_pid, &got_key));
-	assert_int_equal(got_pid, pid);
-	assert_int_equal(got_key, key);
+	struct cancelkey got;
+	assert_true(ipc_get_cancel(&h, payload, &got));
+	assert_int_equal(got.pid, pid);
+	assert_int_equal(got.len, 4);
+	assert_int_equal(rig_be32(got.secret), key);
 	/* A key of this worker stays here. */
 	send_cancel(12345, key);
 	assert_int_equal(rig_sup_count(IPC_CANCEL_FWD), 1);
+	assert_false(rig_pg_pending());
+
+	/* A long key names its worker in the secret, and goes whole. */
+	struct cancelkey_own own;
+	struct cancelkey lk;
+	uint8_t rnd[CANCELKEY_RANDOM];
+	memset(rnd, 0x3c, sizeof(rnd));
+	cancelkey_make(&own, 2, 1, 0, rnd);
+	memset(&lk, 0, sizeof(lk));
+	cancelkey_from_own(&lk, &own);
+	send_cancel_key(&lk);
+	assert_int_equal(rig_sup_count(IPC_CANCEL_FWD), 2);
+	n = rig_sup_last(IPC_CANCEL_FWD, NULL, payload, sizeof(payload));
+	h.len = (uint32_t)n;
+	assert_true(ipc_get_cancel(&h, payload, &got));
+	assert_int_equal(got.pid, lk.pid);
+	assert_int_equal(got.len, CANCELKEY_LONG);
+	assert_memory_equal(got.secret, lk.secret, CANCELKEY_LONG);
+	/* A key of no pgcrew layout (here 20 bytes) goes nowhere. */
+	lk.len = 20;
+	send_cancel_key(&lk);
+	assert_int_equal(rig_sup_count(IPC_CANCEL_FWD), 2);
 	assert_false(rig_pg_pending());
 }
 
@@ -220,6 +392,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_running_query, rig_teardown),
+		cmocka_unit_test_teardown(test_versions_and_exact_keys, rig_teardown),
+		cmocka_unit_test_teardown(test_bad_cancel_packets, rig_teardown),
 		cmocka_unit_test_teardown(test_being_canceled, rig_teardown),
 		cmocka_unit_test_teardown(test_reset_after_cancel, rig_teardown),
 		cmocka_unit_test_teardown(test_waiting_client, rig_teardown),

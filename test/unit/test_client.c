@@ -54,8 +54,9 @@ static void test_states(void **state)
 	assert_int_equal(cl->state, CLIENT_ACTIVE);
 	assert_true(on_list(&p->active_clients, cl));
 	/* The client's cancel key is its own, not the server's. */
-	assert_int_equal(pid, cl->cancel_pid);
-	assert_int_equal(key, cl->cancel_key);
+	assert_int_equal(pid, cl->key.pid);
+	assert_int_equal(cl->key.len, 4);            /* a protocol 3.0 client */
+	assert_int_equal(key, rig_be32(cl->key.secret));
 	assert_true(pid != 4242 || key != 99);
 
 	/* A query with no idle server: waiting, then linked when one is. */

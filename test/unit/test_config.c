@@ -170,6 +170,7 @@ static const struct {
 	{ "server_lifetime", "3600", "3600" },
 	{ "server_login_concurrency", "2", "2" },
 	{ "server_login_retry", "15", "15" },
+	{ "server_max_protocol_version", "3.2", "3.2" },  /* pgcrew */
 	{ "server_reset_query", "DISCARD ALL", "DISCARD ALL" },
 	{ "server_reset_query_always", "0", "0" },
 	{ "server_round_robin", "0", "0" },
@@ -279,7 +280,7 @@ static void test_table_rules(void **state)
 	};
 	static const char *const extensions[] = {
 		"auth_query_cache_ttl", "max_pools", "metrics_listen", "server_login_concurrency",
-		"server_tls_sslnegotiation", "sql_prepared_statements", "unnamed_statement_cache",
+		"server_max_protocol_version", "server_tls_sslnegotiation", "sql_prepared_statements", "unnamed_statement_cache",
 		"proxy_protocol", "proxy_protocol_sources", "target_session_attrs",
 		"worker_sched_slice", "workers", "io_uring",
 	};
@@ -386,6 +387,8 @@ static const struct {
 	{ "server_tls_sslmode", "verify-ca", "verify-ca" }, { "server_tls_sslmode", "allow", "allow" },
 	{ "server_tls_sslmode", "require", "require" }, { "server_tls_sslmode", "on", NULL },
 	{ "server_tls_sslnegotiation", "direct", "direct" }, { "server_tls_sslnegotiation", "tls", NULL },
+	{ "server_max_protocol_version", "3.0", "3.0" }, { "server_max_protocol_version", "3.1", NULL },
+	{ "server_max_protocol_version", "3.2", "3.2" },
 	/* ints */
 	{ "listen_port", "0", NULL }, { "listen_port", "65536", NULL }, { "listen_port", "1", "1" },
 	{ "listen_port", "0x1F90", "8080" }, { "listen_port", "64 32", NULL }, { "listen_port", "6432.0", NULL },

@@ -20,6 +20,7 @@
 #include "ipc.h"
 #include "prepared.h"
 #include "proto/build.h"
+#include "proto/cancelkey.h"
 #include "proto/packet.h"
 #include "varcache.h"
 
@@ -30,8 +31,12 @@ static struct handover_rec sample(void)
 	strcpy(h.db, "app");
 	strcpy(h.user, "alice");
 	h.id = 0x123456789aULL;
-	h.be_pid = 4242;
-	h.be_key = 0xdeadbeef;
+	/* the longest key protocol 3.2 allows (PostgreSQL 18 sends 32 bytes) */
+	h.be.pid = 4242;
+	h.be.len = CANCELKEY_MAX;
+	for (int i = 0; i < CANCELKEY_MAX; i++)
+		h.be.secret[i] = (uint8_t)(255 - i);
+	h.proto_minor = 2;
 	strcpy(h.addr, "127.0.0.1");
 	strcpy(h.laddr, "127.0.0.2");
 	h.port = 5432;
@@ -43,8 +48,9 @@ static struct handover_rec sample(void)
 	h.sent_at = 3000003;
 	h.vars_set = 0x11;
 	h.used = 1;
-	h.owner_pid = 0x03000001;
-	h.owner_key = 0xfeedf00d;
+	h.owner.pid = 0x03000001;
+	h.owner.len = CANCELKEY_LONG;
+	memset(h.owner.secret, 0xf0, CANCELKEY_LONG);
 	return h;
 }
 
@@ -241,8 +247,10 @@ static struct handover_client client_sample(void)
 	strcpy(h.login_user, "alice");
 	strcpy(h.db_name, "app");
 	strcpy(h.user_name, "alice");
-	h.cancel_pid = 0x02abcdef;
-	h.cancel_key = 0x12345678;
+	h.key.pid = 0x02abcdef;
+	h.key.len = CANCELKEY_LONG;
+	memset(h.key.secret, 0x12, CANCELKEY_LONG);
+	h.proto_minor = 2;
 	h.connect_time = 111;
 	h.last_activity = (usec_t)1 << 41;
 	h.sent_at = 333;

@@ -477,7 +477,10 @@ static void test_typed_round_trip(void **state)
 	assert_int_equal(ipc_send_slot(fx->wrk.ch, IPC_SLOT_REQ, 41, &r), 0);
 	assert_int_equal(ipc_send_want(fx->wrk.ch, &w), 0);
 	assert_int_equal(ipc_send_login_failure(fx->wrk.ch, &f), 0);
-	assert_int_equal(ipc_send_cancel(fx->wrk.ch, 0x01020304u, 0xdeadbeefu), 0);
+	struct cancelkey k = { .pid = 0x01020304u, .len = 32 };
+	for (int i = 0; i < 32; i++)
+		k.secret[i] = (uint8_t)(i + 1);
+	assert_int_equal(ipc_send_cancel(fx->wrk.ch, &k), 0);
 	assert_int_equal(ipc_send_i32(fx->wrk.ch, IPC_RELOAD_DONE, 0, -1, -1), 0);
 	assert_int_equal(ipc_send_text(fx->wrk.ch, IPC_ADMIN_REQ, 8, "SHOW POOLS"), 0);
 	assert_int_equal(ipc_send_empty(fx->wrk.ch, IPC_WORKER_READY), 0);
@@ -497,10 +500,11 @@ static void test_typed_round_trip(void **state)
 	assert_true(ipc_get_login_failure(&g[2].hdr, g[2].payload, &f2));
 	assert_string_equal(f2.code, "28P01");
 	assert_string_equal(f2.msg, "password authentication failed");
-	uint32_t pid, key;
-	assert_true(ipc_get_cancel(&g[3].hdr, g[3].payload, &pid, &key));
-	assert_int_equal(pid, 0x01020304u);
-	assert_int_equal(key, 0xdeadbeefu);
+	struct cancelkey k2;
+	assert_true(ipc_get_cancel(&g[3].hdr, g[3].payload, &k2));
+	assert_int_equal(k2.pid, 0x01020304u);
+	assert_int_equal(k2.len, 32);
+	assert_memory_equal(k2.secret, k.secret, 32);
 	int32_t v;
 	assert_true(ipc_get_i32(&g[4].hdr, g[4].payload, &v));
 	assert_int_equal(v, -1);
@@ -520,7 +524,7 @@ static void test_typed_bad_payloads(void **state)
 	struct slot_req r;
 	struct pool_want w;
 	struct login_failure f;
-	uint32_t pid, key;
+	struct cancelkey k;
 	int32_t v;
 	const char *text;
 	(void)state;
@@ -530,7 +534,7 @@ static void test_typed_bad_payloads(void **state)
 		assert_int_equal(ipc_get_slot(&h, buf, &r), len == sizeof(r));
 		assert_int_equal(ipc_get_want(&h, buf, &w), len == sizeof(w));
 		assert_int_equal(ipc_get_login_failure(&h, buf, &f), len == sizeof(f));
-		assert_int_equal(ipc_get_cancel(&h, buf, &pid, &key), len == 8);
+		assert_false(ipc_get_cancel(&h, buf, &k));     /* a key of 0x7878 bytes */
 		assert_int_equal(ipc_get_i32(&h, buf, &v), len == 4);
 		assert_false(ipc_get_text(&h, buf, &text));            /* no NUL anywhere */
 	}
@@ -546,6 +550,17 @@ static void test_typed_bad_payloads(void **state)
 	h.len = 4;
 	assert_true(ipc_get_text(&h, buf, &text));
 	assert_string_equal(text, "xxx");
+	/* A cancel key of the right size whose length is outside 4..256. */
+	static const struct {
+		uint16_t len;
+		bool ok;
+	} keys[] = { { 0, false }, { 3, false }, { 4, true }, { 256, true }, { 257, false } };
+	h.type = IPC_CANCEL_FWD;
+	h.len = sizeof(k);
+	for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
+		struct cancelkey in = { .pid = 9, .len = keys[i].len };
+		assert_int_equal(ipc_get_cancel(&h, &in, &k), keys[i].ok);
+	}
 }
 
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)

@@ -80,8 +80,9 @@ static void test_login_md5(void **state)
 	rig_send(&pg, 'K', "\0\0\0\7\0\0\0\10", 8);
 	rig_send(&pg, 'Z', "I", 1);
 	rig_client_welcome(&c, NULL, NULL);
-	assert_int_equal(sv->be_pid, 7);
-	assert_int_equal(sv->be_key, 8);
+	assert_int_equal(sv->be.pid, 7);
+	assert_int_equal(sv->be.len, 4);
+	assert_int_equal(rig_be32(sv->be.secret), 8);
 	assert_int_equal(sv->state, SERVER_IDLE);
 	assert_int_equal(p->n_login, 0);
 	assert_int_equal(p->n_idle, 1);
@@ -125,6 +126,108 @@ static void expect_cached_error(void)
 				 "authentication failed for user \"alice\" (server_login_retry)");
 	assert_false(rig_pg_pending());
 	rig_close(&c);
+}
+
+/* The pooler asks for protocol 3.2 (server_max_protocol_version): a
+ * PostgreSQL 18 keeps it and sends a 32-byte key; an older one answers
+ * NegotiateProtocolVersion 3.0 and a 4-byte key; with the setting at 3.0
+ * nothing is negotiated. The key is kept whole for the cancels. */
+static void test_protocol_versions(void **state)
+{
+	static const struct {
+		const char *settings;
+		int asked, server, key_len;
+	} cases[] = {
+		{ "", 2, 2, 32 },
+		{ "", 2, 0, 4 },
+		{ "", 2, 1, 4 },                  /* an old PgBouncer's 3.1 */
+		{ "", 2, 2, 256 },                /* middleware in front of PostgreSQL */
+		{ "server_max_protocol_version = 3.0", 0, 0, 4 },
+	};
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct peer c, pg;
+		struct msg m;
+		struct cancelkey k = { .pid = 4321, .len = (uint16_t)cases[i].key_len };
+		print_message("%s, server 3.%d\n", cases[i].settings, cases[i].server);
+		for (int j = 0; j < k.len; j++)
+			k.secret[j] = (uint8_t)(j + 100);
+		rig_start(cases[i].settings, DBS);
+		rig_client(&c, "alice", "db");
+		rig_pg_accept(&pg);
+		rig_read_startup(&pg, &m);
+		assert_int_equal(rig_be32(m.body), 3u << 16 | (uint32_t)cases[i].asked);
+		uint8_t npv[8];
+		if (cases[i].server < cases[i].asked) {
+			rig_put32(npv, 3u << 16 | (uint32_t)cases[i].server);
+			rig_put32(npv + 4, 0);
+			rig_send(&pg, 'v', npv, 8);
+		}
+		send_auth(&pg, 0, NULL, 0);
+		uint8_t kb[4 + CANCELKEY_MAX];
+		rig_put32(kb, k.pid);
+		memcpy(kb + 4, k.secret, k.len);
+		rig_send(&pg, 'K', kb, 4 + k.len);
+		rig_send(&pg, 'Z', "I", 1);
+		rig_client_welcome(&c, NULL, NULL);
+		struct server *sv = container_of(rig_pool("db", "alice")->idle_servers.next, struct server, node);
+		assert_int_equal(sv->proto_minor, cases[i].server);
+		assert_int_equal(sv->be.pid, 4321);
+		assert_int_equal(sv->be.len, k.len);
+		assert_memory_equal(sv->be.secret, k.secret, k.len);
+		rig_close(&c);
+		rig_close(&pg);
+		rig_stop();
+	}
+}
+
+/* A server that breaks the protocol's rules on versions and keys is a
+ * failed login: a long key after it negotiated 3.0, a key of 3 or 257
+ * bytes, a NegotiateProtocolVersion for a newer or another major version,
+ * or a cut one. */
+static void test_bad_versions_and_keys(void **state)
+{
+	static const struct {
+		const char *name;
+		uint32_t npv;                 /* 0: none */
+		size_t npv_len, key_len;
+	} cases[] = {
+		{ "32-byte key on 3.0", 3u << 16, 8, 32 },
+		{ "3-byte key", 0, 0, 3 },
+		{ "257-byte key", 0, 0, 257 },
+		{ "no key at all", 0, 0, 0 },
+		{ "negotiates 3.3", 3u << 16 | 3, 8, 4 },
+		{ "negotiates 4.0", 4u << 16, 8, 4 },
+		{ "cut NegotiateProtocolVersion", 3u << 16, 6, 4 },
+	};
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct peer c, pg;
+		struct msg m;
+		char err[256];
+		uint8_t b[8 + 300] = { 0 };
+		print_message("%s\n", cases[i].name);
+		rig_start("", DBS);
+		rig_client(&c, "alice", "db");
+		rig_pg_accept(&pg);
+		rig_read_startup(&pg, &m);
+		bool bad_npv = cases[i].npv_len && (cases[i].npv_len < 8 || cases[i].npv != 3u << 16);
+		if (cases[i].npv_len) {
+			rig_put32(b, cases[i].npv);
+			rig_send(&pg, 'v', b, cases[i].npv_len);
+		}
+		if (!bad_npv) {
+			send_auth(&pg, 0, NULL, 0);
+			memset(b, 0, sizeof(b));
+			rig_send(&pg, 'K', b, cases[i].key_len ? 4 + cases[i].key_len : 2);
+		}
+		rig_expect_eof(&c, err, sizeof(err));
+		assert_non_null(strstr(err, "invalid"));
+		rig_expect_eof(&pg, NULL, 0);
+		rig_close(&c);
+		rig_close(&pg);
+		rig_stop();
+	}
 }
 
 /* PostgreSQL refuses the login: the waiting client is told, the server
@@ -312,6 +415,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_login_md5, rig_teardown),
 		cmocka_unit_test_teardown(test_login_sasl_cut_short, rig_teardown),
 		cmocka_unit_test_teardown(test_login_refused, rig_teardown),
+		cmocka_unit_test_teardown(test_protocol_versions, rig_teardown),
+		cmocka_unit_test_teardown(test_bad_versions_and_keys, rig_teardown),
 		cmocka_unit_test_teardown(test_crash, rig_teardown),
 		cmocka_unit_test_teardown(test_idle_server_data, rig_teardown),
 		cmocka_unit_test_teardown(test_bad_ready_for_query, rig_teardown),

@@ -124,9 +124,62 @@ static void test_requests(void **state)
 			 STARTUP_GSSENC);
 	assert_int_equal(startup_parse(pkt, make(PROTO_CANCEL_REQUEST, cancel_body, 8), &m, err, sizeof(err)),
 			 STARTUP_CANCEL);
-	assert_int_equal(m.cancel_pid, 12345);
-	assert_int_equal(m.cancel_key, 0xCAFEBABE);
+	assert_int_equal(m.cancel.pid, 12345);
+	assert_int_equal(m.cancel.len, 4);
+	assert_memory_equal(m.cancel.secret, cancel_body + 4, 4);
 	assert_string_equal(startup_kind_name(STARTUP_CANCEL), "cancel-request");
+}
+
+/* CancelRequest: a secret of any length from 4 bytes (protocol 3.0) to 256
+ * (3.2) is taken whole; 0 to 3 bytes, 257 and more, are refused. */
+static void test_cancel_lengths(void **state)
+{
+	(void)state;
+	static const struct {
+		size_t secret;
+		bool ok;
+	} cases[] = {
+		{ 0, false }, { 1, false }, { 3, false }, { 4, true }, { 5, true }, { 31, true },
+		{ 32, true }, { 33, true }, { 255, true }, { 256, true }, { 257, false }, { 1000, false },
+	};
+	uint8_t body[4 + 1000];
+	for (size_t i = 0; i < sizeof(body); i++)
+		body[i] = (uint8_t)(i * 7 + 1);
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct startup_msg m;
+		char err[128];
+		print_message("secret of %zu bytes\n", cases[i].secret);
+		size_t len = make(PROTO_CANCEL_REQUEST, body, 4 + cases[i].secret);
+		enum startup_kind k = startup_parse(pkt, len, &m, err, sizeof(err));
+		if (!cases[i].ok) {
+			assert_int_equal(k, STARTUP_BAD);
+			assert_string_equal(err, "invalid length of cancel request packet");
+			continue;
+		}
+		assert_int_equal(k, STARTUP_CANCEL);
+		assert_int_equal(m.cancel.pid, (uint32_t)body[0] << 24 | body[1] << 16 | body[2] << 8 | body[3]);
+		assert_int_equal(m.cancel.len, cases[i].secret);
+		assert_memory_equal(m.cancel.secret, body + 4, cases[i].secret);
+	}
+	/* The same verdicts from the first 8 bytes, before the body is read. */
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		make(PROTO_CANCEL_REQUEST, body, 4 + cases[i].secret);
+		const char *why = startup_length_refused(pkt, 12 + cases[i].secret);
+		if (cases[i].ok)
+			assert_null(why);
+		else
+			assert_string_equal(why, "invalid length of cancel request packet");
+	}
+	make(PROTO_SSL_REQUEST, NULL, 0);
+	assert_null(startup_length_refused(pkt, 8));
+	assert_string_equal(startup_length_refused(pkt, 9), "invalid length of request packet");
+	make(V(3, 2), NULL, 0);
+	assert_null(startup_length_refused(pkt, PKT_STARTUP_MAX));
+	/* No pid at all: 8 bytes. */
+	struct startup_msg m;
+	char err[128];
+	assert_int_equal(startup_parse(pkt, make(PROTO_CANCEL_REQUEST, NULL, 0), &m, err, sizeof(err)),
+			 STARTUP_BAD);
 }
 
 struct bad_case {
@@ -138,12 +191,13 @@ struct bad_case {
 };
 
 static const struct bad_case bad_cases[] = {
-	{ "protocol 2.0", V(2, 0), BODY("user\0u\0\0"), "unsupported frontend protocol 2.0: server supports 3.0 to 3.0" },
+	{ "protocol 2.0", V(2, 0), BODY("user\0u\0\0"), "unsupported frontend protocol 2.0: server supports 3.0 to 3.2" },
 	{ "protocol 4.0", V(4, 0), BODY("user\0u\0\0"), "unsupported frontend protocol 4.0" },
 	{ "unknown 1234.x", V(1234, 1), BODY(""), "unsupported frontend protocol 1234.1" },
 	{ "ssl request too long", PROTO_SSL_REQUEST, BODY("xxxx"), "invalid length" },
 	{ "gssenc request too long", PROTO_GSSENC_REQUEST, BODY("x"), "invalid length" },
 	{ "cancel too short", PROTO_CANCEL_REQUEST, BODY("1234"), "invalid length" },
+	{ "cancel with 3 secret bytes", PROTO_CANCEL_REQUEST, BODY("1234567"), "invalid length" },
 	{ "no parameters at all", V(3, 0), BODY(""), "missing terminator" },
 	{ "missing final NUL", V(3, 0), BODY("user\0bob\0"), "missing terminator" },
 	{ "value not NUL-terminated", V(3, 0), BODY("user\0bob"), "layout" },
@@ -324,6 +378,7 @@ int main(void)
 		cmocka_unit_test(test_startup_ok),
 		cmocka_unit_test(test_startup_params_order),
 		cmocka_unit_test(test_requests),
+		cmocka_unit_test(test_cancel_lengths),
 		cmocka_unit_test(test_startup_bad),
 		cmocka_unit_test(test_startup_lengths),
 		cmocka_unit_test(test_too_many_params),

@@ -499,7 +499,7 @@ static void test_forward_startup_packets(void **state)
 	struct pktbuf pb;
 	const char *kv[] = { "user", "alice", "database", "db1", NULL };
 	pktbuf_init(&pb, 64);
-	pkt_write_startup(&pb, kv);
+	pkt_write_startup(&pb, 0, kv);
 	pkt_write_ssl_request(&pb);
 	assert_false(pktbuf_failed(&pb));
 	struct bytes in = { 0 };
@@ -1369,7 +1369,7 @@ static void test_sniff_tls_plain_startup(void **state)
 	struct pktbuf pb;
 	const char *kv[] = { "user", "bob", NULL };
 	pktbuf_init(&pb, 64);
-	pkt_write_startup(&pb, kv);
+	pkt_write_startup(&pb, 0, kv);
 	assert_false(pktbuf_failed(&pb));
 	struct bytes in = { 0 };
 	bytes_add(&in, pb.buf, pb.len);
