@@ -767,7 +767,7 @@ void rig_client_welcome_key(struct peer *p, struct cancelkey *k)
 		if (m.type == 'S')
 			continue;
 		if (m.type == 'K') {
-			assert_true(m.len >= 8 && m.len <= 4 + CANCELKEY_MAX);
+			REQUIRE(m.len >= 8 && m.len <= 4 + CANCELKEY_MAX);
 			if (k) {
 				k->pid = rig_be32(m.body);
 				k->len = (uint16_t)(m.len - 4);
