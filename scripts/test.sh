@@ -16,6 +16,11 @@
 # tests run a second time beside 2 busy loops per CPU (scripts/busy.sh), as
 # on a distribution's build machine. scripts/test.sh --busy runs only that:
 # dependencies, build, make check under load.
+# In CI or with PGCREW_RECVSEND_TEST=1 (never with PGCREW_RECVSEND_TEST=0),
+# the integration suite runs a second time with io_uring = 0 in every
+# pgcrew (PGCREW_IO_URING=0): the first pass has pgcrew's default, io_uring
+# batches where the kernel gives a ring; the second covers recv/send, what
+# a kernel or container without io_uring gets.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD
@@ -104,6 +109,19 @@ if [ -n "${CI:-}" ]; then export PGBENCH_SECONDS=${PGBENCH_SECONDS:-5}; fi
 .venv/bin/python -m pytest test/integration -v "$@"
 it_rc=$?
 
+rs_ran=no
+rs_rc=0
+rs_secs=0
+if [ "$(basename "$PGCREW_BIN")" != pgbouncer ] &&
+   { [ "${PGCREW_RECVSEND_TEST:-}" = 1 ] ||
+     { [ -n "${CI:-}" ] && [ "${PGCREW_RECVSEND_TEST:-}" != 0 ]; }; }; then
+    step "integration tests again with io_uring = 0 (PGCREW_IO_URING=0)"
+    rs_ran=yes
+    rs_start=$SECONDS
+    PGCREW_IO_URING=0 .venv/bin/python -m pytest test/integration -q "$@" || rs_rc=$?
+    rs_secs=$((SECONDS - rs_start))
+fi
+
 # ---- optional: packaging (test/packaging/run.sh), a few minutes ----
 pkg_ran=no
 pkg_rc=0
@@ -135,10 +153,13 @@ if [ $fuzz_ran = yes ]; then
     echo "fuzz (short): $([ $fuzz_rc -eq 0 ] && echo ok || echo "FAILED ($fuzz_rc)")"
 fi
 echo "integration tests: $([ $it_rc -eq 0 ] && echo ok || echo "FAILED ($it_rc)")"
+if [ $rs_ran = yes ]; then
+    echo "integration tests with io_uring = 0: $([ $rs_rc -eq 0 ] && echo ok || echo "FAILED ($rs_rc)") in ${rs_secs} s"
+fi
 if [ $pkg_ran = no ]; then
     echo "packaging tests: not run (CI or PGCREW_PACKAGING_TEST=1 runs them)"
 else
     echo "packaging tests: $([ $pkg_rc -eq 0 ] && echo ok || echo "FAILED ($pkg_rc)") in ${pkg_secs} s"
 fi
 [ $unit_rc -eq 0 ] && [ $busy_rc -eq 0 ] && [ $fuzz_rc -eq 0 ] && [ $it_rc -eq 0 ] &&
-    [ $pkg_rc -eq 0 ]
+    [ $rs_rc -eq 0 ] && [ $pkg_rc -eq 0 ]

@@ -191,7 +191,7 @@ static const struct setting table[] = {
 	S_TIME(dns_zone_check_period, "0", 0, 0, "period of DNS zone serial checks (0 = off)"),
 	S_TIME(idle_transaction_timeout, "0", 0, 0, "close clients idle in a transaction this long (0 = never)"),
 	S_STR(ignore_startup_parameters, "", 0, "startup parameters accepted and ignored"),
-	S_BOOL(io_uring, "0", EXT, "batch each worker's socket receives and sends of a loop turn into one io_uring call each (Linux)"),
+	S_BOOL(io_uring, "1", EXT, "batch each worker's socket receives and sends of a loop turn into one io_uring call each (Linux)"),
 	S_STR(job_name, "pgbouncer", NR, "service name (alias: service_name)"),
 	S_STR(listen_addr, "", NR, "comma-separated TCP addresses to listen on (* = all, empty = unix socket only)"),
 	S_INT(listen_backlog, "128", 0, INT_MAX, NR, "listen(2) backlog"),

@@ -297,7 +297,9 @@ static void apply_sched_slice(const struct config *cfg)
 }
 
 /* io_uring: the ring is made on first need. A kernel that refuses it
- * leaves the worker on recv/send, said once (by every worker). */
+ * leaves the worker on recv/send, said once (by every worker) as a LOG
+ * line, not a warning: the setting is on by default, and containers
+ * commonly refuse io_uring (Docker's default seccomp profile). */
 static void apply_io_uring(const struct config *cfg)
 {
 	static bool warned;
@@ -315,12 +317,12 @@ static void apply_io_uring(const struct config *cfg)
 		return;
 	warned = true;
 	if (v == URING_NOT_BUILT)
-		log_warning("io_uring: this pgcrew was built without liburing; using recv/send");
+		log_info("io_uring: this pgcrew was built without liburing; using recv/send");
 	else if (v == URING_REFUSED)
-		log_msg_errno(LG_WARNING, "io_uring: the kernel refused a ring (io_uring_disabled, seccomp "
+		log_msg_errno(LG_LOG, "io_uring: the kernel refused a ring (io_uring_disabled, seccomp "
 			      "or a kernel before 5.6); using recv/send");
 	else
-		log_warning("io_uring: this kernel's non-blocking receives wait in the ring; using recv/send");
+		log_info("io_uring: this kernel's non-blocking receives wait in the ring; using recv/send");
 }
 
 /* The loop, with the stream layer's batches at the end of every turn. */

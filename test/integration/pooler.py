@@ -76,10 +76,11 @@ class Pooler:
             # test for minutes; tests that need it set their own value.
             "query_wait_timeout": 20,
         }
-        # PGCREW_IO_URING=1 runs every pgcrew of the suite with its socket
-        # I/O batched through io_uring (scripts/test.sh's second pass).
-        if os.environ.get("PGCREW_IO_URING") == "1" and kind == "pgcrew":
-            self.settings["io_uring"] = 1
+        # PGCREW_IO_URING=0 runs every pgcrew of the suite with recv/send
+        # instead of io_uring batches, the default (scripts/test.sh's second
+        # pass); =1 asks for io_uring where a test's ini does not say.
+        if os.environ.get("PGCREW_IO_URING") in ("0", "1") and kind == "pgcrew":
+            self.settings["io_uring"] = int(os.environ["PGCREW_IO_URING"])
         self.settings.update(settings or {})
         self.databases = dict(databases or {})
         self.users = dict(users or {})

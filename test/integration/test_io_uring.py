@@ -1,11 +1,13 @@
-"""io_uring = 1 (pgcrew's own): each worker reads the sockets a loop turn
-found readable, and sends what it relays, in one io_uring call per batch.
+"""io_uring = 1 (pgcrew's own, the default): each worker reads the sockets
+a loop turn found readable, and sends what it relays, in one io_uring call
+per batch.
 Every worker says so in SHOW WORKERS and counts its batches; traffic of
 every shape (pgbench, a 4 MB result through a slow reader, COPY in, TLS
 clients, which stay on recv/send) comes through byte for byte; RELOAD and
 SET turn it off and on in every worker, and a kernel without io_uring
-leaves pgcrew on recv/send with one warning. The rest of the suite runs
-with it on too when PGCREW_IO_URING=1 (scripts/test.sh's second pass)."""
+leaves pgcrew on recv/send with one LOG line. The rest of the suite runs
+with it on as the default, and once more with it off when PGCREW_IO_URING=0
+(scripts/test.sh's second pass)."""
 
 import hashlib
 import os
@@ -42,6 +44,21 @@ def start(pg15, make_pooler, n, **settings):
     if kernel_refuses(p):
         pytest.skip("this kernel gives no io_uring ring (io_uring_disabled or seccomp)")
     return p
+
+
+def test_on_by_default(pg15, make_pooler, pooler_workers):
+    """An ini that does not mention io_uring gets it: SHOW CONFIG's default
+    is 1, and (unless this run forces a value) every worker batches."""
+    p = make_pooler(pg15, settings={"pool_mode": "transaction"})
+    util.wait_until(lambda: len(children(p.pid)) == pooler_workers, 10, what="every worker up")
+    with p.admin() as a:
+        cur = a.execute("SHOW CONFIG")
+        cols = [d.name for d in cur.description]
+        row = next(dict(zip(cols, r)) for r in cur.fetchall() if r[0] == "io_uring")
+    assert row["default"] == "1", row
+    forced = os.environ.get("PGCREW_IO_URING")
+    expected = "off" if forced == "0" or kernel_refuses(p) else "on"
+    assert [w["io_uring"] for w in workers(p)] == [expected] * pooler_workers
 
 
 def test_batches_in_every_worker(pgbench_pg15, make_pooler, pooler_workers):
@@ -137,8 +154,9 @@ def test_reload_and_set(pg15, make_pooler, pooler_workers):
 
 @pytest.mark.fixed_workers
 def test_kernel_without_io_uring(pg15, make_pooler):
-    """io_uring_disabled = 2 (no ring for anyone): one warning, recv/send,
-    and the pooler works as without the setting."""
+    """io_uring_disabled = 2 (no ring for anyone): one LOG line per worker,
+    not a warning (the setting is on by default), recv/send, and the
+    pooler works as without the setting."""
     path = "/proc/sys/kernel/io_uring_disabled"
     if not os.path.exists(path) or not util.running_as_root():
         pytest.skip("needs root and a kernel with kernel.io_uring_disabled (6.6+)")
@@ -149,7 +167,8 @@ def test_kernel_without_io_uring(pg15, make_pooler):
             f.write("2")
         p = make_pooler(pg15, settings={"workers": 2, "io_uring": 1})
         util.wait_until(lambda: len(children(p.pid)) == 2, 10, what="both workers up")
-        p.wait_for_log(r"io_uring: the kernel refused a ring", timeout=10)
+        p.wait_for_log(r"LOG io_uring: the kernel refused a ring", timeout=10)
+        assert "WARNING io_uring" not in p.log_text()
         with p.connect() as conn:
             assert conn.execute("SELECT 42").fetchone() == (42,)
         assert {w["io_uring"] for w in workers(p)} == {"off"}
