@@ -128,7 +128,7 @@ static const struct {
 	{ "dns_zone_check_period", "0", "0" },
 	{ "idle_transaction_timeout", "0", "0" },
 	{ "ignore_startup_parameters", "", "" },
-	{ "io_uring", "0", "0" },                   /* pgcrew */
+	{ "io_uring", "1", "1" },                   /* pgcrew */
 	{ "job_name", "pgbouncer", "pgbouncer" },
 	{ "listen_addr", "", "" },
 	{ "listen_backlog", "128", "128" },
