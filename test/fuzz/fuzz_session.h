@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include "proto/build.h"
+#include "types.h"
 
 /* ---- the input, front to back; past its end every byte reads 0 ---- */
 
@@ -98,7 +99,7 @@ void fz_client_op(enum client_op op, int slot, struct input *in);
 int fz_clients_drain(void);
 void fz_clients_close(void);
 /* A BackendKeyData the pooler gave a fake client, for CancelRequests. */
-bool fz_client_key(int slot, uint32_t *pid, uint32_t *key);
+bool fz_client_key(int slot, struct cancelkey *k);
 
 /* ---- fake PostgreSQL servers (fuzz_session_server.c) ---- */
 

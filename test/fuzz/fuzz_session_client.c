@@ -12,6 +12,7 @@
 
 #include "auth/md5.h"
 #include "auth/scram.h"
+#include "proto/cancelkey.h"
 #include "world.h"
 
 #define MAX_CONNECTS 16          /* connections per input, cancels included */
@@ -29,7 +30,7 @@ struct fclient {
 	char server_first[SCRAM_MAX_SERVER_FIRST + 1];
 	size_t server_first_len;
 	bool has_key;                 /* BackendKeyData */
-	uint32_t pid, key;
+	struct cancelkey key;
 	struct reader rd;
 };
 
@@ -193,42 +194,48 @@ static void send_request(struct fclient *c, uint32_t code)
 
 /* A key one of the fakes was given, one the pooler holds for a client
  * that has not been told it yet, or the input's. */
-static void cancel_key(struct input *in, uint32_t *pid, uint32_t *key)
+static void cancel_key(struct input *in, struct cancelkey *k)
 {
+	static const uint16_t lens[] = { CANCELKEY_SHORT, CANCELKEY_LONG, 8, CANCELKEY_MAX };
 	uint8_t src = in_byte(in) & 7;
 	const uint8_t *b;
-	*pid = *key = 0;
-	if (src < FZ_CLIENTS && fz_client_key(src, pid, key))
+	memset(k, 0, sizeof(*k));
+	if (src < FZ_CLIENTS && fz_client_key(src, k))
 		return;
 	if (src < 6) {
 		struct list *it;
 		int skip = src & 1;
 		list_for_each(it, &rig_w->all_clients) {
 			struct client *pc = container_of(it, struct client, all_node);
-			*pid = pc->cancel_pid;
-			*key = pc->cancel_key;
+			cancelkey_from_own(k, &pc->key);
 			if (skip-- <= 0)
 				return;
 		}
 		return;
 	}
-	if (in_take(in, &b, 8) == 8) {
-		*pid = get32(b);
-		*key = get32(b + 4);
+	/* Made up: a pid and a secret of a length PostgreSQL allows. */
+	uint16_t len = lens[in_byte(in) & 3];
+	if (in_take(in, &b, 4) == 4) {
+		k->pid = get32(b);
+		k->len = len;
+		for (uint16_t i = 0; i < len; i++)
+			k->secret[i] = in_byte(in);
 	}
 }
 
 static void send_cancel(struct input *in)
 {
 	struct out o;
-	uint32_t pid, key;
+	struct cancelkey k;
 	int fd;
-	cancel_key(in, &pid, &key);
+	cancel_key(in, &k);
+	if (k.len == 0)
+		k.len = CANCELKEY_SHORT;          /* a key of zeros, as before */
 	if (n_cancel_fds == MAX_CONNECTS || !open_conn(&fd, in_byte(in) & 1))
 		return;
 	cancel_fds[n_cancel_fds++] = fd;
 	out_init(&o);
-	pkt_write_cancel_request(&o.pb, pid, key);
+	pkt_write_cancel_request(&o.pb, &k);
 	out_send(&o, fd);
 }
 
@@ -484,11 +491,8 @@ static void on_msg(void *arg, char type, const uint8_t *body, size_t len)
 		on_auth(c, body, len);
 		break;
 	case 'K':
-		if (len >= 8) {
+		if (len >= 8 && cancelkey_set(&c->key, PROTO_MINOR_LATEST, get32(body), body + 4, len - 4))
 			c->has_key = true;
-			c->pid = get32(body);
-			c->key = get32(body + 4);
-		}
 		break;
 	case 'Z':
 		c->ready = true;
@@ -528,11 +532,11 @@ int fz_clients_drain(void)
 	return n + drain_cancels();
 }
 
-bool fz_client_key(int slot, uint32_t *pid, uint32_t *key)
+bool fz_client_key(int slot, struct cancelkey *k)
 {
 	const struct fclient *c = &clients[slot];
-	*pid = c->pid;
-	*key = c->key;
+	if (c->has_key)
+		*k = c->key;
 	return c->has_key;
 }
 

@@ -211,7 +211,12 @@ static void welcome(struct fserver *s, struct pktbuf *pb, uint8_t variant)
 	if (variant & 2)
 		pkt_write_notice(pb, "WARNING", "01000", "a notice during login");
 	next_pid++;
-	pkt_write_backend_key(pb, next_pid, 0x5eed0000u + next_pid);
+	/* pgcrew asks for 3.2: PostgreSQL 18's 32-byte key, or an older
+	 * server's 4 bytes, every other server. */
+	struct cancelkey k = { .pid = next_pid, .len = next_pid & 1 ? 32 : 4 };
+	for (uint16_t i = 0; i < k.len; i++)
+		k.secret[i] = (uint8_t)(0x5e + next_pid + i);
+	pkt_write_backend_key(pb, &k);
 	pkt_write_ready(pb, 'I');
 	s->phase = FS_READY;
 }

@@ -220,8 +220,12 @@ static bool encode_server(struct pktbuf *pb, const struct slot_req *r)
 	strlcpy_(h.db, r->db, sizeof(h.db));
 	strlcpy_(h.user, r->user, sizeof(h.user));
 	h.id = 1000000 + ++id;
-	h.be_pid = 7000 + (uint32_t)id;
-	h.be_key = 0x70000000u + (uint32_t)id;
+	/* A PostgreSQL 18 server on 3.2 (32-byte key) or an older one on 3.0. */
+	h.proto_minor = id & 1 ? 2 : 0;
+	h.be.pid = 7000 + (uint32_t)id;
+	h.be.len = id & 1 ? 32 : 4;
+	for (uint16_t i = 0; i < h.be.len; i++)
+		h.be.secret[i] = (uint8_t)(0x70 + id + i);
 	strlcpy_(h.addr, "phantom", sizeof(h.addr));
 	h.connect_time = h.request_time = h.last_used = h.sent_at = util_monotonic();
 	h.used = 1;
@@ -274,9 +278,11 @@ static void phantom_failed_login(struct input *in)
 
 static void phantom_cancel(struct input *in)
 {
-	uint32_t v[2] = { 0, 0 };
-	(void)fz_client_key(in_pick(in, FZ_CLIENTS), &v[0], &v[1]);
-	post(IPC_CANCEL_FWD, 0, v, sizeof(v), -1);
+	struct cancelkey k;
+	memset(&k, 0, sizeof(k));
+	if (!fz_client_key(in_pick(in, FZ_CLIENTS), &k))
+		k.len = CANCELKEY_SHORT;          /* a key no client has */
+	post(IPC_CANCEL_FWD, 0, &k, sizeof(k), -1);
 }
 
 void fz_sup_op(struct input *in)
