@@ -124,3 +124,27 @@ def test_console_wait_for_servers_queued(pg15, make_pooler, pooler_workers, mode
         holder.close()
     p.proc.wait(timeout=10)
     assert p.proc.returncode == 0
+
+
+def test_sigusr2_during_shutdown_keeps_pause(pg15, make_pooler, pooler_workers):
+    """Issue 29 item 19: SIGUSR2 while a shutdown is under way is ignored
+    with PgBouncer's log line, on every worker: a PAUSE from before the
+    shutdown stays (no RESUME by signal), and the process exits when the
+    last client leaves (WAIT_FOR_CLIENTS)."""
+    p = make_pooler(pg15, settings={"pool_mode": "transaction"})
+    client = p.connect()
+    assert client.execute("SELECT 1").fetchone() == (1,)
+    with console_on_unix(p) as admin:
+        admin.execute("PAUSE")
+        admin.execute("SHUTDOWN WAIT_FOR_CLIENTS")
+    os.kill(p.pid, signal.SIGUSR2)
+    p.wait_for_log(r"got SIGUSR2 while shutting down, ignoring")
+    for _ in range(2 * pooler_workers):          # consoles on every worker, likely
+        with console_on_unix(p) as admin:
+            state = dict(admin.execute("SHOW STATE").fetchall())
+            assert state["paused"] == "yes", state
+    assert "got SIGUSR2, continuing" not in p.log_text()
+    assert p.proc.poll() is None
+    client.close()
+    p.proc.wait(timeout=10)
+    assert p.proc.returncode == 0
