@@ -129,13 +129,16 @@ void server_set_state(struct server *sv, enum server_state st)
 /* Several workers: a server's ledger slot is handed back only when its
  * backend is gone (EOF after our Terminate), so the instance never has
  * more backends than its limits, even for a moment, while one worker gives
- * a server up and another opens one. Bounded by LINGER_USEC. */
+ * a server up and another opens one. Bounded by LINGER_USEC from the
+ * close, however much the backend still sends (a walsender in the middle
+ * of BASE_BACKUP reads no Terminate until the backup is done). */
 #define LINGER_USEC (2 * USEC_PER_SEC)
 
 struct lingering {
 	struct list node;
 	struct event *ev;
 	int fd;
+	usec_t deadline;
 	struct world *world;
 	struct slot_req names;
 };
@@ -156,7 +159,8 @@ static void linger_done(evutil_socket_t fd, short what, void *arg)
 	char junk[256];
 	if (what & EV_READ) {
 		ssize_t n = recv(fd, junk, sizeof(junk), 0);
-		if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR)))
+		bool more = n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR));
+		if (more && util_monotonic() < l->deadline)
 			return;    /* TLS close_notify or a notice: wait on */
 	}
 	pool_slot_release_names(l->world, l->names.db, l->names.user);
@@ -178,6 +182,7 @@ static void linger(struct pool *p, int fd)
 	}
 	struct lingering *l = xcalloc(1, sizeof(*l));
 	l->fd = fd;
+	l->deadline = util_monotonic() + LINGER_USEC;
 	l->world = p->db->world;
 	list_append(&lingering, &l->node);
 	strlcpy_(l->names.db, p->db->name, sizeof(l->names.db));

@@ -130,3 +130,23 @@ def test_pg_receivewal_slot(pg15, make_pooler, tmp_path, setup, pooler_workers):
     finally:
         with pg15.connect() as conn:
             conn.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+
+
+def test_killed_basebackup_frees_its_walsenders(pg15, make_pooler, tmp_path, pooler_workers):
+    """pg_basebackup killed in the middle of a (throttled) backup: its
+    servers are closed and their walsenders, which read no Terminate until
+    the backup is done, go within a few seconds, not when the backup would
+    have ended (the pooler gives up waiting for their EOF after 2 s)."""
+    p = pooler(pg15, make_pooler, "tcp4k")
+    proc = subprocess.Popen([os.path.join(PG15_BINDIR, "pg_basebackup"), "-h", p.host,
+                             "-p", str(p.port), "-U", SUPERUSER, "--no-password",
+                             "-D", str(tmp_path / "slow"), "--checkpoint=fast", "-X", "stream",
+                             "--max-rate=32k"],
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        util.wait_until(lambda: walsenders(pg15) == 2, 20, what="both walsenders")
+    finally:
+        # With its forked WAL receiver, which shares both sockets.
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    util.wait_until(lambda: walsenders(pg15) == 0, 10, what="the walsenders to go")
