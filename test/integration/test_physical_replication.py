@@ -91,7 +91,7 @@ def receivewal(pg, host, port, dest, slot):
         def partial():
             assert proc.poll() is None, proc.stderr.read()
             return any(f.endswith(".partial") for f in os.listdir(dest))
-        util.wait_until(partial, 30, what="pg_receivewal to stream a WAL segment")
+        util.wait_until(partial, 60, what="pg_receivewal to stream a WAL segment")
 
         def whole():
             assert proc.poll() is None, proc.stderr.read()
@@ -103,7 +103,7 @@ def receivewal(pg, host, port, dest, slot):
                 conn.execute("SELECT pg_logical_emit_message(false, 'pgcrew', 'x')")
                 conn.execute("SELECT pg_switch_wal()")
             return False
-        util.wait_until(whole, 30, interval=0.5, what="pg_receivewal to write a whole segment")
+        util.wait_until(whole, 60, interval=0.5, what="pg_receivewal to write a whole segment")
         return time.monotonic() - start
     finally:
         util.end_process(proc, signal.SIGINT)
