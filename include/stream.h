@@ -136,8 +136,14 @@ struct stream {
 };
 
 void stream_init(struct stream *s, int fd, void *owner, stream_pkt_fn on_pkt, stream_event_fn on_event);
-/* Start an outgoing non-blocking connect; SE_CONNECTED/SE_CONNECT_FAILED follow. */
-int stream_connect(struct stream *s, const struct sockaddr *sa, socklen_t salen) MUSTCHECK;
+/* Socket options for a new outgoing socket, set before connect(): the
+ * receive buffer size must be known then, as TCP chooses its window scale
+ * and clamp from it in the handshake. */
+typedef void (*stream_tune_fn)(int fd, const void *arg);
+/* Start an outgoing non-blocking connect, with tune (may be NULL) called
+ * on the socket first; SE_CONNECTED/SE_CONNECT_FAILED follow. */
+int stream_connect(struct stream *s, const struct sockaddr *sa, socklen_t salen,
+		   stream_tune_fn tune, const void *arg) MUSTCHECK;
 void stream_start_reading(struct stream *s);
 void stream_stop_reading(struct stream *s);
 /* Reads now, as if the socket had signalled, instead of after a loop turn:

@@ -232,11 +232,14 @@ void stream_init(struct stream *s, int fd, void *owner, stream_pkt_fn on_pkt, st
 		event_assign(&s->ev_read, stream_base, fd, EV_READ | EV_PERSIST, on_read, s);
 }
 
-int stream_connect(struct stream *s, const struct sockaddr *sa, socklen_t salen)
+int stream_connect(struct stream *s, const struct sockaddr *sa, socklen_t salen,
+		   stream_tune_fn tune, const void *arg)
 {
 	int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -1;
+	if (tune)
+		tune(fd, arg);
 	if (connect(fd, sa, salen) < 0 && errno != EINPROGRESS) {
 		int e = errno;
 		close(fd);

@@ -129,13 +129,16 @@ void server_set_state(struct server *sv, enum server_state st)
 /* Several workers: a server's ledger slot is handed back only when its
  * backend is gone (EOF after our Terminate), so the instance never has
  * more backends than its limits, even for a moment, while one worker gives
- * a server up and another opens one. Bounded by LINGER_USEC. */
+ * a server up and another opens one. Bounded by LINGER_USEC from the
+ * close, however much the backend still sends (a walsender in the middle
+ * of BASE_BACKUP reads no Terminate until the backup is done). */
 #define LINGER_USEC (2 * USEC_PER_SEC)
 
 struct lingering {
 	struct list node;
 	struct event *ev;
 	int fd;
+	usec_t deadline;
 	struct world *world;
 	struct slot_req names;
 };
@@ -156,7 +159,8 @@ static void linger_done(evutil_socket_t fd, short what, void *arg)
 	char junk[256];
 	if (what & EV_READ) {
 		ssize_t n = recv(fd, junk, sizeof(junk), 0);
-		if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR)))
+		bool more = n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR));
+		if (more && util_monotonic() < l->deadline)
 			return;    /* TLS close_notify or a notice: wait on */
 	}
 	pool_slot_release_names(l->world, l->names.db, l->names.user);
@@ -178,6 +182,7 @@ static void linger(struct pool *p, int fd)
 	}
 	struct lingering *l = xcalloc(1, sizeof(*l));
 	l->fd = fd;
+	l->deadline = util_monotonic() + LINGER_USEC;
 	l->world = p->db->world;
 	list_append(&lingering, &l->node);
 	strlcpy_(l->names.db, p->db->name, sizeof(l->names.db));
@@ -293,6 +298,22 @@ static socklen_t addr_len(const struct sockaddr_storage *ss)
 	return ss->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
 }
 
+static void tune_tcp(int fd, const void *cfg)
+{
+	util_tune_tcp(fd, cfg);
+}
+
+/* TCP settings go on the socket before connect(), as in PgBouncer: a
+ * tcp_socket_buffer set after the handshake leaves the window scaled for
+ * the default buffer, and a 4 kB buffer then drops what the server sends
+ * into the window it was offered, one retransmission timeout at a time
+ * (pg_basebackup: 40 kB/s). */
+static int connect_to(struct server *sv, const struct sockaddr *sa, socklen_t len)
+{
+	return stream_connect(&sv->s, sa, len, sa->sa_family == AF_UNIX ? NULL : tune_tcp,
+			      server_world(sv)->cfg);
+}
+
 /* load_balance_hosts = disable: a host that failed before the login
  * completed, in any way (name lookup, connect, TLS, authentication, an
  * error from PostgreSQL), is left for the next one in the list, as in
@@ -358,7 +379,7 @@ static void on_resolved(void *arg, enum dns_status st, const struct sockaddr_sto
 	int a = hostrole_pick_addr(sv->pool->db, sv->host_idx, n_addrs);
 	sv->addr_idx = (int8_t)a;
 	sv->n_addrs = (int8_t)n_addrs;
-	if (stream_connect(&sv->s, (const struct sockaddr *)&addrs[a], addr_len(&addrs[a])) < 0) {
+	if (connect_to(sv, (const struct sockaddr *)&addrs[a], addr_len(&addrs[a])) < 0) {
 		log_msg_errno(LG_WARNING, "S-%llu: %s/%s connect failed", (unsigned long long)sv->id,
 			      sv->pool->db->name, sv->pool->user->name);
 		login_phase_failed(sv);
@@ -431,7 +452,7 @@ static bool launch(struct pool *p, bool with_slot, struct client *owner)
 		sv->dns = dns_resolve(host, db->port, on_resolved, sv);
 		return sv->state != SERVER_JUSTFREE;
 	}
-	if (rc < 0 || stream_connect(&sv->s, (struct sockaddr *)&ss, sslen) < 0) {
+	if (rc < 0 || connect_to(sv, (struct sockaddr *)&ss, sslen) < 0) {
 		log_msg_errno(LG_WARNING, "S-%llu: %s/%s connect failed", (unsigned long long)sv->id,
 			      db->name, p->user->name);
 		login_phase_failed(sv);
@@ -561,8 +582,6 @@ static void on_connected(struct server *sv)
 	if (getsockname(sv->s.fd, (struct sockaddr *)&ss, &len) == 0)
 		util_format_addr((struct sockaddr *)&ss, sv->laddr, sizeof(sv->laddr), &sv->lport);
 	const struct world *w = server_world(sv);
-	if (ss.ss_family != AF_UNIX)
-		util_tune_tcp(sv->s.fd, w->cfg);
 	if (w->cfg->log_connections) {
 		char from[sizeof(sv->laddr) + 16];
 		log_server(sv, LG_LOG, "new connection to server (from %s)",

@@ -128,6 +128,7 @@ class PgCluster:
             for key, value in conf.items():
                 f.write(f"{key} = {value}\n")
         hba = ["local all all trust",
+               f"local replication {SUPERUSER} trust",
                f"host all {SUPERUSER} 127.0.0.1/32 trust",
                f"host replication {SUPERUSER} 127.0.0.1/32 trust"]
         hba += [f"host all {user} 127.0.0.1/32 {method}"

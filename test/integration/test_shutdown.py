@@ -84,3 +84,67 @@ def test_sigint_waits_for_servers_instance_wide(pg15, make_pooler, pooler_worker
     holder.commit()
     p.proc.wait(timeout=10)
     assert p.proc.returncode == 0
+
+
+@pytest.mark.parametrize("mode", ["transaction", "session"])
+def test_console_wait_for_servers_queued(pg15, make_pooler, pooler_workers, mode):
+    """Issue 29 item 5: the console's SHUTDOWN WAIT_FOR_SERVERS fails a
+    client queued for a server (its transaction not begun) with "server
+    shutting down" at once, on every worker, while a client inside a
+    transaction finishes it (in session mode: its session); then the
+    process exits."""
+    p = make_pooler(pg15, settings={"pool_mode": mode, "default_pool_size": 1,
+                                    "admin_users": "trust_user"})
+    holder = p.connect(autocommit=False)
+    holder.execute("SELECT 1")                   # a transaction holds the only server
+    queued = [p.connect(autocommit=False) for _ in range(2 * pooler_workers)]
+    outcome = {}
+
+    def run(i, c):
+        try:
+            c.execute("SELECT 1")                # would begin its transaction
+            outcome[i] = "served"
+        except psycopg.Error as exc:
+            outcome[i] = str(exc)
+
+    threads = [threading.Thread(target=run, args=(i, c)) for i, c in enumerate(queued)]
+    for t in threads:
+        t.start()
+    p.wait_pool(lambda r: r["cl_waiting"] == len(queued), what="the queries queued behind the holder")
+    with console_on_unix(p) as admin:
+        admin.execute("SHUTDOWN WAIT_FOR_SERVERS")
+    for t in threads:
+        t.join(10)
+    assert all("server shutting down" in outcome.get(i, "") for i in range(len(queued))), outcome
+    assert p.proc.poll() is None, "exited while a server was still in use"
+    holder.execute("SELECT 2")                   # its transaction goes on
+    holder.commit()
+    if mode == "session":
+        assert p.proc.poll() is None, "exited while a session still held its server"
+        holder.close()
+    p.proc.wait(timeout=10)
+    assert p.proc.returncode == 0
+
+
+def test_sigusr2_during_shutdown_keeps_pause(pg15, make_pooler, pooler_workers):
+    """Issue 29 item 19: SIGUSR2 while a shutdown is under way is ignored
+    with PgBouncer's log line, on every worker: a PAUSE from before the
+    shutdown stays (no RESUME by signal), and the process exits when the
+    last client leaves (WAIT_FOR_CLIENTS)."""
+    p = make_pooler(pg15, settings={"pool_mode": "transaction"})
+    client = p.connect()
+    assert client.execute("SELECT 1").fetchone() == (1,)
+    with console_on_unix(p) as admin:
+        admin.execute("PAUSE")
+        admin.execute("SHUTDOWN WAIT_FOR_CLIENTS")
+    os.kill(p.pid, signal.SIGUSR2)
+    p.wait_for_log(r"got SIGUSR2 while shutting down, ignoring")
+    for _ in range(2 * pooler_workers):          # consoles on every worker, likely
+        with console_on_unix(p) as admin:
+            state = dict(admin.execute("SHOW STATE").fetchall())
+            assert state["paused"] == "yes", state
+    assert "got SIGUSR2, continuing" not in p.log_text()
+    assert p.proc.poll() is None
+    client.close()
+    p.proc.wait(timeout=10)
+    assert p.proc.returncode == 0

@@ -13,6 +13,8 @@
 #include <event2/event.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -1522,6 +1524,99 @@ static void test_need_full_beyond_buffer_slow_peer(void **state)
 	bytes_free(&in);
 }
 
+/* ---- outgoing connections ---- */
+
+struct tune_seen {
+	int calls;
+	int peer_errno;              /* getpeername() inside the callback */
+};
+
+static void tune_small_rcvbuf(int fd, const void *arg)
+{
+	struct tune_seen *seen = (struct tune_seen *)arg;
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	int v = SMALL_SOCKBUF;
+
+	seen->calls++;
+	seen->peer_errno = getpeername(fd, (struct sockaddr *)&ss, &len) < 0 ? errno : 0;
+	assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v)), 0);
+}
+
+static int tcp_listener(struct sockaddr_in *sin)
+{
+	socklen_t len = sizeof(*sin);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	memset(sin, 0, sizeof(*sin));
+	sin->sin_family = AF_INET;
+	sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(fd, (struct sockaddr *)sin, sizeof(*sin)), 0);
+	assert_int_equal(listen(fd, 1), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)sin, &len), 0);
+	return fd;
+}
+
+/* A stream of its own connecting to a fresh listener on 127.0.0.1, run
+ * until connected; returns the listener. */
+static int connect_end(struct fx *fx, struct end *e, stream_tune_fn tune, void *arg)
+{
+	struct sockaddr_in sin;
+	int lfd = tcp_listener(&sin);
+
+	*e = (struct end){ .dflt = STEP_FORWARD, .fd = -1 };
+	e->calls = calloc(MAX_CALLS, sizeof(*e->calls));
+	assert_non_null(e->calls);
+	stream_init(&e->s, -1, e, on_pkt, on_event);
+	assert_int_equal(stream_connect(&e->s, (struct sockaddr *)&sin, sizeof(sin), tune, arg), 0);
+	for (int i = 0; i < MAX_ITER && count_events(e, SE_CONNECTED) == 0; i++)
+		turns(fx, 1);
+	assert_int_equal(count_events(e, SE_CONNECTED), 1);
+	return lfd;
+}
+
+static void accept_and_close(int lfd, struct end *e)
+{
+	int afd = accept(lfd, NULL, NULL);
+	assert_true(afd >= 0);
+	close(afd);
+	close(lfd);
+	end_close(e);
+}
+
+/* The socket options of an outgoing connection are set before connect():
+ * a receive buffer set after the handshake leaves TCP's window scaled for
+ * the default one (with 4 kB, pg_basebackup crawled at one retransmission
+ * timeout per 8 kB). */
+static void test_connect_tunes_before_connect(void **state)
+{
+	struct tune_seen seen = { 0, 0 };
+	struct end e;
+	int lfd = connect_end(*state, &e, tune_small_rcvbuf, &seen);
+
+	assert_int_equal(seen.calls, 1);
+	assert_int_equal(seen.peer_errno, ENOTCONN);
+	/* Set before the SYN, the small buffer caps the window TCP offers. */
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+	assert_int_equal(getsockopt(e.s.fd, IPPROTO_TCP, TCP_INFO, &ti, &len), 0);
+	assert_true(ti.tcpi_rcv_wscale <= 1);
+	accept_and_close(lfd, &e);
+}
+
+/* Without a tune callback the socket keeps the kernel's defaults. */
+static void test_connect_without_tune(void **state)
+{
+	struct end e;
+	int lfd = connect_end(*state, &e, NULL, NULL);
+
+	int v = 0;
+	socklen_t len = sizeof(v);
+	assert_int_equal(getsockopt(e.s.fd, SOL_SOCKET, SO_RCVBUF, &v, &len), 0);
+	assert_true(v > 2 * SMALL_SOCKBUF);
+	accept_and_close(lfd, &e);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -1561,6 +1656,8 @@ int main(void)
 		T(test_rewrite_and_inject),
 		T(test_need_full_beyond_buffer),
 		T(test_need_full_beyond_buffer_slow_peer),
+		T(test_connect_tunes_before_connect),
+		T(test_connect_without_tune),
 	};
 	int failed = cmocka_run_group_tests_name("recv/send", tests, NULL, NULL);
 	/* The same scenarios with the turn's receives and sends batched
