@@ -96,7 +96,7 @@ struct database {
 struct puser {                            /* a user known to this worker */
 	struct list node;                 /* worker.users */
 	char name[NAME_MAX_LEN];
-	char secret[SECRET_MAX_LEN];      /* userlist secret or "" */
+	char *secret;                     /* userlist secret or "": pool_user_set_secret() */
 	bool has_scram_keys;              /* pass-through: learned from a client's proof */
 	bool authq_secret;                /* secret fetched by auth_query: kept over RELOAD */
 	struct scram_secret scram_keys;

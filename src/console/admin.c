@@ -330,6 +330,7 @@ static void unmet_user_row(struct result *r, const char *name)
 		return;
 	pool_user_defaults(r->world, &u, name);
 	user_row(r, &u);
+	pool_user_clear(&u);
 }
 
 static void view_users(struct result *r)

@@ -20,6 +20,7 @@
 #include "world.h"
 
 #include <event2/event.h>
+#include <openssl/crypto.h>
 #include <stdio.h>
 
 /* ---- databases ---- */
@@ -209,6 +210,22 @@ struct database *pool_admin_db(struct world *w)
 
 /* ---- users ---- */
 
+void pool_user_set_secret(struct puser *u, const char *secret)
+{
+	if (u->secret) {
+		OPENSSL_cleanse(u->secret, strlen(u->secret));
+		free(u->secret);
+	}
+	u->secret = xstrdup(secret ? secret : "");
+}
+
+void pool_user_clear(struct puser *u)
+{
+	pool_user_set_secret(u, NULL);
+	free(u->secret);
+	u->secret = NULL;
+}
+
 static void user_apply(struct world *w, struct puser *u)
 {
 	const struct config *cfg = w->cfg;
@@ -218,9 +235,9 @@ static void user_apply(struct world *w, struct puser *u)
 	/* A secret from auth_query stays for this user's servers; the next
 	 * login (the cache is dropped) fetches it again. */
 	if (secret || !u->authq_secret) {
-		if (!secret || strcmp(secret, u->secret) != 0)
+		if (!secret || !u->secret || strcmp(secret, u->secret) != 0)
 			u->has_scram_keys = false;   /* a new secret invalidates learned keys */
-		strlcpy_(u->secret, secret ? secret : "", sizeof(u->secret));
+		pool_user_set_secret(u, secret);
 		u->authq_secret = false;
 	}
 	u->pool_mode = ud ? ud->pool_mode : -1;
@@ -264,6 +281,8 @@ void pool_user_defaults(struct world *w, struct puser *u, const char *name)
 	strlcpy_(u->name, name, sizeof(u->name));
 	u->shm_idx = -1;
 	user_apply(w, u);
+	if (!u->secret)
+		pool_user_set_secret(u, NULL);
 }
 
 struct puser *pool_get_user(struct world *w, const char *name)
@@ -277,6 +296,8 @@ struct puser *pool_get_user(struct world *w, const char *name)
 	strlcpy_(u->name, name, sizeof(u->name));
 	u->shm_idx = shm_name_index(SHM_USER, name);
 	user_apply(w, u);
+	if (!u->secret)
+		pool_user_set_secret(u, NULL);
 	list_append(&w->users, &u->node);
 	return u;
 }
@@ -1392,6 +1413,7 @@ void pool_free_all(struct world *w)
 	while ((it = list_first(&w->users)) != NULL) {
 		struct puser *u = container_of(it, struct puser, node);
 		list_del(&u->node);
+		pool_user_clear(u);
 		free(u);
 	}
 }
