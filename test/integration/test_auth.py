@@ -190,3 +190,36 @@ def test_overlong_password_is_a_config_error(pg15, make_pooler):
     p.proc = None       # its failure to start was the point
     assert f"userlist.txt:1: secret for user 'scram_user' is longer than {LONGEST} bytes" in \
         str(err.value)
+
+
+def scram_verifier(pw, salt=b"pgcrew-test-salt", iterations=4096):
+    """A SCRAM-SHA-256 secret for pw, as PostgreSQL stores it."""
+    import base64
+    import hashlib
+    import hmac
+    salted = hashlib.pbkdf2_hmac("sha256", pw.encode(), salt, iterations)
+    client_key = hmac.new(salted, b"Client Key", hashlib.sha256).digest()
+    server_key = hmac.new(salted, b"Server Key", hashlib.sha256).digest()
+    b64 = lambda b: base64.b64encode(b).decode()      # noqa: E731
+    return (f"SCRAM-SHA-256${iterations}:{b64(salt)}$"
+            f"{b64(hashlib.sha256(client_key).digest())}:{b64(server_key)}")
+
+
+@pytest.mark.parametrize("workers", [1, 4], ids=["w1", "w4"])
+def test_wrong_password_type(pg15, make_pooler, workers):
+    """auth_file's secret cannot answer the server: an md5 hash when the
+    server asks for SCRAM, a SCRAM secret when it asks for md5. PgBouncer's
+    texts: an ERROR line `cannot do SCRAM|MD5 authentication: wrong password
+    type` and `server login failed: wrong password type` for the client."""
+    import hashlib
+    md5_of_scram_user = "md5" + hashlib.md5(b"scram-secretscram_user").hexdigest()
+    cases = [("md5", "scram_user", md5_of_scram_user, "SCRAM"),
+             ("scram-sha-256", "md5_user", scram_verifier(password("md5_user")), "MD5")]
+    for auth_type, user, secret, method in cases:
+        p = make_pooler(pg15, settings={"auth_type": auth_type, "workers": workers},
+                        userlist={user: secret})
+        with pytest.raises(psycopg.OperationalError) as err:
+            p.connect(user=user, password=password(user))
+        assert "server login failed: wrong password type" in str(err.value), (user, err.value)
+        p.wait_for_log(rf"ERROR .*{user}.* cannot do {method} authentication: wrong password type")
+        p.stop()
