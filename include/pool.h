@@ -55,6 +55,9 @@ static inline int pool_mode_of(const struct pool *p)
 int pool_size_of(const struct pool *p);
 int pool_reserve_of(const struct pool *p);
 usec_t pool_server_lifetime(const struct pool *p);
+/* query_wait_timeout of the pool's user in [users], else of its database,
+ * else the global one: the most specific wins. */
+usec_t pool_query_wait_timeout(const struct pool *p);
 
 /* An idle server of p usable at once, or NULL: outdated ones are closed, one
  * due a server_check_query starts it and comes back via pool_server_ready(). */

@@ -130,6 +130,7 @@ static void db_apply_def(struct database *db, const struct db_def *d, const char
 		pool_reconnect_db(db, "database configuration changed");
 	db->load_balance = d->load_balance_hosts != 0;
 	db->server_lifetime = d->server_lifetime;
+	db->query_wait_timeout = d->query_wait_timeout;
 	db->sslnegotiation = d->sslnegotiation;
 	db->tsa = d->target_session_attrs;
 	db->dead = false;
@@ -202,6 +203,7 @@ struct database *pool_admin_db(struct world *w)
 	db->pool_size = 2;
 	db->pool_mode = POOL_STATEMENT;
 	db->server_lifetime = -1;
+	db->query_wait_timeout = -1;
 	db->n_hosts = 1;
 	db->hosts = xcalloc(1, sizeof(char *));
 	strlcpy_(db->dbname, "pgbouncer", sizeof(db->dbname));
@@ -251,6 +253,7 @@ static void user_apply(struct world *w, struct puser *u)
 	u->idle_transaction_timeout = ud ? ud->idle_transaction_timeout : -1;
 	u->client_idle_timeout = ud ? ud->client_idle_timeout : -1;
 	u->transaction_timeout = ud ? ud->transaction_timeout : -1;
+	u->query_wait_timeout = ud ? ud->query_wait_timeout : -1;
 }
 
 struct puser *pool_find_user_here(struct world *w, const char *name)
@@ -360,6 +363,15 @@ int pool_reserve_of(const struct pool *p)
 usec_t pool_server_lifetime(const struct pool *p)
 {
 	return p->db->server_lifetime >= 0 ? p->db->server_lifetime : p->db->world->cfg->server_lifetime;
+}
+
+usec_t pool_query_wait_timeout(const struct pool *p)
+{
+	if (p->user->query_wait_timeout >= 0)
+		return p->user->query_wait_timeout;
+	if (p->db->query_wait_timeout >= 0)
+		return p->db->query_wait_timeout;
+	return p->db->world->cfg->query_wait_timeout;
 }
 
 static int pool_total_servers(const struct pool *p)
