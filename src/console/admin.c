@@ -127,6 +127,7 @@ void admin_welcome(struct client *c)
 	struct cancelkey k;
 	cancelkey_from_own(&k, &c->key);
 	pkt_write_backend_key(&pb, &k);
+	client_put_login_notice(c, &pb);
 	pkt_write_ready(&pb, 'I');
 	bool ok = stream_write(&c->s, &pb);
 	pktbuf_free(&pb);

@@ -149,6 +149,13 @@ static void send_error(struct client *c, const char *severity, const char *sqlst
 	pktbuf_free(&pb);
 }
 
+void client_put_login_notice(const struct client *c, struct pktbuf *pb)
+{
+	const char *msg = c->world->cfg->login_notify_message;
+	if (msg && *msg)
+		pkt_write_notice(pb, "NOTICE", "00000", msg);
+}
+
 void client_send_notice(struct client *c, const char *msg)
 {
 	struct pktbuf pb;
@@ -431,6 +438,7 @@ static void send_welcome(struct client *c)
 	struct cancelkey k;
 	cancelkey_from_own(&k, &c->key);
 	pkt_write_backend_key(&pb, &k);
+	client_put_login_notice(c, &pb);
 	pkt_write_ready(&pb, 'I');
 	if (!send_pb(c, &pb))
 		return;
