@@ -38,6 +38,9 @@ void client_pool_ready(struct client *c);         /* welcome parameters known */
 void client_server_login_failed(struct client *c, const char *sqlstate, const char *msg);
 void client_cached_login_error(struct client *c, const char *msg);
 void client_send_notice(struct client *c, const char *msg);
+/* login_notify_message, if set, as a NoticeResponse into pb (the welcome). */
+struct pktbuf;
+void client_put_login_notice(const struct client *c, struct pktbuf *pb);
 /* Add the client's traffic since the last call to its pool's counters. */
 void client_account_bytes(struct client *c);
 /* Online restart. Taken: a logged-in client arriving from the old process

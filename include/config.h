@@ -121,6 +121,7 @@ struct config {
 	bool log_pooler_errors;
 	bool log_stats;
 	char *logfile;
+	char *login_notify_message;         /* NOTICE after each login; "" = none */
 	int max_client_conn;
 	int max_db_client_connections;
 	int max_db_connections;

@@ -72,6 +72,7 @@ struct database {
 	struct varcache startup_vars;     /* client_encoding/datestyle/timezone/application_name from the entry */
 	bool load_balance;
 	usec_t server_lifetime;           /* -1 = global */
+	usec_t query_wait_timeout;        /* -1 = global (or the user's) */
 	int sslnegotiation;               /* -1 = server_tls_sslnegotiation (pgcrew) */
 	int tsa;                          /* -1 = target_session_attrs (pgcrew), else enum tsa */
 	int8_t host_role[SHM_HOSTS];      /* without a shm row: hostrole.c's local copy */
@@ -96,13 +97,14 @@ struct database {
 struct puser {                            /* a user known to this worker */
 	struct list node;                 /* worker.users */
 	char name[NAME_MAX_LEN];
-	char secret[SECRET_MAX_LEN];      /* userlist secret or "" */
+	char *secret;                     /* userlist secret or "": pool_user_set_secret() */
 	bool has_scram_keys;              /* pass-through: learned from a client's proof */
 	bool authq_secret;                /* secret fetched by auth_query: kept over RELOAD */
 	struct scram_secret scram_keys;
 	int pool_mode;                    /* -1 = not set */
 	int pool_size, reserve_pool_size, max_user_connections, max_user_client_connections;
 	usec_t query_timeout, idle_transaction_timeout, client_idle_timeout, transaction_timeout;
+	usec_t query_wait_timeout;        /* -1 = not set */
 	int n_servers, n_clients;         /* this worker's */
 	int shm_idx;                      /* instance-wide client count (shm.h), -1 = none */
 	bool mark;

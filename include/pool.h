@@ -25,8 +25,13 @@ struct puser *pool_find_user(struct world *w, const char *name);
 struct puser *pool_get_user(struct world *w, const char *name);
 /* Only a user object this worker already has (no auth_file lookup). */
 struct puser *pool_find_user_here(struct world *w, const char *name);
-/* u as pool_get_user would make it, without keeping it (SHOW USERS). */
+/* u as pool_get_user would make it, without keeping it (SHOW USERS);
+ * pool_user_clear() it after use. */
 void pool_user_defaults(struct world *w, struct puser *u, const char *name);
+/* Replace u's secret (NULL: none) with a copy; the old one is wiped. */
+void pool_user_set_secret(struct puser *u, const char *secret);
+/* Wipe and free what u owns (its secret), before u itself goes. */
+void pool_user_clear(struct puser *u);
 struct pool *pool_get(struct database *db, struct puser *user);
 
 /* PAUSE of every database, of this one, or of this pool: its servers go to
@@ -50,6 +55,9 @@ static inline int pool_mode_of(const struct pool *p)
 int pool_size_of(const struct pool *p);
 int pool_reserve_of(const struct pool *p);
 usec_t pool_server_lifetime(const struct pool *p);
+/* query_wait_timeout of the pool's user in [users], else of its database,
+ * else the global one: the most specific wins. */
+usec_t pool_query_wait_timeout(const struct pool *p);
 
 /* An idle server of p usable at once, or NULL: outdated ones are closed, one
  * due a server_check_query starts it and comes back via pool_server_ready(). */

@@ -17,9 +17,9 @@ typedef int64_t usec_t;            /* microseconds; times and durations */
 #define NORETURN __attribute__((noreturn))
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 /* A password or stored secret (auth_file, password=, auth_query, plain
- * auth): up to 2048 bytes, as in PgBouncer, plus the NUL. A longer one is
+ * auth): up to 65,535 bytes, as in PgBouncer 1.26, plus the NUL. A longer one is
  * an error where it is read, never cut short. */
-#define SECRET_MAX_LEN 2049
+#define SECRET_MAX_LEN 65536
 
 /* A cancel key as the protocol carries it (BackendKeyData, CancelRequest):
  * a process id and a secret of 4 bytes (protocol 3.0) to 256 (3.2). What

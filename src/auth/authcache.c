@@ -14,7 +14,8 @@ struct entry {
 	usec_t at;                       /* when the answer arrived */
 	bool no_user;
 	char key[AUTHCACHE_KEY_MAX];
-	char secret[AUTHCACHE_SECRET_MAX];
+	size_t secret_len;
+	char secret[];                   /* secret_len bytes and a NUL */
 };
 
 struct authcache {
@@ -59,7 +60,7 @@ static void drop(struct authcache *ac, struct entry **pp)
 	struct entry *e = *pp;
 	*pp = e->next;
 	list_del(&e->age);
-	OPENSSL_cleanse(e->secret, sizeof(e->secret));
+	OPENSSL_cleanse(e->secret, e->secret_len);
 	free(e);
 	ac->count--;
 }
@@ -128,11 +129,12 @@ void authcache_put(struct authcache *ac, const char *key, const char *secret, us
 		struct entry *old = container_of(ac->by_age.next, struct entry, age);
 		drop(ac, slot_of(ac, old->key));
 	}
-	struct entry *e = xcalloc(1, sizeof(*e));
+	size_t slen = secret ? strnlen(secret, AUTHCACHE_SECRET_MAX - 1) : 0;
+	struct entry *e = xcalloc(1, sizeof(*e) + slen + 1);
 	strlcpy_(e->key, key, sizeof(e->key));
 	e->no_user = secret == NULL;
-	if (secret)
-		strlcpy_(e->secret, secret, sizeof(e->secret));
+	e->secret_len = slen;
+	memcpy(e->secret, secret ? secret : "", slen);
 	e->at = now;
 	/* New answers are the youngest: appended, so by_age stays sorted. */
 	list_append(&ac->by_age, &e->age);

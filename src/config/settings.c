@@ -201,6 +201,7 @@ static const struct setting table[] = {
 	S_BOOL(log_pooler_errors, "1", 0, "log errors the pooler sends to clients"),
 	S_BOOL(log_stats, "1", 0, "log aggregated statistics every stats_period"),
 	S_STR(logfile, "", 0, "log file (empty = none)"),
+	S_STR(login_notify_message, "", 0, "NOTICE sent to each client after its login (empty = none)"),
 	S_INT(max_client_conn, "100", 0, INT_MAX, 0, "maximum client connections"),
 	S_INT(max_db_client_connections, "0", 0, INT_MAX, 0, "client connections per database (0 = unlimited)"),
 	S_INT(max_db_connections, "0", 0, INT_MAX, 0, "server connections per database (0 = unlimited)"),

@@ -127,6 +127,7 @@ void admin_welcome(struct client *c)
 	struct cancelkey k;
 	cancelkey_from_own(&k, &c->key);
 	pkt_write_backend_key(&pb, &k);
+	client_put_login_notice(c, &pb);
 	pkt_write_ready(&pb, 'I');
 	bool ok = stream_write(&c->s, &pb);
 	pktbuf_free(&pb);
@@ -330,6 +331,7 @@ static void unmet_user_row(struct result *r, const char *name)
 		return;
 	pool_user_defaults(r->world, &u, name);
 	user_row(r, &u);
+	pool_user_clear(&u);
 }
 
 static void view_users(struct result *r)

@@ -21,7 +21,9 @@
 #include <stdio.h>
 
 #define AUTHQ_CACHE_MAX 10000        /* answers per worker */
-#define AUTHQ_MAX_MSG 16384          /* a larger row or row description is refused */
+/* A larger row or row description is refused: room for the longest secret
+ * and a user name. */
+#define AUTHQ_MAX_MSG (SECRET_MAX_LEN + 16384)
 
 struct authq_job {
 	struct list node;                /* jobs */
@@ -195,7 +197,7 @@ static struct puser *user_with_secret(struct world *w, const char *name, const c
 		return NULL;
 	if (strcmp(u->secret, secret) != 0) {
 		u->has_scram_keys = false;
-		strlcpy_(u->secret, secret, sizeof(u->secret));
+		pool_user_set_secret(u, secret);
 	}
 	u->authq_secret = true;
 	return u;

@@ -149,6 +149,13 @@ static void send_error(struct client *c, const char *severity, const char *sqlst
 	pktbuf_free(&pb);
 }
 
+void client_put_login_notice(const struct client *c, struct pktbuf *pb)
+{
+	const char *msg = c->world->cfg->login_notify_message;
+	if (msg && *msg)
+		pkt_write_notice(pb, "NOTICE", "00000", msg);
+}
+
 void client_send_notice(struct client *c, const char *msg)
 {
 	struct pktbuf pb;
@@ -431,6 +438,7 @@ static void send_welcome(struct client *c)
 	struct cancelkey k;
 	cancelkey_from_own(&k, &c->key);
 	pkt_write_backend_key(&pb, &k);
+	client_put_login_notice(c, &pb);
 	pkt_write_ready(&pb, 'I');
 	if (!send_pb(c, &pb))
 		return;
@@ -895,6 +903,10 @@ static void handle_sasl_final(struct client *c, const uint8_t *body, size_t len)
 		finish_login(c);
 }
 
+/* The largest authentication packet: a PasswordMessage with the longest
+ * password (SASL messages are far smaller). */
+#define AUTH_PKT_MAX (1 + 4 + SECRET_MAX_LEN)
+
 static enum stream_action auth_pkt(struct client *c, const struct pkt_hdr *h,
 				   const uint8_t *data, size_t avail)
 {
@@ -902,7 +914,7 @@ static enum stream_action auth_pkt(struct client *c, const struct pkt_hdr *h,
 		client_close(c, true, h->type == 'X' ? "client close request" : "bad packet during authentication");
 		return SA_STOP;
 	}
-	if (h->len > 8192) {
+	if (h->len > AUTH_PKT_MAX) {
 		client_close(c, true, "authentication packet too large");
 		return SA_STOP;
 	}
@@ -1207,7 +1219,7 @@ static void ext_accepted(struct client *c, const char *password)
 	}
 	struct puser *u = c->login_user;
 	if (!u->authq_secret && (!c->world->cfg->userlist || !userlist_find(c->world->cfg->userlist, u->name)))
-		strlcpy_(u->secret, password, sizeof(u->secret));
+		pool_user_set_secret(u, password);
 	if (!c->pool) {
 		struct puser *srv_user = c->db->forced_user ? pool_get_user(c->world, c->db->forced_user) : u;
 		c->pool = pool_get(c->db, srv_user ? srv_user : u);

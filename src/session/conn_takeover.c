@@ -224,8 +224,8 @@ static void await_server(struct client *c)
 /* What the old process knew of the login user and this process does not. */
 static void learn_user(struct puser *u, const struct handover_client *h, const struct scram_secret *keys)
 {
-	if (h->has_secret && !u->secret[0] && strlen(h->secret) < sizeof(u->secret)) {
-		strlcpy_(u->secret, h->secret, sizeof(u->secret));
+	if (h->has_secret && !u->secret[0]) {
+		pool_user_set_secret(u, h->secret);
 		u->authq_secret = true;
 	}
 	if (h->has_keys && !u->has_scram_keys) {

@@ -20,6 +20,7 @@
 #include "world.h"
 
 #include <event2/event.h>
+#include <openssl/crypto.h>
 #include <stdio.h>
 
 /* ---- databases ---- */
@@ -129,6 +130,7 @@ static void db_apply_def(struct database *db, const struct db_def *d, const char
 		pool_reconnect_db(db, "database configuration changed");
 	db->load_balance = d->load_balance_hosts != 0;
 	db->server_lifetime = d->server_lifetime;
+	db->query_wait_timeout = d->query_wait_timeout;
 	db->sslnegotiation = d->sslnegotiation;
 	db->tsa = d->target_session_attrs;
 	db->dead = false;
@@ -201,6 +203,7 @@ struct database *pool_admin_db(struct world *w)
 	db->pool_size = 2;
 	db->pool_mode = POOL_STATEMENT;
 	db->server_lifetime = -1;
+	db->query_wait_timeout = -1;
 	db->n_hosts = 1;
 	db->hosts = xcalloc(1, sizeof(char *));
 	strlcpy_(db->dbname, "pgbouncer", sizeof(db->dbname));
@@ -208,6 +211,22 @@ struct database *pool_admin_db(struct world *w)
 }
 
 /* ---- users ---- */
+
+void pool_user_set_secret(struct puser *u, const char *secret)
+{
+	if (u->secret) {
+		OPENSSL_cleanse(u->secret, strlen(u->secret));
+		free(u->secret);
+	}
+	u->secret = xstrdup(secret ? secret : "");
+}
+
+void pool_user_clear(struct puser *u)
+{
+	pool_user_set_secret(u, NULL);
+	free(u->secret);
+	u->secret = NULL;
+}
 
 static void user_apply(struct world *w, struct puser *u)
 {
@@ -218,9 +237,9 @@ static void user_apply(struct world *w, struct puser *u)
 	/* A secret from auth_query stays for this user's servers; the next
 	 * login (the cache is dropped) fetches it again. */
 	if (secret || !u->authq_secret) {
-		if (!secret || strcmp(secret, u->secret) != 0)
+		if (!secret || !u->secret || strcmp(secret, u->secret) != 0)
 			u->has_scram_keys = false;   /* a new secret invalidates learned keys */
-		strlcpy_(u->secret, secret ? secret : "", sizeof(u->secret));
+		pool_user_set_secret(u, secret);
 		u->authq_secret = false;
 	}
 	u->pool_mode = ud ? ud->pool_mode : -1;
@@ -234,6 +253,7 @@ static void user_apply(struct world *w, struct puser *u)
 	u->idle_transaction_timeout = ud ? ud->idle_transaction_timeout : -1;
 	u->client_idle_timeout = ud ? ud->client_idle_timeout : -1;
 	u->transaction_timeout = ud ? ud->transaction_timeout : -1;
+	u->query_wait_timeout = ud ? ud->query_wait_timeout : -1;
 }
 
 struct puser *pool_find_user_here(struct world *w, const char *name)
@@ -264,6 +284,8 @@ void pool_user_defaults(struct world *w, struct puser *u, const char *name)
 	strlcpy_(u->name, name, sizeof(u->name));
 	u->shm_idx = -1;
 	user_apply(w, u);
+	if (!u->secret)
+		pool_user_set_secret(u, NULL);
 }
 
 struct puser *pool_get_user(struct world *w, const char *name)
@@ -277,6 +299,8 @@ struct puser *pool_get_user(struct world *w, const char *name)
 	strlcpy_(u->name, name, sizeof(u->name));
 	u->shm_idx = shm_name_index(SHM_USER, name);
 	user_apply(w, u);
+	if (!u->secret)
+		pool_user_set_secret(u, NULL);
 	list_append(&w->users, &u->node);
 	return u;
 }
@@ -339,6 +363,15 @@ int pool_reserve_of(const struct pool *p)
 usec_t pool_server_lifetime(const struct pool *p)
 {
 	return p->db->server_lifetime >= 0 ? p->db->server_lifetime : p->db->world->cfg->server_lifetime;
+}
+
+usec_t pool_query_wait_timeout(const struct pool *p)
+{
+	if (p->user->query_wait_timeout >= 0)
+		return p->user->query_wait_timeout;
+	if (p->db->query_wait_timeout >= 0)
+		return p->db->query_wait_timeout;
+	return p->db->world->cfg->query_wait_timeout;
 }
 
 static int pool_total_servers(const struct pool *p)
@@ -1392,6 +1425,7 @@ void pool_free_all(struct world *w)
 	while ((it = list_first(&w->users)) != NULL) {
 		struct puser *u = container_of(it, struct puser, node);
 		list_del(&u->node);
+		pool_user_clear(u);
 		free(u);
 	}
 }

@@ -625,14 +625,23 @@ static void login_refused_for_now(struct server *sv, const char *sqlstate, const
 /* As PgBouncer: "server login failed: FATAL <message>" (no connection
  * prefix) for PostgreSQL's own error (severity given), and the server
  * closes with the message. */
+static void login_failed_tell(struct server *sv, const char *sqlstate, const char *msg);
+
 static void login_failed_sev(struct server *sv, const char *severity, const char *sqlstate,
 			     const char *msg)
 {
-	struct pool *p = sv->pool;
 	if (severity)
 		log_warning("server login failed: %s %s", severity, msg);
 	else
 		log_server(sv, LG_WARNING, "server login failed: %s", msg);
+	login_failed_tell(sv, sqlstate, msg);
+}
+
+/* The login failed with msg: the pool's waiters are told, later logins
+ * within server_login_retry get the cached error. */
+static void login_failed_tell(struct server *sv, const char *sqlstate, const char *msg)
+{
+	struct pool *p = sv->pool;
 	if (sqlstate && strcmp(sqlstate, "57P03") == 0) {
 		login_refused_for_now(sv, sqlstate, msg);
 		return;
@@ -659,6 +668,14 @@ static void login_failed(struct server *sv, const char *sqlstate, const char *ms
 	login_failed_sev(sv, NULL, sqlstate, msg);
 }
 
+/* The secret cannot answer what the server asks: PgBouncer's log line
+ * (why) and its error for the pool's waiters. */
+static void login_wrong_password_type(struct server *sv, const char *why)
+{
+	log_server(sv, LG_ERROR, "%s", why);
+	login_failed_tell(sv, "08P01", "server login failed: wrong password type");
+}
+
 static bool send_pb(struct server *sv, struct pktbuf *pb)
 {
 	bool ok = stream_write(&sv->s, pb);
@@ -682,7 +699,7 @@ static bool auth_md5(struct server *sv, const uint8_t *salt)
 		strlcpy_(hash, pw, sizeof(hash));
 		break;
 	default:
-		login_failed(sv, "28000", "cannot do md5 authentication: the password is a SCRAM secret");
+		login_wrong_password_type(sv, "cannot do MD5 authentication: wrong password type");
 		return false;
 	}
 	md5_salted(hash, salt, resp);
@@ -717,6 +734,33 @@ static bool sasl_mech_offered(struct pkt_reader *r, const char *mech)
 	return found;
 }
 
+/* What answers the server's SCRAM: a plain password (*pw) or the keys
+ * learned from the client's proof (*keys); false (login failed, as
+ * PgBouncer) when the secret can do neither. */
+static bool scram_credentials(struct server *sv, const char **pw, const struct scram_secret **keys)
+{
+	const struct puser *u = sv->pool->user;
+
+	*pw = server_password(sv);
+	*keys = NULL;
+	switch (userlist_secret_kind(*pw)) {
+	case USERLIST_PLAIN:
+		return true;
+	case USERLIST_SCRAM:
+		if (!(sv->pool->db->forced_user && sv->pool->db->forced_password) && u->has_scram_keys) {
+			*keys = &u->scram_keys;
+			*pw = NULL;
+			return true;
+		}
+		login_wrong_password_type(sv, "cannot do SCRAM authentication: password is SCRAM secret "
+					  "but client authentication did not provide SCRAM keys");
+		return false;
+	default:
+		login_wrong_password_type(sv, "cannot do SCRAM authentication: wrong password type");
+		return false;
+	}
+}
+
 static bool auth_sasl_start(struct server *sv, struct pkt_reader *r)
 {
 	char out[512];
@@ -729,6 +773,10 @@ static bool auth_sasl_start(struct server *sv, struct pkt_reader *r)
 		login_failed(sv, "28000", "server offered no supported SASL mechanism");
 		return false;
 	}
+	const char *pw;
+	const struct scram_secret *keys;
+	if (!scram_credentials(sv, &pw, &keys))
+		return false;
 	free(sv->scram);
 	sv->scram = xcalloc(1, sizeof(*sv->scram));
 	/* Over TLS, channel binding when the server offers it (as libpq's
@@ -752,8 +800,7 @@ static bool auth_sasl_start(struct server *sv, struct pkt_reader *r)
 
 static bool auth_sasl_continue(struct server *sv, const uint8_t *msg, size_t len)
 {
-	const char *pw = server_password(sv);
-	const struct puser *u = sv->pool->user;
+	const char *pw = NULL;
 	const struct scram_secret *keys = NULL;
 	const char *err = NULL;
 	char out[1024];
@@ -764,21 +811,8 @@ static bool auth_sasl_continue(struct server *sv, const uint8_t *msg, size_t len
 		login_failed(sv, "08P01", "SCRAM: unexpected SASLContinue");
 		return false;
 	}
-	switch (userlist_secret_kind(pw)) {
-	case USERLIST_PLAIN:
-		break;
-	case USERLIST_SCRAM:
-		if (!(sv->pool->db->forced_user && sv->pool->db->forced_password) && u->has_scram_keys) {
-			keys = &u->scram_keys;
-			pw = NULL;
-			break;
-		}
-		login_failed(sv, "28000", "cannot do SCRAM authentication: password is SCRAM secret but client authentication did not provide SCRAM keys");
+	if (!scram_credentials(sv, &pw, &keys))
 		return false;
-	default:
-		login_failed(sv, "28000", "cannot do SCRAM authentication: the password is an md5 hash");
-		return false;
-	}
 	if (scram_client_final(sv->scram, (const char *)msg, len, pw, keys, out, sizeof(out), &n, &err) < 0) {
 		login_failed(sv, "28000", err ? err : "SCRAM: bad server-first-message");
 		return false;

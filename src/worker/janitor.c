@@ -40,6 +40,7 @@ static void check_waiting(struct pool *p, usec_t now)
 {
 	const struct config *cfg = p->db->world->cfg;
 	usec_t qt = eff(p->user->query_timeout, cfg->query_timeout);
+	usec_t qwt = pool_query_wait_timeout(p);
 	struct list *it, *tmp;
 	list_for_each_safe(it, tmp, &p->waiting_clients) {
 		struct client *c = container_of(it, struct client, node);
@@ -48,7 +49,7 @@ static void check_waiting(struct pool *p, usec_t now)
 			client_close(c, true, "query_timeout");
 			continue;
 		}
-		if (cfg->query_wait_timeout > 0 && waited > cfg->query_wait_timeout) {
+		if (qwt > 0 && waited > qwt) {
 			client_close(c, true, "query_wait_timeout");
 			continue;
 		}

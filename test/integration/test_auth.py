@@ -144,41 +144,82 @@ def test_users_have_expected_server_methods(pg):
     assert rows["scram_user"].startswith("SCRAM-")
 
 
-@pytest.mark.pgcrew_only   # PgBouncer 1.18 has a shorter limit (2048 came later)
-def test_long_passwords_kept_whole(pg15, make_pooler):
-    """Passwords up to 2048 bytes, as PgBouncer takes them: in auth_file (a
-    plain client login, then the server login with the same password) and
-    in a database entry's password= (the server login of a forced user).
-    Nothing is cut at 255 bytes: the first 255 bytes alone do not log in."""
-    pw = "p" * 255 + "q" * 1245                     # 1500 bytes
-    with pg15.connect() as conn:
+LONGEST = 65535      # PgBouncer's limit since its development branch (1.26)
+
+
+def set_role_password(pg, user, pw):
+    with pg.connect() as conn:
         conn.execute("SET password_encryption = 'scram-sha-256'")
-        conn.execute(f"ALTER ROLE scram_user PASSWORD '{pw}'")
+        conn.execute(f"ALTER ROLE {user} PASSWORD '{pw}'")
+
+
+@pytest.mark.pgcrew_only   # PgBouncer 1.18 stops at 2048 bytes
+@pytest.mark.parametrize("workers", [1, 4], ids=["w1", "w4"])
+def test_long_passwords_kept_whole(pg15, make_pooler, workers):
+    """Passwords of 65,535 bytes: in auth_file (a plain client login whose
+    PasswordMessage is larger than the read buffer, then the SCRAM server
+    login with the same password) and in a database entry's password= (the
+    server login of a forced user). Nothing is cut short: the password less
+    its last byte does not log in. (PostgreSQL itself takes at most 1000
+    bytes in a cleartext PasswordMessage, so the server side is SCRAM.)"""
+    pw = "p" * 255 + "q" * (LONGEST - 256) + "z"
+    set_role_password(pg15, "scram_user", pw)
     try:
         dbs = {"testdb": pg15.dsn("testdb"),
                "forced": pg15.dsn("testdb", user="scram_user", password=pw)}
-        p = make_pooler(pg15, settings={"auth_type": "plain"}, databases=dbs,
+        p = make_pooler(pg15, settings={"auth_type": "plain", "workers": workers}, databases=dbs,
                         userlist={"scram_user": pw, "trust_user": "trust-secret"})
         with p.connect(user="scram_user", password=pw) as conn:
             assert conn.execute("SELECT current_user").fetchone() == ("scram_user",)
         with pytest.raises(psycopg.OperationalError) as err:
-            p.connect(user="scram_user", password=pw[:255])
+            p.connect(user="scram_user", password=pw[:-1])
         assert "password authentication failed" in str(err.value)
         with p.connect("forced", user="trust_user", password="trust-secret") as conn:
             assert conn.execute("SELECT current_user").fetchone() == ("scram_user",)
     finally:
-        with pg15.connect() as conn:
-            conn.execute("SET password_encryption = 'scram-sha-256'")
-            conn.execute("ALTER ROLE scram_user PASSWORD 'scram-secret'")
+        set_role_password(pg15, "scram_user", password("scram_user"))
 
 
 @pytest.mark.pgcrew_only
 def test_overlong_password_is_a_config_error(pg15, make_pooler):
-    """A secret over 2048 bytes in auth_file is refused with file and line,
+    """A secret over 65,535 bytes in auth_file is refused with file and line,
     never silently cut (PgBouncer cuts it)."""
-    p = make_pooler(pg15, userlist={"scram_user": "x" * 2049}, start=False)
+    p = make_pooler(pg15, userlist={"scram_user": "x" * (LONGEST + 1)}, start=False)
     with pytest.raises(AssertionError) as err:
         p.start()
     p.proc = None       # its failure to start was the point
-    assert "userlist.txt:1: secret for user 'scram_user' is longer than 2048 bytes" in \
+    assert f"userlist.txt:1: secret for user 'scram_user' is longer than {LONGEST} bytes" in \
         str(err.value)
+
+
+def scram_verifier(pw, salt=b"pgcrew-test-salt", iterations=4096):
+    """A SCRAM-SHA-256 secret for pw, as PostgreSQL stores it."""
+    import base64
+    import hashlib
+    import hmac
+    salted = hashlib.pbkdf2_hmac("sha256", pw.encode(), salt, iterations)
+    client_key = hmac.new(salted, b"Client Key", hashlib.sha256).digest()
+    server_key = hmac.new(salted, b"Server Key", hashlib.sha256).digest()
+    b64 = lambda b: base64.b64encode(b).decode()      # noqa: E731
+    return (f"SCRAM-SHA-256${iterations}:{b64(salt)}$"
+            f"{b64(hashlib.sha256(client_key).digest())}:{b64(server_key)}")
+
+
+@pytest.mark.parametrize("workers", [1, 4], ids=["w1", "w4"])
+def test_wrong_password_type(pg15, make_pooler, workers):
+    """auth_file's secret cannot answer the server: an md5 hash when the
+    server asks for SCRAM, a SCRAM secret when it asks for md5. PgBouncer's
+    texts: an ERROR line `cannot do SCRAM|MD5 authentication: wrong password
+    type` and `server login failed: wrong password type` for the client."""
+    import hashlib
+    md5_of_scram_user = "md5" + hashlib.md5(b"scram-secretscram_user").hexdigest()
+    cases = [("md5", "scram_user", md5_of_scram_user, "SCRAM"),
+             ("scram-sha-256", "md5_user", scram_verifier(password("md5_user")), "MD5")]
+    for auth_type, user, secret, method in cases:
+        p = make_pooler(pg15, settings={"auth_type": auth_type, "workers": workers},
+                        userlist={user: secret})
+        with pytest.raises(psycopg.OperationalError) as err:
+            p.connect(user=user, password=password(user))
+        assert "server login failed: wrong password type" in str(err.value), (user, err.value)
+        p.wait_for_log(rf"ERROR .*{user}.* cannot do {method} authentication: wrong password type")
+        p.stop()

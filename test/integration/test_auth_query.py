@@ -371,3 +371,18 @@ def test_console_login_through_auth_query(aq_pg, make_pooler):
             stats.execute("RELOAD")                # stats_users only
     assert calls(aq_pg) >= before + 2
     refused(p, "aq_scram", "wrong", BAD_PASSWORD, db="pgbouncer")
+
+
+@pytest.mark.pgcrew_only   # PgBouncer 1.18 stops at 2048 bytes
+@pytest.mark.parametrize("workers", [1, 4], ids=["w1", "w4"])
+def test_longest_secret_from_auth_query(aq_pg, make_pooler, workers):
+    """A 65,535-byte password returned by auth_query is kept whole: the
+    client's PasswordMessage of that size logs in (twice: the second from the
+    cache), the same less its last byte does not."""
+    pw = "a" * 65534 + "b"
+    query = "SELECT usename, repeat('a', 65534) || 'b' FROM public.aq_lookup($1)"
+    p = start(make_pooler, aq_pg, settings={"auth_type": "plain", "auth_query": query,
+                                            "auth_query_cache_ttl": 60, "workers": workers})
+    assert login(p, "aq_nopw", pw) == "aq_nopw"      # trust on the server side
+    assert login(p, "aq_nopw", pw) == "aq_nopw"
+    refused(p, "aq_nopw", pw[:-1], BAD_PASSWORD)

@@ -131,13 +131,14 @@ def test_options_texts_as_pgbouncer(pg15, make_pooler):
 
 
 @pytest.mark.pgcrew_only   # PgBouncer 1.18 has no `options`; 1.25 logs these lines
-def test_varcache_lines_at_verbose_2(pg15, make_pooler):
+@pytest.mark.parametrize("workers", [1, 4], ids=["w1", "w4"])
+def test_varcache_lines_at_verbose_2(pg15, make_pooler, workers):
     """At verbose = 2, PgBouncer's lines for parameters the server is told
     (varcache_apply) and for a canonical spelling taken back when the
     server reports no change (varcache_set_canonical: utc -> UTC); the
     second query needs no SET."""
     import re
-    p = make_pooler(pg15, settings={"workers": 1, "verbose": 2, "pool_mode": "transaction"},
+    p = make_pooler(pg15, settings={"workers": workers, "verbose": 2, "pool_mode": "transaction"},
                     databases={"testdb": pg15.dsn("testdb", timezone="UTC")})
     with p.connect(options="-c DateStyle=sql -c TimeZone=utc") as conn:
         conn.execute("SELECT 1")

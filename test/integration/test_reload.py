@@ -199,3 +199,32 @@ def test_reload_keeps_restart_keys_applies_the_rest(pg15, make_pooler):
     with psycopg.connect(host=p.workdir, port=p.port, dbname="pgbouncer", user="trust_user",
                          autocommit=True, connect_timeout=5) as admin:
         assert admin.execute("SHOW VERSION").fetchone()
+
+
+@pytest.mark.pgcrew_only   # login_notify_message is from PgBouncer's development branch
+@pytest.mark.parametrize("workers", [1, 4])
+def test_login_notify_message(pg15, make_pooler, workers):
+    """Every login, the console's too, gets a NOTICE with
+    login_notify_message before its first ReadyForQuery; RELOAD changes
+    the text for the next logins, and an empty value sends none."""
+    import wire
+
+    def notices(db):
+        with wire.RawConn(p.port, timeout=10) as raw:
+            msgs = raw.login_trust("trust_user", db)
+        assert msgs[-1][0] == b"Z", msgs
+        return [wire.error_fields(payload) for kind, payload in msgs if kind == b"N"]
+
+    p = make_pooler(pg15, settings={"workers": workers, "auth_type": "trust",
+                                    "login_notify_message": "hello from the pooler"})
+    for db in ["testdb"] * (2 * workers) + ["pgbouncer"]:
+        fields = notices(db)
+        assert [(f.get("S"), f.get("C"), f.get("M")) for f in fields] == \
+            [("NOTICE", "00000", "hello from the pooler")], (db, fields)
+    for text in ("second text", ""):
+        p.settings["login_notify_message"] = text
+        p.write_config()
+        with p.admin() as admin:
+            admin.execute("RELOAD")
+        for _ in range(2 * workers):
+            assert [f.get("M") for f in notices("testdb")] == ([text] if text else [])

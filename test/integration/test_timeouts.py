@@ -31,6 +31,35 @@ def test_query_wait_timeout(pg15, make_pooler):
     assert holder.execute("SELECT 2").fetchone() == (2,)
 
 
+@pytest.mark.pgcrew_only   # PgBouncer 1.18 has it only in [pgbouncer]
+def test_query_wait_timeout_per_database_and_user(pg15, make_pooler):
+    """query_wait_timeout of a database entry overrides the global one, and
+    a user's in [users] overrides both (the most specific wins, as
+    PgBouncer's development branch)."""
+    dbs = {"testdb": pg15.dsn("testdb"),
+           "shortdb": pg15.dsn("testdb") + " query_wait_timeout=1",
+           "longdb": pg15.dsn("testdb") + " query_wait_timeout=30"}
+    p = make_pooler(pg15, settings={"pool_mode": "session", "default_pool_size": 1,
+                                    "query_wait_timeout": 30, "auth_type": "trust"},
+                    databases=dbs, users={"scram_user": "query_wait_timeout=1"})
+
+    def waits_out(db, user):
+        holder = p.connect(db, user)
+        holder.execute("SELECT 1")
+        waiter = p.connect(db, user)
+        started = time.monotonic()
+        with pytest.raises(psycopg.OperationalError, match="query_wait_timeout"):
+            waiter.execute("SELECT 1")
+        assert time.monotonic() - started < 5, (db, user)
+        assert holder.execute("SELECT 2").fetchone() == (2,)
+        holder.close()
+
+    waits_out("shortdb", "trust_user")       # the database's 1 s over the global 30 s
+    waits_out("longdb", "scram_user")        # the user's 1 s over the database's 30 s
+    waits_out("testdb", "scram_user")        # the user's 1 s over the global 30 s
+    assert len(p.log_text().split("closing because: query_wait_timeout")) == 4
+
+
 def test_query_timeout_while_waiting(pg15, make_pooler):
     """query_timeout also ends a wait for a server (PgBouncer's janitor
     checks it before query_wait_timeout), with PgBouncer's text."""

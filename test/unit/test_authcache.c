@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -81,6 +82,26 @@ static void test_replace(void **state)
 	authcache_free(ac);
 }
 
+/* The longest secret (65,535 bytes) comes back whole. */
+static void test_long_secret(void **state)
+{
+	struct authcache *ac = authcache_new(8);
+	char k[AUTHCACHE_KEY_MAX];
+	char *in = malloc(AUTHCACHE_SECRET_MAX), *out = malloc(AUTHCACHE_SECRET_MAX);
+
+	(void)state;
+	memset(in, 's', AUTHCACHE_SECRET_MAX - 1);
+	in[AUTHCACHE_SECRET_MAX - 1] = 0;
+	key(k, "alice");
+	authcache_put(ac, k, in, SEC);
+	assert_int_equal(authcache_get(ac, k, 2 * SEC, 60 * SEC, out, AUTHCACHE_SECRET_MAX), AUTHCACHE_FOUND);
+	assert_int_equal(strlen(out), AUTHCACHE_SECRET_MAX - 1);
+	assert_string_equal(out, in);
+	authcache_free(ac);
+	free(in);
+	free(out);
+}
+
 static void test_oldest_evicted_when_full(void **state)
 {
 	struct authcache *ac = authcache_new(3);
@@ -148,6 +169,7 @@ int main(void)
 		cmocka_unit_test(test_ttl_zero_disables),
 		cmocka_unit_test(test_no_user_and_null_password),
 		cmocka_unit_test(test_replace),
+		cmocka_unit_test(test_long_secret),
 		cmocka_unit_test(test_oldest_evicted_when_full),
 		cmocka_unit_test(test_clear),
 		cmocka_unit_test(test_keys_separate_fields),

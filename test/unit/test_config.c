@@ -138,6 +138,7 @@ static const struct {
 	{ "log_pooler_errors", "1", "1" },
 	{ "log_stats", "1", "1" },
 	{ "logfile", "", "" },
+	{ "login_notify_message", "", "" },
 	{ "max_client_conn", "100", "100" },
 	{ "max_db_client_connections", "0", "0" },
 	{ "max_db_connections", "0", "0" },

@@ -193,7 +193,7 @@ static void test_db_errors(void **state)
 	}
 }
 
-/* password= up to 2048 bytes is kept whole; longer is an error that does
+/* password= up to 65,535 bytes is kept whole; longer is an error that does
  * not print it. */
 static void test_db_long_password(void **state)
 {
@@ -212,7 +212,7 @@ static void test_db_long_password(void **state)
 	pw[SECRET_MAX_LEN] = 0;
 	snprintf(text, SECRET_MAX_LEN + 32, "host=a password=%s", pw);
 	assert_int_equal(connstr_parse_db("d", text, "f.ini", 4, &db, &err), -1);
-	assert_string_equal(err.msg, "f.ini:4: database 'd': 'password' is longer than 2048 bytes");
+	assert_string_equal(err.msg, "f.ini:4: database 'd': 'password' is longer than 65535 bytes");
 	assert_null(strstr(err.msg, "sss"));
 	free(text);
 	free(pw);
