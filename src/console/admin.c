@@ -471,7 +471,7 @@ static void stats_rows(struct result *r, enum stats_view v)
 		if (!shm_name_at(i, SHM_DB, name, sizeof(name)))
 			continue;
 		shm_stats_total(i, t);
-		shm_avg_get(i, a);
+		stats_avg_get(i, a);
 		struct database *db = pool_find_db(r->world, name);
 		bool any = false;
 		for (int k = 0; k < SHM_STATS; k++)
@@ -501,7 +501,7 @@ static void view_totals(struct result *r)
 		if (!shm_name_at(i, SHM_DB, name, sizeof(name)))
 			continue;
 		shm_stats_total(i, t);
-		shm_avg_get(i, a);
+		stats_avg_get(i, a);
 		for (int k = 0; k < SHM_STATS; k++)
 			tot[k] += t[k];
 		/* Rates add up; per-event times are weighted by their event rate. */
@@ -514,6 +514,8 @@ static void view_totals(struct result *r)
 	avg[4] = avg[0] ? weight[4] / avg[0] : 0;
 	avg[5] = avg[1] ? weight[5] / avg[1] : 0;
 	avg[6] = avg[7] ? weight[6] / avg[7] : 0;
+	if (!shm_avg_ready())
+		stats_avg_since_start(tot, avg);
 	res_begin(r, COLS("name", "value"), TYPES(OID_TEXT, OID_INT8), 2);
 	for (int pass = 0; pass < 2; pass++)
 		for (size_t k = 0; k < ARRAY_SIZE(names); k++) {
@@ -1056,6 +1058,18 @@ bool admin_describe(struct world *w, const char *text, struct pktbuf *pb)
 	return ok;
 }
 
+/* PgBouncer starts a console client's transaction and query at its first
+ * message and, there being no server to end them, never again: one
+ * transaction and one query per console connection in SHOW STATS. */
+static void count_console_xact(struct client *c)
+{
+	if (c->console_counted || !c->pool)
+		return;
+	c->console_counted = true;
+	c->pool->stats.xact_count++;
+	c->pool->stats.query_count++;
+}
+
 enum stream_action admin_on_pkt(struct client *c, const struct pkt_hdr *h,
 				const uint8_t *data, size_t avail)
 {
@@ -1067,6 +1081,7 @@ enum stream_action admin_on_pkt(struct client *c, const struct pkt_hdr *h,
 		client_close(c, false, "client close request");
 		return SA_STOP;
 	}
+	count_console_xact(c);
 	if (h->len > ADMIN_MAX_QUERY) {
 		client_close(c, true, "admin command too long");
 		return SA_STOP;
