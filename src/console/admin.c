@@ -258,6 +258,17 @@ static int maxwait_us(const struct pool *p, usec_t now)
 	return (int)(now - c->request_time);
 }
 
+/* Idle servers due for server_check_query count as sv_used, as in
+ * PgBouncer, until checked. */
+static int n_stale(const struct pool *p)
+{
+	int n = 0;
+	const struct list *it;
+	list_for_each(it, &p->idle_servers)
+		n += pool_server_stale(container_of(it, struct server, node));
+	return n;
+}
+
 static void view_pools(struct result *r)
 {
 	usec_t now = util_monotonic();
@@ -270,9 +281,10 @@ static void view_pools(struct result *r)
 			OID_INT4, OID_INT4, OID_INT4, OID_INT4, OID_INT4, OID_INT4, OID_INT4, OID_TEXT, OID_TEXT), 17);
 	list_for_each(it, &r->world->pools) {
 		struct pool *p = container_of(it, struct pool, node);
-		int mw = maxwait_us(p, now);
+		int mw = maxwait_us(p, now), used = n_stale(p);
 		res_row(r, "ssiiiiiiiiiiiiiss", p->db->name, p->user->name, p->n_active_clients,
-			p->n_waiting_clients, 0, 0, p->n_active, 0, p->n_canceled, p->n_idle, 0, p->n_tested,
+			p->n_waiting_clients, 0, 0, p->n_active, 0, p->n_canceled, p->n_idle - used, used,
+			p->n_tested,
 			p->n_login, mw / 1000000, mw % 1000000,
 			pool_mode_name((enum pool_mode)pool_mode_of(p)),
 			p->db->n_hosts > 1 ? (p->db->load_balance ? "round-robin" : "disable") : NULL);
