@@ -112,6 +112,7 @@ struct pool_stats {
 	uint64_t xact_count, query_count, bytes_in, bytes_out;
 	uint64_t xact_time, query_time, wait_time;   /* microseconds */
 	uint64_t server_assignment_count, errors;
+	uint64_t client_login_count;      /* clients through authentication */
 	struct ps_counters ps;            /* prepared statements: parses, binds */
 };
 

@@ -57,7 +57,7 @@ int shm_host(int idx, int advance);       /* returns the value before adding */
 
 /* Traffic counters per database (SHOW STATS, the stats: log line), one cell
  * per worker. Not zeroed when a worker dies: totals keep counting. */
-#define SHM_STATS 12
+#define SHM_STATS 13
 void shm_stats_add(int idx, const uint64_t delta[SHM_STATS]);
 void shm_stats_total(int idx, uint64_t out[SHM_STATS]);
 /* Per-database averages over the last stats_period (SHOW STATS avg_*),

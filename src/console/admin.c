@@ -326,9 +326,21 @@ static void view_databases(struct result *r)
 	}
 }
 
+/* PgBouncer's SHOW USERS gives a user's own pool sizes as text, right
+ * aligned in nine characters, and "" when the user has none. */
+static const char *size_text(char *buf, size_t len, int size)
+{
+	if (size < 0)
+		return "";
+	snprintf(buf, len, "%9d", size);
+	return buf;
+}
+
 static void user_row(struct result *r, const struct puser *u)
 {
-	res_row(r, "siisiiii", u->name, u->pool_size, u->reserve_pool_size,
+	char ps[16], rps[16];
+	res_row(r, "ssssiiii", u->name, size_text(ps, sizeof(ps), u->pool_size),
+		size_text(rps, sizeof(rps), u->reserve_pool_size),
 		u->pool_mode >= 0 ? pool_mode_name((enum pool_mode)u->pool_mode) : NULL,
 		u->max_user_connections, u->n_servers, u->max_user_client_connections, u->n_clients);
 }
@@ -351,7 +363,7 @@ static void view_users(struct result *r)
 	const char *name;
 	res_begin(r, COLS("name", "pool_size", "reserve_pool_size", "pool_mode", "max_user_connections",
 			   "current_connections", "max_user_client_connections", "current_client_connections"),
-		  TYPES(OID_TEXT, OID_INT4, OID_INT4, OID_TEXT, OID_INT4, OID_INT4, OID_INT4, OID_INT4), 8);
+		  TYPES(OID_TEXT, OID_TEXT, OID_TEXT, OID_TEXT, OID_INT4, OID_INT4, OID_INT4, OID_INT4), 8);
 	list_for_each(it, &r->world->users)
 		user_row(r, container_of(it, struct puser, node));
 	while ((name = userlist_name_at(r->world->cfg->userlist, &pos)) != NULL)
@@ -402,7 +414,7 @@ static void view_lists(struct result *r)
 
 /* Statistics views. Arrays are in stats_to_array order: xact, query, in,
  * out, xact_time, query_time, wait_time, assignments, errors, client
- * parses, server parses, binds. */
+ * parses, server parses, binds, client logins. */
 enum stats_view { SV_STATS, SV_TOTALS, SV_AVERAGES };
 
 static const int stats_order[] = { 7, 0, 1, 2, 3, 4, 5, 6 };  /* PgBouncer's column order */
@@ -412,7 +424,7 @@ static void stats_header(struct result *r, enum stats_view v)
 	static const char *const base[] = {
 		"server_assignment_count", "xact_count", "query_count", "received", "sent",
 		"xact_time", "query_time", "wait_time", "client_parse_count",
-		"server_parse_count", "bind_count",
+		"server_parse_count", "bind_count", "client_login_count",
 	};
 	const char *names[1 + 2 * ARRAY_SIZE(base)];
 	char buf[2 * ARRAY_SIZE(base)][48];
@@ -447,7 +459,7 @@ static void stats_values(struct result *r, enum stats_view v, const char *name,
 			 const uint64_t tot[SHM_STATS], const uint64_t avg[SHM_STATS])
 {
 	char fmt[32];
-	uint64_t vals[22];
+	uint64_t vals[24];
 	int n = 0;
 	for (int pass = 0; pass < 2; pass++) {
 		const uint64_t *src = pass ? avg : tot;
@@ -455,20 +467,21 @@ static void stats_values(struct result *r, enum stats_view v, const char *name,
 			continue;
 		for (size_t k = 0; k < ARRAY_SIZE(stats_order); k++)
 			vals[n++] = src[stats_order[k]];
-		for (int k = 9; k < 12; k++)      /* client/server parses, binds */
+		for (int k = 9; k < 13; k++)      /* client/server parses, binds, logins */
 			vals[n++] = src[k];
 	}
 	/* res_row takes varargs: one row of 1 + n columns. */
 	fmt[0] = 's';
 	memset(fmt + 1, 'q', (size_t)n);
 	fmt[1 + n] = 0;
-	if (n == 11)
+	if (n == 12)
 		res_row(r, fmt, name, vals[0], vals[1], vals[2], vals[3], vals[4], vals[5], vals[6],
-			vals[7], vals[8], vals[9], vals[10]);
+			vals[7], vals[8], vals[9], vals[10], vals[11]);
 	else
 		res_row(r, fmt, name, vals[0], vals[1], vals[2], vals[3], vals[4], vals[5], vals[6],
 			vals[7], vals[8], vals[9], vals[10], vals[11], vals[12], vals[13], vals[14],
-			vals[15], vals[16], vals[17], vals[18], vals[19], vals[20], vals[21]);
+			vals[15], vals[16], vals[17], vals[18], vals[19], vals[20], vals[21], vals[22],
+			vals[23]);
 }
 
 /* Every database's totals (shared memory: every worker, dead ones too). */
