@@ -114,6 +114,7 @@ struct pool_stats {
 	uint64_t xact_count, query_count, bytes_in, bytes_out;
 	uint64_t xact_time, query_time, wait_time;   /* microseconds */
 	uint64_t server_assignment_count, errors;
+	uint64_t client_login_count;      /* clients through authentication */
 	struct ps_counters ps;            /* prepared statements: parses, binds */
 };
 
@@ -210,6 +211,7 @@ struct client {
 	bool cancel_wanted;               /* a cancel came while it waited for a server */
 	bool admin;                       /* talking to the console */
 	bool stats_only;                  /* console user from stats_users only */
+	bool console_counted;             /* its one console transaction is in the stats */
 	bool local_admin;                 /* "pgbouncer" over the Unix socket, our UID: no password */
 	bool counted_db, counted_user;    /* holds a client slot of db/user */
 	bool counted_conn;                /* holds an instance-wide max_client_conn slot */

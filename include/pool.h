@@ -72,6 +72,9 @@ void pool_link_replication(struct server *sv);
 /* A server became usable (login done, released, check done): hand it to the
  * first waiting client or park it idle. */
 void pool_server_ready(struct server *sv);
+/* An idle server to be checked with server_check_query before its next
+ * client (idle past server_check_delay): PgBouncer's "used". */
+bool pool_server_stale(const struct server *sv);
 /* Launch servers if waiting clients or min_pool_size need them. */
 void pool_launch_needed(struct pool *p);
 

@@ -23,7 +23,8 @@ bool server_launch(struct pool *pool, bool with_slot);
 bool server_launch_replication(struct client *c, bool with_slot);
 /* A server object of the pool in SERVER_LOGIN, counted in its pool,
  * database and user, its stream on fd (-1: not connected yet). For
- * launch, and for a connection that arrives from another worker. */
+ * launch, and for a connection that arrives from another worker (which
+ * brings its id: none is taken then). */
 struct server *server_new(struct pool *p, bool with_slot, int fd);
 /* Close after the current loop iteration (see server.c). */
 void server_close_soon(struct server *sv, const char *reason);

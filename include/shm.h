@@ -57,13 +57,17 @@ int shm_host(int idx, int advance);       /* returns the value before adding */
 
 /* Traffic counters per database (SHOW STATS, the stats: log line), one cell
  * per worker. Not zeroed when a worker dies: totals keep counting. */
-#define SHM_STATS 12
+#define SHM_STATS 13
 void shm_stats_add(int idx, const uint64_t delta[SHM_STATS]);
 void shm_stats_total(int idx, uint64_t out[SHM_STATS]);
 /* Per-database averages over the last stats_period (SHOW STATS avg_*),
  * written by worker 0's stats timer, read by any console. */
 void shm_avg_set(int idx, const uint64_t avg[SHM_STATS]);
 void shm_avg_get(int idx, uint64_t avg[SHM_STATS]);
+/* Whether a stats_period has passed (some averages were set), and when the
+ * instance's counters started (util_monotonic). */
+bool shm_avg_ready(void);
+usec_t shm_created(void);
 /* The i-th name slot, if used and of that kind. */
 bool shm_name_at(int i, enum shm_kind kind, char *name, size_t len);
 void shm_host_set(int idx, int value);

@@ -13,6 +13,10 @@ void stats_stop(struct world *w);
 /* Pools' new counts into shared memory (the janitor, SHOW STATS). */
 void stats_flush(struct world *w);
 void stats_free(void);
+/* A database's averages for SHOW STATS (shm index idx). */
+void stats_avg_get(int idx, uint64_t avg[SHM_STATS]);
+/* Averages of totals tot since the start (before the first stats_period). */
+void stats_avg_since_start(const uint64_t tot[SHM_STATS], uint64_t avg[SHM_STATS]);
 void stats_to_array(const struct pool_stats *s, uint64_t a[SHM_STATS]);
 
 #endif

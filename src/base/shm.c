@@ -36,6 +36,8 @@ struct shm_head {
 	/* followed by _Atomic int counts[SHM_NAMES][n_workers]
 	 * and _Atomic uint64_t stats[SHM_NAMES][n_workers][SHM_STATS] */
 	_Atomic uint64_t avgs[SHM_NAMES][SHM_STATS];
+	_Atomic bool avgs_set;     /* a stats_period has passed */
+	usec_t created;
 };
 
 static struct shm_head *head;
@@ -56,6 +58,7 @@ int shm_create(int n_workers)
 		return -1;
 	head = p;           /* the kernel gives zeroed pages */
 	head->n_workers = n_workers;
+	head->created = util_monotonic();
 	counts = (_Atomic int *)(head + 1);
 	stats = (_Atomic uint64_t *)((char *)counts + counts_len);
 	return 0;
@@ -320,6 +323,17 @@ void shm_avg_set(int idx, const uint64_t avg[SHM_STATS])
 		return;
 	for (int i = 0; i < SHM_STATS; i++)
 		atomic_store_explicit(&head->avgs[idx][i], avg[i], memory_order_relaxed);
+	atomic_store(&head->avgs_set, true);
+}
+
+bool shm_avg_ready(void)
+{
+	return head && atomic_load(&head->avgs_set);
+}
+
+usec_t shm_created(void)
+{
+	return head ? head->created : 0;
 }
 
 void shm_avg_get(int idx, uint64_t avg[SHM_STATS])

@@ -259,6 +259,17 @@ static int maxwait_us(const struct pool *p, usec_t now)
 	return (int)(now - c->request_time);
 }
 
+/* Idle servers due for server_check_query count as sv_used, as in
+ * PgBouncer, until checked. */
+static int n_stale(const struct pool *p)
+{
+	int n = 0;
+	const struct list *it;
+	list_for_each(it, &p->idle_servers)
+		n += pool_server_stale(container_of(it, struct server, node));
+	return n;
+}
+
 static void view_pools(struct result *r)
 {
 	usec_t now = util_monotonic();
@@ -271,9 +282,10 @@ static void view_pools(struct result *r)
 			OID_INT4, OID_INT4, OID_INT4, OID_INT4, OID_INT4, OID_INT4, OID_INT4, OID_TEXT, OID_TEXT), 17);
 	list_for_each(it, &r->world->pools) {
 		struct pool *p = container_of(it, struct pool, node);
-		int mw = maxwait_us(p, now);
+		int mw = maxwait_us(p, now), used = n_stale(p);
 		res_row(r, "ssiiiiiiiiiiiiiss", p->db->name, p->user->name, p->n_active_clients,
-			p->n_waiting_clients, 0, 0, p->n_active, 0, p->n_canceled, p->n_idle, 0, p->n_tested,
+			p->n_waiting_clients, 0, 0, p->n_active, 0, p->n_canceled, p->n_idle - used, used,
+			p->n_tested,
 			p->n_login, mw / 1000000, mw % 1000000,
 			pool_mode_name((enum pool_mode)pool_mode_of(p)),
 			p->db->n_hosts > 1 ? (p->db->load_balance ? "round-robin" : "disable") : NULL);
@@ -315,9 +327,21 @@ static void view_databases(struct result *r)
 	}
 }
 
+/* PgBouncer's SHOW USERS gives a user's own pool sizes as text, right
+ * aligned in nine characters, and "" when the user has none. */
+static const char *size_text(char *buf, size_t len, int size)
+{
+	if (size < 0)
+		return "";
+	snprintf(buf, len, "%9d", size);
+	return buf;
+}
+
 static void user_row(struct result *r, const struct puser *u)
 {
-	res_row(r, "siisiiii", u->name, u->pool_size, u->reserve_pool_size,
+	char ps[16], rps[16];
+	res_row(r, "ssssiiii", u->name, size_text(ps, sizeof(ps), u->pool_size),
+		size_text(rps, sizeof(rps), u->reserve_pool_size),
 		u->pool_mode >= 0 ? pool_mode_name((enum pool_mode)u->pool_mode) : NULL,
 		u->max_user_connections, u->n_servers, u->max_user_client_connections, u->n_clients);
 }
@@ -341,7 +365,7 @@ static void view_users(struct result *r)
 	const char *name;
 	res_begin(r, COLS("name", "pool_size", "reserve_pool_size", "pool_mode", "max_user_connections",
 			   "current_connections", "max_user_client_connections", "current_client_connections"),
-		  TYPES(OID_TEXT, OID_INT4, OID_INT4, OID_TEXT, OID_INT4, OID_INT4, OID_INT4, OID_INT4), 8);
+		  TYPES(OID_TEXT, OID_TEXT, OID_TEXT, OID_TEXT, OID_INT4, OID_INT4, OID_INT4, OID_INT4), 8);
 	list_for_each(it, &r->world->users)
 		user_row(r, container_of(it, struct puser, node));
 	while ((name = userlist_name_at(r->world->cfg->userlist, &pos)) != NULL)
@@ -392,7 +416,7 @@ static void view_lists(struct result *r)
 
 /* Statistics views. Arrays are in stats_to_array order: xact, query, in,
  * out, xact_time, query_time, wait_time, assignments, errors, client
- * parses, server parses, binds. */
+ * parses, server parses, binds, client logins. */
 enum stats_view { SV_STATS, SV_TOTALS, SV_AVERAGES };
 
 static const int stats_order[] = { 7, 0, 1, 2, 3, 4, 5, 6 };  /* PgBouncer's column order */
@@ -402,7 +426,7 @@ static void stats_header(struct result *r, enum stats_view v)
 	static const char *const base[] = {
 		"server_assignment_count", "xact_count", "query_count", "received", "sent",
 		"xact_time", "query_time", "wait_time", "client_parse_count",
-		"server_parse_count", "bind_count",
+		"server_parse_count", "bind_count", "client_login_count",
 	};
 	const char *names[1 + 2 * ARRAY_SIZE(base)];
 	char buf[2 * ARRAY_SIZE(base)][48];
@@ -437,7 +461,7 @@ static void stats_values(struct result *r, enum stats_view v, const char *name,
 			 const uint64_t tot[SHM_STATS], const uint64_t avg[SHM_STATS])
 {
 	char fmt[32];
-	uint64_t vals[22];
+	uint64_t vals[24];
 	int n = 0;
 	for (int pass = 0; pass < 2; pass++) {
 		const uint64_t *src = pass ? avg : tot;
@@ -445,20 +469,21 @@ static void stats_values(struct result *r, enum stats_view v, const char *name,
 			continue;
 		for (size_t k = 0; k < ARRAY_SIZE(stats_order); k++)
 			vals[n++] = src[stats_order[k]];
-		for (int k = 9; k < 12; k++)      /* client/server parses, binds */
+		for (int k = 9; k < 13; k++)      /* client/server parses, binds, logins */
 			vals[n++] = src[k];
 	}
 	/* res_row takes varargs: one row of 1 + n columns. */
 	fmt[0] = 's';
 	memset(fmt + 1, 'q', (size_t)n);
 	fmt[1 + n] = 0;
-	if (n == 11)
+	if (n == 12)
 		res_row(r, fmt, name, vals[0], vals[1], vals[2], vals[3], vals[4], vals[5], vals[6],
-			vals[7], vals[8], vals[9], vals[10]);
+			vals[7], vals[8], vals[9], vals[10], vals[11]);
 	else
 		res_row(r, fmt, name, vals[0], vals[1], vals[2], vals[3], vals[4], vals[5], vals[6],
 			vals[7], vals[8], vals[9], vals[10], vals[11], vals[12], vals[13], vals[14],
-			vals[15], vals[16], vals[17], vals[18], vals[19], vals[20], vals[21]);
+			vals[15], vals[16], vals[17], vals[18], vals[19], vals[20], vals[21], vals[22],
+			vals[23]);
 }
 
 /* Every database's totals (shared memory: every worker, dead ones too). */
@@ -473,7 +498,7 @@ static void stats_rows(struct result *r, enum stats_view v)
 		if (!shm_name_at(i, SHM_DB, name, sizeof(name)))
 			continue;
 		shm_stats_total(i, t);
-		shm_avg_get(i, a);
+		stats_avg_get(i, a);
 		struct database *db = pool_find_db(r->world, name);
 		bool any = false;
 		for (int k = 0; k < SHM_STATS; k++)
@@ -503,7 +528,7 @@ static void view_totals(struct result *r)
 		if (!shm_name_at(i, SHM_DB, name, sizeof(name)))
 			continue;
 		shm_stats_total(i, t);
-		shm_avg_get(i, a);
+		stats_avg_get(i, a);
 		for (int k = 0; k < SHM_STATS; k++)
 			tot[k] += t[k];
 		/* Rates add up; per-event times are weighted by their event rate. */
@@ -516,6 +541,8 @@ static void view_totals(struct result *r)
 	avg[4] = avg[0] ? weight[4] / avg[0] : 0;
 	avg[5] = avg[1] ? weight[5] / avg[1] : 0;
 	avg[6] = avg[7] ? weight[6] / avg[7] : 0;
+	if (!shm_avg_ready())
+		stats_avg_since_start(tot, avg);
 	res_begin(r, COLS("name", "value"), TYPES(OID_TEXT, OID_INT8), 2);
 	for (int pass = 0; pass < 2; pass++)
 		for (size_t k = 0; k < ARRAY_SIZE(names); k++) {
@@ -1058,6 +1085,18 @@ bool admin_describe(struct world *w, const char *text, struct pktbuf *pb)
 	return ok;
 }
 
+/* PgBouncer starts a console client's transaction and query at its first
+ * message and, there being no server to end them, never again: one
+ * transaction and one query per console connection in SHOW STATS. */
+static void count_console_xact(struct client *c)
+{
+	if (c->console_counted || !c->pool)
+		return;
+	c->console_counted = true;
+	c->pool->stats.xact_count++;
+	c->pool->stats.query_count++;
+}
+
 enum stream_action admin_on_pkt(struct client *c, const struct pkt_hdr *h,
 				const uint8_t *data, size_t avail)
 {
@@ -1069,6 +1108,7 @@ enum stream_action admin_on_pkt(struct client *c, const struct pkt_hdr *h,
 		client_close(c, false, "client close request");
 		return SA_STOP;
 	}
+	count_console_xact(c);
 	if (h->len > ADMIN_MAX_QUERY) {
 		client_close(c, true, "admin command too long");
 		return SA_STOP;

@@ -11,6 +11,7 @@
 #include "client.h"
 #include "config.h"
 #include "objects.h"
+#include "pool.h"
 #include "prepared.h"
 #include "server.h"
 #include "stream.h"
@@ -180,6 +181,8 @@ static void server_list(struct result *r, const struct list *l, const struct lis
 	list_for_each(it, l) {
 		const struct server *sv = container_of(it, struct server, node);
 		const char *state = state_name(&server_states[sv->state], v->debug);
+		if (sv->state == SERVER_IDLE && pool_server_stale(sv))
+			state = v->debug ? "sv_used" : "used";
 		if (state && !(v->active_only && stream_idle(&sv->s)))
 			server_socket(r, sv, v->now, state, v->debug);
 	}

@@ -489,6 +489,8 @@ static void finish_login(struct client *c)
 	/* Console clients get a key too: it names their worker (SHOW WORKERS
 	 * users and tests read it), and a cancel for them is simply dropped. */
 	cancel_register(c);
+	if (p)
+		p->stats.client_login_count++;
 	if (c->db->admin) {
 		console->welcome(c);
 		return;

@@ -1189,7 +1189,7 @@ void pool_launch_needed(struct pool *p)
 	}
 }
 
-static bool check_needed(const struct server *sv)
+bool pool_server_stale(const struct server *sv)
 {
 	const struct config *cfg = server_world(sv)->cfg;
 	/* A server fresh from login is known good; only used ones go stale. */
@@ -1269,7 +1269,7 @@ struct server *pool_idle_server(struct pool *p)
 			server_close(sv, "server role changed");
 			continue;
 		}
-		if (check_needed(sv)) {
+		if (pool_server_stale(sv)) {
 			if (!server_run_internal(sv, SI_CHECK, p->db->world->cfg->server_check_query))
 				continue;
 			return NULL;

@@ -394,7 +394,10 @@ struct server *server_new(struct pool *p, bool with_slot, int fd)
 
 	sv->has_slot = with_slot;
 	list_init(&sv->close_node);
-	sv->id = shm_next_id();
+	/* One counter for every socket, as PgBouncer's; a server that arrives
+	 * connected (from another worker or process) brings its id
+	 * (server_move.c), so it takes none and the numbering has no gaps. */
+	sv->id = fd < 0 ? shm_next_id() : 0;
 	sv->pool = p;
 	sv->connect_time = sv->last_used = util_monotonic();
 	sv->hot_standby = sv->read_only = -1;

@@ -16,8 +16,8 @@ static uint64_t last[SHM_STATS];
 static usec_t last_time;
 
 enum { ST_XACT, ST_QUERY, ST_IN, ST_OUT, ST_XACT_TIME, ST_QUERY_TIME, ST_WAIT_TIME, ST_ASSIGN, ST_ERRORS,
-       ST_CLIENT_PARSE, ST_SERVER_PARSE, ST_BIND };
-_Static_assert(ST_BIND + 1 == SHM_STATS, "stats columns");
+       ST_CLIENT_PARSE, ST_SERVER_PARSE, ST_BIND, ST_CLIENT_LOGIN };
+_Static_assert(ST_CLIENT_LOGIN + 1 == SHM_STATS, "stats columns");
 
 void stats_to_array(const struct pool_stats *s, uint64_t a[SHM_STATS])
 {
@@ -33,6 +33,7 @@ void stats_to_array(const struct pool_stats *s, uint64_t a[SHM_STATS])
 	a[ST_CLIENT_PARSE] = s->ps.client_parse;
 	a[ST_SERVER_PARSE] = s->ps.server_parse;
 	a[ST_BIND] = s->ps.bind;
+	a[ST_CLIENT_LOGIN] = s->client_login_count;
 }
 
 /* Move what the pools counted since the last flush into shared memory. */
@@ -42,7 +43,7 @@ void stats_flush(struct world *w)
 	list_for_each(it, &w->pools) {
 		struct pool *p = container_of(it, struct pool, node);
 		uint64_t now[SHM_STATS], before[SHM_STATS], delta[SHM_STATS];
-		if (p->db->shm_idx < 0 || p->db->admin)
+		if (p->db->shm_idx < 0)
 			continue;
 		stats_to_array(&p->stats, now);
 		stats_to_array(&p->flushed, before);
@@ -60,7 +61,19 @@ static uint64_t per(uint64_t v, uint64_t n);
  * assignment). */
 static uint64_t (*db_last)[SHM_STATS];
 
-static void per_db_averages(uint64_t secs)
+/* Averages of the counts d over dur microseconds: rates per second; times
+ * per transaction, query and assignment. */
+static void averages(const uint64_t d[SHM_STATS], usec_t dur, uint64_t avg[SHM_STATS])
+{
+	uint64_t us = dur > 0 ? (uint64_t)dur : 1, sec = (uint64_t)USEC_PER_SEC;
+	for (int k = 0; k < SHM_STATS; k++)      /* d * sec / us without overflow */
+		avg[k] = d[k] / us * sec + d[k] % us * sec / us;
+	avg[ST_XACT_TIME] = per(d[ST_XACT_TIME], d[ST_XACT]);
+	avg[ST_QUERY_TIME] = per(d[ST_QUERY_TIME], d[ST_QUERY]);
+	avg[ST_WAIT_TIME] = per(d[ST_WAIT_TIME], d[ST_ASSIGN]);
+}
+
+static void per_db_averages(usec_t dur)
 {
 	char name[64];
 	uint64_t now[SHM_STATS], avg[SHM_STATS];
@@ -73,20 +86,29 @@ static void per_db_averages(uint64_t secs)
 		uint64_t d[SHM_STATS];
 		for (int k = 0; k < SHM_STATS; k++)
 			d[k] = now[k] - db_last[i][k];
-		avg[ST_XACT] = d[ST_XACT] / secs;
-		avg[ST_QUERY] = d[ST_QUERY] / secs;
-		avg[ST_IN] = d[ST_IN] / secs;
-		avg[ST_OUT] = d[ST_OUT] / secs;
-		avg[ST_ASSIGN] = d[ST_ASSIGN] / secs;
-		avg[ST_XACT_TIME] = per(d[ST_XACT_TIME], d[ST_XACT]);
-		avg[ST_QUERY_TIME] = per(d[ST_QUERY_TIME], d[ST_QUERY]);
-		avg[ST_WAIT_TIME] = per(d[ST_WAIT_TIME], d[ST_ASSIGN]);
-		avg[ST_ERRORS] = d[ST_ERRORS] / secs;
-		for (int k = ST_CLIENT_PARSE; k <= ST_BIND; k++)
-			avg[k] = d[k] / secs;
+		averages(d, dur, avg);
 		shm_avg_set(i, avg);
 		memcpy(db_last[i], now, sizeof(now));
 	}
+}
+
+/* SHOW STATS' averages: those of the last stats_period; before the first
+ * one has passed, PgBouncer's over the time since the start, which it
+ * counts from one second before. */
+void stats_avg_get(int idx, uint64_t avg[SHM_STATS])
+{
+	uint64_t tot[SHM_STATS];
+	if (shm_avg_ready()) {
+		shm_avg_get(idx, avg);
+		return;
+	}
+	shm_stats_total(idx, tot);
+	stats_avg_since_start(tot, avg);
+}
+
+void stats_avg_since_start(const uint64_t tot[SHM_STATS], uint64_t avg[SHM_STATS])
+{
+	averages(tot, util_monotonic() - shm_created() + USEC_PER_SEC, avg);
 }
 
 /* A restarted worker 0 starts its first period from the current totals. */
@@ -140,7 +162,7 @@ static void tick(evutil_socket_t fd, short what, void *arg)
 	sum(now);
 	if (!secs)
 		secs = 1;
-	per_db_averages(secs);
+	per_db_averages(t - last_time);
 	if (world->cfg->log_stats) {
 		uint64_t x = now[ST_XACT] - last[ST_XACT], q = now[ST_QUERY] - last[ST_QUERY];
 		uint64_t w = now[ST_ASSIGN] - last[ST_ASSIGN];

@@ -21,7 +21,7 @@ INT8, INT4, TEXT = 20, 23, 25
 
 STATS_BASE = ["server_assignment_count", "xact_count", "query_count", "received", "sent",
               "xact_time", "query_time", "wait_time", "client_parse_count",
-              "server_parse_count", "bind_count"]
+              "server_parse_count", "bind_count", "client_login_count"]
 
 
 def bytes_names(names):

@@ -45,6 +45,13 @@ test_unit_test_shm_SOURCES = test/unit/test_shm.c
 test_unit_test_shm_CFLAGS = $(UNIT_CFLAGS)
 test_unit_test_shm_LDADD = $(UNIT_LDADD)
 
+check_PROGRAMS += test/unit/test_stats
+TESTS += test/unit/test_stats
+test_unit_test_stats_SOURCES = test/unit/test_stats.c test/unit/fakeclock.c
+test_unit_test_stats_CFLAGS = $(UNIT_CFLAGS)
+test_unit_test_stats_LDFLAGS = $(FAKECLOCK_LINK_FLAGS)
+test_unit_test_stats_LDADD = $(UNIT_LDADD)
+
 check_PROGRAMS += test/unit/test_rowmerge
 TESTS += test/unit/test_rowmerge
 test_unit_test_rowmerge_SOURCES = test/unit/test_rowmerge.c
