@@ -78,3 +78,29 @@ def test_failed_login_fails_every_waiter_at_once(pg15, make_pooler, pooler_worke
     finally:
         with pg15.connect() as conn:
             conn.execute(f"ALTER ROLE {USER} PASSWORD '{password(USER)}'")
+
+
+# load_balance_hosts is PgBouncer 1.24+.
+@pytest.mark.pgcrew_only
+def test_dns_failure_of_the_first_host_moves_on_at_once(pg15, make_pooler, pooler_workers):
+    """host=<a name that does not resolve>,<working host> with
+    load_balance_hosts = disable: the first client's server goes on to the
+    second host at once (not after server_login_retry), one close is logged
+    as `server DNS lookup failed`, and later servers stay on the working host
+    (issue 29, item 6)."""
+    dsn = f"host=no-such-host.invalid,{pg15.host} port={pg15.port} dbname=testdb load_balance_hosts=disable"
+    p = make_pooler(pg15, databases={"testdb": dsn},
+                    settings={"server_login_retry": 30, "query_wait_timeout": 30})
+    started = time.monotonic()
+    with p.connect(connect_timeout=20) as conn:
+        assert conn.execute("SELECT host(inet_server_addr())").fetchone() == ("127.0.0.1",)
+    assert time.monotonic() - started < 10, p.log_tail()
+    # More servers at once, so that every worker opens some: none tries the
+    # failed name again.
+    conns = [p.connect(connect_timeout=20) for _ in range(8)]
+    for c in conns:
+        c.execute("SELECT 1")
+    for c in conns:
+        c.close()
+    log = p.log_text()
+    assert len(re.findall(r"S-\w+: \S+ closing because: server DNS lookup failed", log)) == 1, log
