@@ -124,6 +124,8 @@ void pool_free_all(struct world *w);
 /* The pool's login failed (here, or another worker's, heard): clients
  * waiting only for a login (none still under way) learn why at once. */
 void pool_login_failed_tell(struct pool *p);
+/* Drop every pool's cached login error (server TLS settings reloaded). */
+void pool_forget_login_failures(struct world *w);
 /* How an idle server is offered to another worker (server_give): true
  * when it left; false, and the pool closes it instead. */
 void pool_set_mover(bool (*give)(struct server *sv));

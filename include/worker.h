@@ -21,6 +21,8 @@ void worker_main(int id, struct config *cfg, int ipc_fd, struct listen_set *ls) 
 
 /* Apply a config generation (reload); takes ownership of cfg. */
 void worker_apply_config(struct config *cfg);
+/* The server_tls_* settings of a and b differ (the supervisor asks too). */
+bool worker_server_tls_changed(const struct config *a, const struct config *b);
 /* 0, or -1 with err: the TLS contexts of cfg cannot be built (bad files). */
 int worker_check_tls(const struct config *cfg, char *err, size_t errlen) MUSTCHECK;
 

@@ -1150,6 +1150,17 @@ void pool_login_failed_tell(struct pool *p)
 	authquery_pool_failed(p, p->login_error_code, p->login_error, false);
 }
 
+void pool_forget_login_failures(struct world *w)
+{
+	struct list *it;
+	list_for_each(it, &w->pools) {
+		struct pool *p = container_of(it, struct pool, node);
+		p->login_failed_at = 0;
+		p->login_error[0] = 0;
+		p->login_error_code[0] = 0;
+	}
+}
+
 void pool_launch_needed(struct pool *p)
 {
 	enum launch_ok ok;

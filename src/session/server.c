@@ -349,6 +349,20 @@ static bool next_address_left(struct server *sv)
 	return hostrole_addr_failed(sv->pool->db, sv->host_idx, sv->addr_idx, sv->n_addrs);
 }
 
+/* load_balance_hosts = disable, a host name that does not resolve and a
+ * host after it in the list: the next server tries that host at once (the
+ * pool does not wait server_login_retry), and later ones stay there. The
+ * last host's failure waits as any other, so a list of names that all fail
+ * is not tried in a loop. */
+static bool next_host_at_once(struct server *sv)
+{
+	struct database *db = sv->pool->db;
+	if (db->load_balance || sv->host_idx + 1 >= db->n_hosts || hostrole_tsa(db) != TSA_ANY)
+		return false;
+	host_failed(sv);
+	return true;
+}
+
 /* A login that did not complete: the pool waits server_login_retry before
  * the next one, on the next host when hosts are not balanced (on the next
  * address of the host's name at once). */
@@ -372,8 +386,9 @@ static void on_resolved(void *arg, enum dns_status st, const struct sockaddr_sto
 	if (st == DNS_CANCELLED)
 		return;
 	if (st != DNS_OK || n_addrs < 1) {
-		login_phase_failed(sv);
-		server_close(sv, "DNS lookup failed");
+		if (!next_host_at_once(sv))
+			login_phase_failed(sv);
+		server_close(sv, "server DNS lookup failed");
 		return;
 	}
 	int a = hostrole_pick_addr(sv->pool->db, sv->host_idx, n_addrs);

@@ -343,6 +343,17 @@ static void on_login_failed(int slot, const struct ipc_hdr *hdr, const void *pay
 	x->at = util_monotonic();
 }
 
+/* Server TLS settings reloaded: failures under the old ones are forgotten
+ * (the workers forget theirs). */
+static void forget_failures(void)
+{
+	struct list *it;
+	while ((it = list_first(&sup.failures)) != NULL) {
+		list_del(it);
+		free(container_of(it, struct failure, node));
+	}
+}
+
 /* Before answering a WELCOME_GET: a recent failure goes first. */
 static void tell_recent_failure(int slot, const void *key)
 {
@@ -614,6 +625,8 @@ static void reload_finish(void)
 		config_free(sup.staged);
 	} else {
 		broadcast(IPC_RELOAD_COMMIT, NULL, 0);
+		if (worker_server_tls_changed(sup.cfg, sup.staged))
+			forget_failures();
 		config_free(sup.cfg);
 		sup.cfg = sup.staged;
 		/* Workers started meanwhile run the old config: bring them along. */
@@ -1126,10 +1139,7 @@ int supervisor_run(const struct run_options *opt, struct config *cfg)
 	}
 	while ((it = list_first(&sup.fans)) != NULL)
 		fan_free(container_of(it, struct fan, node));
-	while ((it = list_first(&sup.failures)) != NULL) {
-		list_del(it);
-		free(container_of(it, struct failure, node));
-	}
+	forget_failures();
 	config_free(sup.staged);
 	listen_close(&sup.ls);
 	event_base_free(sup.base);

@@ -356,7 +356,7 @@ static bool same_str(const char *a, const char *b)
 	return strcmp(a ? a : "", b ? b : "") == 0;
 }
 
-static bool server_tls_changed(const struct config *a, const struct config *b)
+bool worker_server_tls_changed(const struct config *a, const struct config *b)
 {
 	struct tls_settings x, y;
 	tls_settings_server(a, &x);
@@ -369,7 +369,8 @@ static bool server_tls_changed(const struct config *a, const struct config *b)
 
 /* Servers opened under other server TLS settings must not live on with
  * them (a server in plain text after TLS became required): every pool's
- * are retired, as PgBouncer does. */
+ * are retired, as PgBouncer does. A login error cached under the old
+ * settings says nothing about the new ones: it goes too. */
 static void retire_servers_for_tls(void)
 {
 	struct list *it;
@@ -379,12 +380,13 @@ static void retire_servers_for_tls(void)
 		if (!db->admin && !db->dead)
 			pool_reconnect_db(db, "database configuration changed");
 	}
+	pool_forget_login_failures(W);
 }
 
 void worker_apply_config(struct config *cfg)
 {
 	struct config *old = W->cfg;
-	bool tls_changed = old && server_tls_changed(old, cfg);
+	bool tls_changed = old && worker_server_tls_changed(old, cfg);
 	W->cfg = cfg;
 	worker_refresh_config(W);
 	if (tls_changed)

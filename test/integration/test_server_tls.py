@@ -163,3 +163,96 @@ def test_scram_plus_toward_servers(tls_pg, tls_pg18, make_pooler, which):
     with p.connect(user="scram_user", password=password("scram_user")) as conn:
         assert backend_uses_tls(conn)
     p.wait_for_log(r"SASL mechanism=SCRAM-SHA-256-PLUS", timeout=5)
+
+
+CACHED = "server login has been failing, cached error"
+
+# PgBouncer 1.18 has no cached login error (its clients wait) and keeps
+# retrying with the old server TLS settings for server_login_retry after a
+# RELOAD: these three are pgcrew's (and later PgBouncers') behaviour.
+
+
+def _set_and_reload(p, **settings):
+    p.settings.update(settings)
+    p.write_config()
+    mark = p.reload()
+    p.wait_for_log(r"(?i)sighup", timeout=5, since=mark)
+
+
+def _connect_soon(p):
+    """The reload is applied (in every worker) within moments, far inside
+    server_login_retry: a connection that works by then was not refused
+    with the cached error."""
+    def attempt():
+        try:
+            return p.connect(connect_timeout=5)
+        except psycopg.OperationalError:
+            return None
+    return util.wait_until(attempt, 5, interval=0.2, what="a connection after the reload")
+
+
+@pytest.mark.pgcrew_only
+@pytest.mark.parametrize("pooler_workers", [1, 4], indirect=True)
+def test_reload_sslmode_require_to_disable(pg15, make_pooler, pooler_workers):
+    """require against a server without TLS: no login succeeds; a RELOAD
+    to disable is used by the next login at once (issue 29, item 3)."""
+    p = make_pooler(pg15, settings={"server_tls_sslmode": "require", "server_login_retry": 60})
+    with pytest.raises(psycopg.OperationalError):
+        p.connect(connect_timeout=2).execute("SELECT 1")
+    _set_and_reload(p, server_tls_sslmode="disable")
+    with _connect_soon(p) as conn:
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+@pytest.fixture
+def tls_only_trust_user(tls_pg):
+    """tls_pg refuses trust_user's connections without TLS, for one test."""
+    hba = os.path.join(tls_pg.datadir, "pg_hba.conf")
+    with open(hba) as f:
+        saved = f.read()
+    with open(hba, "w") as f:
+        f.write("hostnossl all trust_user 127.0.0.1/32 reject\n" + saved)
+    with tls_pg.connect() as conn:
+        conn.execute("SELECT pg_reload_conf()")
+    try:
+        yield tls_pg
+    finally:
+        with open(hba, "w") as f:
+            f.write(saved)
+        with tls_pg.connect() as conn:
+            conn.execute("SELECT pg_reload_conf()")
+
+
+@pytest.mark.pgcrew_only
+@pytest.mark.parametrize("pooler_workers", [1, 4], indirect=True)
+def test_reload_sslmode_drops_the_cached_login_error(tls_only_trust_user, make_pooler,
+                                                     pooler_workers):
+    """disable against a server that takes only TLS: the login fails and the
+    error is cached for server_login_retry; a RELOAD to require drops the
+    cached error and the next login uses TLS (issue 29, item 3)."""
+    p = make_pooler(tls_only_trust_user,
+                    settings={"server_tls_sslmode": "disable", "server_login_retry": 60})
+    def cached_error():
+        # With several workers the failure reaches the others over IPC:
+        # a client there may meet PostgreSQL's error itself first.
+        with pytest.raises(psycopg.OperationalError) as err:
+            p.connect(connect_timeout=5).execute("SELECT 1")
+        return CACHED in str(err.value)
+    util.wait_until(cached_error, 10, what="the cached login error")
+    _set_and_reload(p, server_tls_sslmode="require")
+    with _connect_soon(p) as conn:
+        assert backend_uses_tls(conn)
+
+
+@pytest.mark.pgcrew_only
+@pytest.mark.parametrize("pooler_workers", [1, 4], indirect=True)
+def test_reload_ca_file_drops_the_cached_login_error(tls_pg, make_pooler, pooler_workers):
+    """verify-full with the wrong CA fails; a RELOAD with the right
+    server_tls_ca_file is used by the next login at once."""
+    p = make_pooler(tls_pg, settings={"server_tls_sslmode": "verify-full", "server_login_retry": 60,
+                                      "server_tls_ca_file": os.path.join(tls_pg.certs, "otherca.crt")})
+    with pytest.raises(psycopg.OperationalError):
+        p.connect(connect_timeout=5).execute("SELECT 1")
+    _set_and_reload(p, server_tls_ca_file=os.path.join(tls_pg.certs, "ca.crt"))
+    with _connect_soon(p) as conn:
+        assert backend_uses_tls(conn)

@@ -233,21 +233,29 @@ static void test_bad_versions_and_keys(void **state)
 /* PostgreSQL refuses the login: the waiting client is told, the server
  * closed, and the next client within server_login_retry gets the cached
  * error without a new connection. */
+/* alice's client (a) comes with server_login_retry = 30 and PostgreSQL
+ * (pg) refuses the pool's first login: the client is told, the server
+ * closed. */
+static void refused_login(struct peer *a, struct peer *pg)
+{
+	char err[512];
+	static const char fatal[] = "SFATAL\0VFATAL\0C28P01\0Mpassword authentication failed for user \"alice\"\0";
+	rig_start("server_login_retry = 30", DBS);
+	rig_client(a, "alice", "db");
+	rig_pg_accept(pg);
+	struct msg m;
+	rig_read_startup(pg, &m);
+	rig_send(pg, 'E', fatal, sizeof(fatal));
+	rig_expect_eof(a, err, sizeof(err));
+	assert_string_equal(err, "password authentication failed for user \"alice\"");
+	rig_expect_eof(pg, NULL, 0);
+}
+
 static void test_login_refused(void **state)
 {
 	struct peer a, b, pg;
-	char err[512];
-	static const char fatal[] = "SFATAL\0VFATAL\0C28P01\0Mpassword authentication failed for user \"alice\"\0";
 	(void)state;
-	rig_start("server_login_retry = 30", DBS);
-	rig_client(&a, "alice", "db");
-	rig_pg_accept(&pg);
-	struct msg m;
-	rig_read_startup(&pg, &m);
-	rig_send(&pg, 'E', fatal, sizeof(fatal));
-	rig_expect_eof(&a, err, sizeof(err));
-	assert_string_equal(err, "password authentication failed for user \"alice\"");
-	rig_expect_eof(&pg, NULL, 0);
+	refused_login(&a, &pg);
 	struct pool *p = rig_pool("db", "alice");
 	assert_int_equal(p->n_login + p->n_idle, 0);
 	assert_string_equal(p->login_error_code, "28P01");
@@ -257,6 +265,26 @@ static void test_login_refused(void **state)
 	expect_cached_error();                  /* and until server_login_retry has passed */
 	fakeclock_advance(2 * USEC_PER_SEC);
 	rig_login_first(&b, &pg, 3);            /* then a login is tried again */
+	rig_close(&a);
+	rig_close(&b);
+	rig_close(&pg);
+}
+
+/* A RELOAD that changes the server TLS settings forgets the cached error
+ * (worker.c retire_servers_for_tls): the next client's login is tried at
+ * once, well inside server_login_retry. */
+static void test_login_refused_forgotten(void **state)
+{
+	struct peer a, b, pg;
+	(void)state;
+	refused_login(&a, &pg);
+	rig_close(&pg);
+	expect_cached_error();
+	struct pool *p = rig_pool("db", "alice");
+	pool_forget_login_failures(rig_w);
+	assert_int_equal(p->login_failed_at, 0);
+	assert_string_equal(p->login_error, "");
+	rig_login_first(&b, &pg, 3);            /* no cached error, no wait */
 	rig_close(&a);
 	rig_close(&b);
 	rig_close(&pg);
@@ -415,6 +443,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_login_md5, rig_teardown),
 		cmocka_unit_test_teardown(test_login_sasl_cut_short, rig_teardown),
 		cmocka_unit_test_teardown(test_login_refused, rig_teardown),
+		cmocka_unit_test_teardown(test_login_refused_forgotten, rig_teardown),
 		cmocka_unit_test_teardown(test_protocol_versions, rig_teardown),
 		cmocka_unit_test_teardown(test_bad_versions_and_keys, rig_teardown),
 		cmocka_unit_test_teardown(test_crash, rig_teardown),
