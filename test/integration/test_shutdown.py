@@ -137,6 +137,9 @@ def test_sigusr2_during_shutdown_keeps_pause(pg15, make_pooler, pooler_workers):
     with console_on_unix(p) as admin:
         admin.execute("PAUSE")
         admin.execute("SHUTDOWN WAIT_FOR_CLIENTS")
+    # The console passes the SHUTDOWN to the main process as a signal: a
+    # SIGUSR2 sent before that one is handled could be handled first.
+    p.wait_for_log(r"got SIGTERM, shutting down")
     os.kill(p.pid, signal.SIGUSR2)
     p.wait_for_log(r"got SIGUSR2 while shutting down, ignoring")
     for _ in range(2 * pooler_workers):          # consoles on every worker, likely
