@@ -52,6 +52,9 @@ struct client *client_taken(int fd, const struct handover_client *h, struct pool
 			    struct puser *login_user);
 void client_forget(struct client *c);
 void client_free(struct client *c);              /* reaper only */
+/* The pool c belongs to (NULL: none); counted in the pool's n_clients
+ * until c is freed (pool_idle_timeout). Never set c->pool otherwise. */
+void client_set_pool(struct client *c, struct pool *p);
 
 
 struct startup_msg;

@@ -91,6 +91,7 @@ struct config {
 	enum auth_type auth_type;
 	char *auth_user;
 	usec_t autodb_idle_timeout;
+	usec_t pool_idle_timeout;        /* drop pools without a client this long (0 = never) */
 	usec_t cancel_wait_timeout;
 	usec_t client_idle_timeout;
 	usec_t client_login_timeout;

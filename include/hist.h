@@ -37,6 +37,11 @@ struct hist_pool_cell {             /* one pool, one worker */
 	_Atomic int64_t wait_since;
 	/* Idle servers of the pool in this worker that could move to another. */
 	_Atomic int32_t idle;
+	/* pool_idle_timeout: this worker's clients of the pool, and when one
+	 * last came or the last one went (CLOCK_MONOTONIC), so that a pool is
+	 * unused only when no worker has had a client of it for the time. */
+	_Atomic int32_t clients;
+	_Atomic int64_t last_used;
 };
 
 struct hist_total {                 /* a sum over workers, for readers */
@@ -102,6 +107,12 @@ void hist_clear_waits(int w);
 /* Idle servers that could move (set ours; whether another worker than
  * `except` has any, by name). */
 void hist_pool_set_idle(struct hist_pool_cell *cell, int n);
+/* pool_idle_timeout: publish ours; whether another worker has a client of
+ * the pool now, and if not when the last one of another worker went (0:
+ * none ever had one) in *last_used. A dead worker's clients are cleared
+ * with its wait lines (hist_clear_waits). */
+void hist_pool_set_use(struct hist_pool_cell *cell, int clients, usec_t last_used);
+bool hist_pool_used_elsewhere(const struct hist_pool_cell *cell, usec_t *last_used);
 bool hist_pool_idle_elsewhere(const char *db, const char *user, int except);
 
 /* Readers: sums over every worker (dead ones too: counts never go back). */

@@ -33,6 +33,13 @@ void pool_user_set_secret(struct puser *u, const char *secret);
 /* Wipe and free what u owns (its secret), before u itself goes. */
 void pool_user_clear(struct puser *u);
 struct pool *pool_get(struct database *db, struct puser *user);
+/* A client points at p from now on / no more (freed): pool_idle_timeout
+ * counts from the last one's going. A client coming stops a drop. */
+void pool_client_in(struct pool *p);
+void pool_client_out(struct pool *p);
+/* Free p, which nothing points at any more (pool_idle.c makes sure): its
+ * counts go to shared memory first and its shared cells are left clear. */
+void pool_destroy(struct pool *p);
 
 /* PAUSE of every database, of this one, or of this pool: its servers go to
  * no client (and none move to another worker's). */

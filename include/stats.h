@@ -5,6 +5,7 @@
 
 #include "shm.h"
 
+struct pool;
 struct pool_stats;
 struct world;
 
@@ -12,6 +13,8 @@ void stats_start(struct world *w);
 void stats_stop(struct world *w);
 /* Pools' new counts into shared memory (the janitor, SHOW STATS). */
 void stats_flush(struct world *w);
+/* One pool's, before it is freed (pool_idle_timeout). */
+void stats_flush_pool(struct pool *p);
 void stats_free(void);
 /* A database's averages for SHOW STATS (shm index idx). */
 void stats_avg_get(int idx, uint64_t avg[SHM_STATS]);

@@ -8,7 +8,8 @@ libpgcrew_a_SOURCES += \
 	src/worker/worker.c src/worker/janitor.c \
 	src/console/admin.c src/console/admin_ext.c src/console/admin_sockets.c \
 	src/console/control.c src/console/rowmerge.c \
-	src/session/client.c src/session/server.c src/session/pool.c src/session/link.c \
+	src/session/client.c src/session/server.c src/session/pool.c src/session/pool_idle.c \
+	src/session/link.c \
 	src/session/cancel.c src/session/psrelay.c src/session/peer.c src/session/stats.c \
 	src/session/authquery.c src/session/hostrole.c src/session/server_move.c \
 	src/session/handover.c src/session/proxy_accept.c src/session/conn_takeover.c \
@@ -28,6 +29,7 @@ noinst_HEADERS += \
 	include/control.h \
 	include/ipc.h \
 	include/janitor.h \
+	include/pool_idle.h \
 	include/link.h \
 	include/connlog.h \
 	include/handover.h \

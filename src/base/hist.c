@@ -178,6 +178,7 @@ void hist_clear_waits(int w)
 	for (int i = 0; i < HIST_POOLS; i++) {
 		atomic_store_explicit(&cells[w].pools[i].wait_since, 0, memory_order_relaxed);
 		atomic_store_explicit(&cells[w].pools[i].idle, 0, memory_order_relaxed);
+		atomic_store_explicit(&cells[w].pools[i].clients, 0, memory_order_relaxed);
 	}
 }
 
@@ -193,6 +194,33 @@ bool hist_pool_idle_elsewhere(const char *db, const char *user, int except)
 	for (int w = 0; idx >= 0 && w < head->n_workers; w++)
 		if (w != except && atomic_load_explicit(&cells[w].pools[idx].idle, memory_order_relaxed) > 0)
 			return true;
+	return false;
+}
+
+void hist_pool_set_use(struct hist_pool_cell *cell, int clients, usec_t last_used)
+{
+	if (!cell)
+		return;
+	atomic_store_explicit(&cell->clients, clients, memory_order_relaxed);
+	atomic_store_explicit(&cell->last_used, last_used, memory_order_relaxed);
+}
+
+bool hist_pool_used_elsewhere(const struct hist_pool_cell *cell, usec_t *last_used)
+{
+	*last_used = 0;
+	if (!cell || !head || self < 0)
+		return false;
+	ptrdiff_t idx = cell - cells[self].pools;
+	for (int w = 0; w < head->n_workers; w++) {
+		if (w == self)
+			continue;
+		const struct hist_pool_cell *o = &cells[w].pools[idx];
+		if (atomic_load_explicit(&o->clients, memory_order_relaxed) > 0)
+			return true;
+		usec_t t = atomic_load_explicit(&o->last_used, memory_order_relaxed);
+		if (t > *last_used)
+			*last_used = t;
+	}
 	return false;
 }
 

@@ -101,7 +101,7 @@ void admin_client_login(struct client *c, const struct startup_msg *m)
 		return;
 	}
 	if (c->login_user)
-		c->pool = console_pool(c);
+		client_set_pool(c, console_pool(c));
 	if (!client_count_console(c, admin))
 		return;
 	client_start_auth(c);

@@ -268,6 +268,17 @@ static void client_set_names(struct client *c, const char *user, const char *db)
 	c->db_name = pooled_name(c->db_name, db);
 }
 
+void client_set_pool(struct client *c, struct pool *p)
+{
+	if (c->pool == p)
+		return;
+	if (c->pool)
+		pool_client_out(c->pool);
+	c->pool = p;
+	if (p)
+		pool_client_in(p);
+}
+
 void client_free(struct client *c)
 {
 	list_del(&c->node);
@@ -276,6 +287,7 @@ void client_free(struct client *c)
 	varcache_clear(&c->vars);
 	if (console)
 		console->freed(c);    /* a console client's waits and statements */
+	client_set_pool(c, NULL);
 	ps_client_free(c->ps);
 	free(c->repl_options);
 	free(c);
@@ -387,7 +399,7 @@ struct client *client_taken(int fd, const struct handover_client *h, struct pool
 	c->connect_time = h->connect_time;
 	c->last_activity = h->last_activity;
 	c->db = p->db;
-	c->pool = p;
+	client_set_pool(c, p);
 	c->login_user = login_user;
 	c->passthrough_ok = h->passthrough_ok != 0;
 	/* Already connected: counted even beyond a limit, as it was. */
@@ -1167,7 +1179,7 @@ static void handle_startup(struct client *c, const struct startup_msg *m)
 	if (c->state == CLIENT_JUSTFREE)
 		return;
 	if (srv_user)
-		c->pool = pool_get(c->db, srv_user);
+		client_set_pool(c, pool_get(c->db, srv_user));
 	if (!c->pool && c->world->cfg->auth_type != AUTH_ANY && c->world->cfg->auth_type != AUTH_TRUST) {
 		/* Unknown user: run the exchange anyway so names cannot be probed. */
 		client_start_auth(c);
@@ -1191,7 +1203,7 @@ void client_login_found(struct client *c, struct puser *u)
 	struct puser *srv_user = c->db->forced_user ? pool_get_user(c->world, c->db->forced_user) : u;
 	if (!(c->db->admin ? count_client(c, !c->stats_only) : check_client_limits(c)))
 		return;
-	c->pool = pool_get(c->db, srv_user ? srv_user : u);
+	client_set_pool(c, pool_get(c->db, srv_user ? srv_user : u));
 	client_start_auth(c);
 }
 
@@ -1224,7 +1236,7 @@ static void ext_accepted(struct client *c, const char *password)
 		pool_user_set_secret(u, password);
 	if (!c->pool) {
 		struct puser *srv_user = c->db->forced_user ? pool_get_user(c->world, c->db->forced_user) : u;
-		c->pool = pool_get(c->db, srv_user ? srv_user : u);
+		client_set_pool(c, pool_get(c->db, srv_user ? srv_user : u));
 	}
 	finish_login(c);
 }

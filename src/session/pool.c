@@ -15,6 +15,7 @@
 #include "proto/build.h"
 #include "server.h"
 #include "shm.h"
+#include "stats.h"
 #include "ledger.h"
 #include "ipc.h"
 #include "world.h"
@@ -126,8 +127,10 @@ static void db_apply_def(struct database *db, const struct db_def *d, const char
 	if (d->application_name && d->application_name[0])
 		varcache_set(&db->startup_vars, "application_name", d->application_name);
 	conn_signature(db, after, sizeof(after));
-	if (existed && strcmp(before, after) != 0)
+	if (existed && strcmp(before, after) != 0) {
 		pool_reconnect_db(db, "database configuration changed");
+		db->forced_pool_dropped = false;    /* another forced user's pool, maybe */
+	}
 	db->load_balance = d->load_balance_hosts != 0;
 	db->server_lifetime = d->server_lifetime;
 	db->query_wait_timeout = d->query_wait_timeout;
@@ -328,8 +331,32 @@ struct pool *pool_get(struct database *db, struct puser *user)
 	varcache_init(&p->welcome_vars);
 	if (!db->admin)
 		p->hist = hist_pool_cell(db->name, user->name);
+	p->last_used = util_monotonic();
+	hist_pool_set_use(p->hist, 0, p->last_used);
 	list_append(&db->world->pools, &p->node);
 	return p;
+}
+
+/* ---- use (pool_idle_timeout, see pool_idle.c) ----
+ * Counted from the moment a client points at the pool (before it has
+ * logged in) to the moment it is freed, so a pool with no client is one
+ * nothing but its servers points at. Published in the pool's shared cell:
+ * with several workers a pool is unused only when no worker has a client. */
+
+void pool_client_in(struct pool *p)
+{
+	p->n_clients++;
+	p->last_used = util_monotonic();
+	p->dropping = false;
+	p->db->forced_pool_dropped = false;
+	hist_pool_set_use(p->hist, p->n_clients, p->last_used);
+}
+
+void pool_client_out(struct pool *p)
+{
+	p->n_clients--;
+	p->last_used = util_monotonic();
+	hist_pool_set_use(p->hist, p->n_clients, p->last_used);
 }
 
 static void pool_free(struct pool *p)
@@ -340,6 +367,15 @@ static void pool_free(struct pool *p)
 		free(p->welcome_other[i]);
 	free(p->welcome_other);
 	free(p);
+}
+
+void pool_destroy(struct pool *p)
+{
+	stats_flush_pool(p);
+	hist_pool_set_wait(p->hist, 0);
+	hist_pool_set_idle(p->hist, 0);
+	hist_pool_set_use(p->hist, 0, p->last_used);
+	pool_free(p);
 }
 
 int pool_size_of(const struct pool *p)
@@ -479,7 +515,7 @@ static bool launch_blocked(const struct pool *p)
 	 * still need servers. */
 	const struct world *w = p->db->world;
 	bool stopping = w->shutting_down && w->shutdown_mode != SHUTDOWN_HANDOVER;
-	return p->db->dead || p->db->admin || stopping || w->suspended || pool_paused(p);
+	return p->db->dead || p->db->admin || p->dropping || stopping || w->suspended || pool_paused(p);
 }
 
 /* Under a full max_db_connections / max_user_connections a waiter's slot

@@ -36,22 +36,25 @@ void stats_to_array(const struct pool_stats *s, uint64_t a[SHM_STATS])
 	a[ST_CLIENT_LOGIN] = s->client_login_count;
 }
 
+void stats_flush_pool(struct pool *p)
+{
+	uint64_t now[SHM_STATS], before[SHM_STATS], delta[SHM_STATS];
+	if (p->db->shm_idx < 0)
+		return;
+	stats_to_array(&p->stats, now);
+	stats_to_array(&p->flushed, before);
+	for (int i = 0; i < SHM_STATS; i++)
+		delta[i] = now[i] - before[i];
+	shm_stats_add(p->db->shm_idx, delta);
+	p->flushed = p->stats;
+}
+
 /* Move what the pools counted since the last flush into shared memory. */
 void stats_flush(struct world *w)
 {
 	struct list *it;
-	list_for_each(it, &w->pools) {
-		struct pool *p = container_of(it, struct pool, node);
-		uint64_t now[SHM_STATS], before[SHM_STATS], delta[SHM_STATS];
-		if (p->db->shm_idx < 0)
-			continue;
-		stats_to_array(&p->stats, now);
-		stats_to_array(&p->flushed, before);
-		for (int i = 0; i < SHM_STATS; i++)
-			delta[i] = now[i] - before[i];
-		shm_stats_add(p->db->shm_idx, delta);
-		p->flushed = p->stats;
-	}
+	list_for_each(it, &w->pools)
+		stats_flush_pool(container_of(it, struct pool, node));
 }
 
 static uint64_t per(uint64_t v, uint64_t n);

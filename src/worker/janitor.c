@@ -7,6 +7,7 @@
 #include "config.h"
 #include "control.h"
 #include "pool.h"
+#include "pool_idle.h"
 #include "server.h"
 #include "stats.h"
 #include "world.h"
@@ -150,13 +151,14 @@ static void check_autodb(struct world *w, usec_t now)
 }
 
 /* A database with a forced user and min_pool_size has its pool opened
- * before any client asks, as PgBouncer does. */
+ * before any client asks, as PgBouncer does; once pool_idle_timeout has
+ * dropped it, only a client opens it again. */
 static void open_forced_pools(struct world *w)
 {
 	struct list *it;
 	list_for_each(it, &w->databases) {
 		struct database *db = container_of(it, struct database, node);
-		if (!db->forced_user || db->min_pool_size <= 0 || db->dead || db->admin)
+		if (!db->forced_user || db->min_pool_size <= 0 || db->dead || db->admin || db->forced_pool_dropped)
 			continue;
 		struct puser *u = pool_get_user(w, db->forced_user);
 		if (u)
@@ -170,6 +172,7 @@ void janitor_pass(struct world *w)
 	struct list *it;
 
 	check_login_clients(w, now);
+	pool_idle_drop(w, now);
 	open_forced_pools(w);
 	list_for_each(it, &w->pools) {
 		struct pool *p = container_of(it, struct pool, node);

@@ -18,7 +18,8 @@ import util
 PGCREW_ONLY_KEYS = frozenset({"workers", "auth_query_cache_ttl", "unnamed_statement_cache",
                               "sql_prepared_statements", "proxy_protocol",
                               "proxy_protocol_sources", "io_uring",
-                              "server_max_protocol_version"})
+                              "server_max_protocol_version",
+                              "pool_idle_timeout"})     # PgBouncer's development branch
 
 SANITIZER_MARKERS = ("AddressSanitizer", "LeakSanitizer", "runtime error:",
                      "UndefinedBehaviorSanitizer")

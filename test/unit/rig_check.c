@@ -171,6 +171,38 @@ static int clients_of(const struct world *w, const struct database *db, const st
 	return n;
 }
 
+/* Every client's and server's pool is a live one, and a pool counts the
+ * clients pointing at it (freed or not: pool_idle_timeout). */
+static void check_pool_refs(struct verdict *v, const struct world *w)
+{
+	const struct list *it, *pit;
+	list_for_each(pit, &w->pools) {
+		const struct pool *p = container_of(pit, struct pool, node);
+		int n = 0;
+		list_for_each(it, &w->all_clients)
+			n += container_of(it, struct client, all_node)->pool == p;
+		if (p->n_clients != n)
+			bad(v, "pool %s/%s: n_clients %d, %d clients point at it", p->db->name, p->user->name,
+			    p->n_clients, n);
+	}
+	list_for_each(it, &w->all_clients) {
+		const struct client *c = container_of(it, struct client, all_node);
+		bool found = !c->pool;
+		list_for_each(pit, &w->pools)
+			found |= container_of(pit, struct pool, node) == c->pool;
+		if (!found)
+			bad(v, "C-%llu: its pool is not in the world", (unsigned long long)c->id);
+	}
+	list_for_each(it, &w->all_servers) {
+		const struct server *sv = container_of(it, struct server, all_node);
+		bool found = false;
+		list_for_each(pit, &w->pools)
+			found |= container_of(pit, struct pool, node) == sv->pool;
+		if (!found)
+			bad(v, "S-%llu: its pool is not in the world", (unsigned long long)sv->id);
+	}
+}
+
 /* Per database and user: client slots held, servers open; max_client_conn. */
 static void check_counts(struct verdict *v, const struct world *w)
 {
@@ -205,5 +237,6 @@ bool rig_consistent(char *why, size_t len)
 	check_clients(&v, rig_w);
 	check_servers(&v, rig_w);
 	check_counts(&v, rig_w);
+	check_pool_refs(&v, rig_w);
 	return !v.bad;
 }

@@ -152,6 +152,7 @@ static const struct {
 	{ "peer_id", "0", "0" },
 	{ "pidfile", "", "" },
 	{ "pkt_buf", "4096", "4096" },
+	{ "pool_idle_timeout", "0", "0" },         /* PgBouncer's development branch */
 	{ "pool_mode", "session", "session" },
 	{ "proxy_protocol", "0", "0" },               /* pgcrew */
 	{ "proxy_protocol_sources", "", "" },         /* pgcrew */
@@ -308,6 +309,7 @@ static void test_table_rules(void **state)
 		assert_true(setting_is_extension(setting_find(extensions[i])));
 	assert_true(setting_reloadable(setting_find("auth_file")));
 	assert_true(setting_reloadable(setting_find("logfile")));
+	assert_true(setting_reloadable(setting_find("pool_idle_timeout")));
 	assert_ptr_equal(setting_find("service_name"), setting_find("job_name"));
 	assert_null(setting_find("bogus"));
 	assert_null(setting_find("Listen_Port"));
@@ -401,6 +403,10 @@ static const struct {
 	{ "server_login_concurrency", "0", NULL },
 	{ "peer_id", "16383", "16383" }, { "peer_id", "16384", NULL },
 	{ "max_client_conn", "99999999999", NULL },
+	/* pool_idle_timeout: a time like the other timeouts, 0 = never */
+	{ "pool_idle_timeout", "1", "1" }, { "pool_idle_timeout", "500ms", "0.5" },
+	{ "pool_idle_timeout", "2min", "120" }, { "pool_idle_timeout", "0", "0" },
+	{ "pool_idle_timeout", "-1", NULL }, { "pool_idle_timeout", "soon", NULL },
 	/* a time within a range, 0 being "off" */
 	{ "worker_sched_slice", "0", "0" }, { "worker_sched_slice", "100us", "0.0001" },
 	{ "worker_sched_slice", "2ms", "0.002" }, { "worker_sched_slice", "0.1", "0.1" },

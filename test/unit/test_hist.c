@@ -1,7 +1,7 @@
 /* pgcrew — unit tests for the latency histograms: bucket boundaries (a
  * value equal to a bound falls in that bucket), per-pool slots claimed by
  * name and stable, sums over workers including forked ones, the phase
- * histograms, and a full pool table. */
+ * histograms, the cells pool_idle_timeout reads, and a full pool table. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -108,6 +108,39 @@ static void test_phases(void **state)
 	assert_string_equal(hist_phase_name(HIST_PHASE_SERVER_LOGIN), "server_login");
 }
 
+/* pool_idle_timeout: a pool is used elsewhere while another worker has a
+ * client of it; else the latest time another worker's last client went;
+ * a dead worker's clients are cleared with its wait lines. */
+static void test_pool_use_elsewhere(void **state)
+{
+	usec_t last;
+	(void)state;
+	struct hist_pool_cell *mine = hist_pool_cell("dbu", "carol");
+	assert_non_null(mine);
+	assert_false(hist_pool_used_elsewhere(mine, &last));
+	assert_int_equal(last, 0);                          /* nobody else ever had it */
+	hist_pool_set_use(mine, 3, 500);
+	assert_false(hist_pool_used_elsewhere(mine, &last));   /* ours do not count */
+	assert_int_equal(last, 0);
+	/* Workers 1 and 2 (the cells are written as theirs would be). */
+	hist_attach_worker(1);
+	struct hist_pool_cell *w1 = hist_pool_cell("dbu", "carol");
+	hist_attach_worker(2);
+	struct hist_pool_cell *w2 = hist_pool_cell("dbu", "carol");
+	hist_attach_worker(0);
+	hist_pool_set_use(w1, 0, 700);
+	hist_pool_set_use(w2, 0, 900);
+	assert_false(hist_pool_used_elsewhere(mine, &last));
+	assert_int_equal(last, 900);
+	hist_pool_set_use(w1, 1, 1000);
+	assert_true(hist_pool_used_elsewhere(mine, &last));
+	hist_clear_waits(1);                                 /* worker 1 died */
+	assert_false(hist_pool_used_elsewhere(mine, &last));
+	assert_int_equal(last, 1000);
+	assert_false(hist_pool_used_elsewhere(NULL, &last));   /* table full: no cell */
+	assert_int_equal(last, 0);
+}
+
 static void test_table_full(void **state)
 {
 	(void)state;
@@ -130,6 +163,7 @@ int main(void)
 		cmocka_unit_test(test_buckets),
 		cmocka_unit_test(test_pools_sum_over_workers),
 		cmocka_unit_test(test_phases),
+		cmocka_unit_test(test_pool_use_elsewhere),
 		cmocka_unit_test(test_table_full),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

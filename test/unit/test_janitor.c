@@ -2,8 +2,8 @@
  * rig with the fake clock: each of PgBouncer's client and server timeouts
  * fires with PgBouncer's text once its time has passed and not before (the
  * clock stands still between steps, so each is checked at its exact time
- * and one microsecond later), and the reserve pool and min_pool_size open
- * servers when they should. */
+ * and one microsecond later), the reserve pool and min_pool_size open
+ * servers when they should, and pool_idle_timeout drops unused pools. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -249,6 +249,109 @@ static void test_min_pool_size(void **state)
 	rig_close(&pg2);
 }
 
+/* pool_idle_timeout: a pool with a client is kept however long; once its
+ * last client has gone for longer than the timeout its server closes
+ * (min_pool_size notwithstanding), the pool is freed on the next pass and
+ * nothing opens it again; a new client makes it anew. */
+static void test_pool_idle_timeout(void **state)
+{
+	struct peer c, pg, c2, pg2;
+	(void)state;
+	rig_start("pool_mode = transaction\nmin_pool_size = 1\npool_idle_timeout = 10", DBS);
+	rig_login_first(&c, &pg, 1);
+	after(60 * SEC);
+	assert_non_null(pool_find_names(rig_w, "db", "alice"));     /* a client: kept */
+	rig_close(&c);
+	rig_pump();
+	after(10 * SEC);
+	assert_int_equal(rig_pool("db", "alice")->n_idle, 1);
+	after(1);
+	rig_expect(&pg, 'X', NULL);
+	rig_expect_eof(&pg, NULL, 0);
+	after(1);
+	assert_null(pool_find_names(rig_w, "db", "alice"));
+	for (int i = 0; i < 5; i++) {
+		after(SEC);
+		assert_false(rig_pg_pending());                        /* no min_pool_size reopen */
+	}
+	rig_login_first(&c2, &pg2, 3);
+	assert_int_equal(rig_pool("db", "alice")->n_idle, 1);
+	assert_false(rig_pool("db", "alice")->dropping);
+	rig_close(&c2);
+	rig_close(&pg);
+	rig_close(&pg2);
+}
+
+/* A client logging in points at its pool before it is on the pool's
+ * lists: the pool is not freed under it. */
+static void test_pool_idle_timeout_login_client(void **state)
+{
+	struct peer c;
+	(void)state;
+	rig_start("pool_idle_timeout = 1\nclient_login_timeout = 0\nauth_type = md5", DBS);
+	rig_client(&c, "alice", "db");                 /* asked for its password, never answers */
+	rig_pump();
+	struct pool *p = rig_pool("db", "alice");
+	assert_int_equal(p->n_clients, 1);
+	after(5 * SEC);
+	assert_ptr_equal(pool_find_names(rig_w, "db", "alice"), p);
+	rig_close(&c);
+	rig_pump();
+	after(SEC + 1);
+	assert_null(pool_find_names(rig_w, "db", "alice"));
+}
+
+/* The pool of a forced user with min_pool_size, opened by the janitor
+ * before any client: dropped once idle, and not opened again. */
+static void test_pool_idle_timeout_forced_user(void **state)
+{
+	struct peer pg;
+	(void)state;
+	rig_start("pool_mode = transaction\npool_idle_timeout = 5",
+		  "db = @PG@ dbname=db user=alice min_pool_size=1\n");
+	after(0);
+	rig_pg_accept(&pg);
+	rig_pg_login(&pg, 1, 2);
+	rig_pump();
+	assert_int_equal(rig_pool("db", "alice")->n_idle, 1);
+	after(5 * SEC);
+	assert_int_equal(rig_pool("db", "alice")->n_idle, 1);
+	after(1);
+	rig_expect(&pg, 'X', NULL);
+	rig_expect_eof(&pg, NULL, 0);
+	for (int i = 0; i < 5; i++) {
+		after(SEC);
+		assert_null(pool_find_names(rig_w, "db", "alice"));
+		assert_false(rig_pg_pending());
+	}
+	rig_close(&pg);
+}
+
+/* 0 never drops; a RELOAD that sets it takes effect from the pool's last
+ * use, not from the reload. */
+static void test_pool_idle_timeout_reload(void **state)
+{
+	struct peer c, pg;
+	struct rig_setup s = { .workers = 1, .databases = DBS,
+			       .settings = "pool_mode = transaction\nserver_idle_timeout = 0\n"
+					   "server_lifetime = 0\npool_idle_timeout = 0" };
+	(void)state;
+	rig_start_with(&s);
+	rig_login_first(&c, &pg, 1);
+	rig_close(&c);
+	rig_pump();
+	after(86400 * SEC);
+	assert_int_equal(rig_pool("db", "alice")->n_idle, 1);
+	s.settings = "pool_mode = transaction\nserver_idle_timeout = 0\nserver_lifetime = 0\npool_idle_timeout = 1h";
+	rig_reload(&s);
+	after(1);
+	rig_expect(&pg, 'X', NULL);
+	rig_expect_eof(&pg, NULL, 0);
+	after(1);
+	assert_null(pool_find_names(rig_w, "db", "alice"));
+	rig_close(&pg);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -263,6 +366,10 @@ int main(void)
 		cmocka_unit_test_teardown(test_server_connect_timeout, rig_teardown),
 		cmocka_unit_test_teardown(test_reserve_pool, rig_teardown),
 		cmocka_unit_test_teardown(test_min_pool_size, rig_teardown),
+		cmocka_unit_test_teardown(test_pool_idle_timeout, rig_teardown),
+		cmocka_unit_test_teardown(test_pool_idle_timeout_login_client, rig_teardown),
+		cmocka_unit_test_teardown(test_pool_idle_timeout_forced_user, rig_teardown),
+		cmocka_unit_test_teardown(test_pool_idle_timeout_reload, rig_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
