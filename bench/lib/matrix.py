@@ -483,6 +483,10 @@ def main():
     ap.add_argument("--workload", default="-S",
                     help="pgbench workload options (default -S: select-only)")
     ap.add_argument("--scale", type=int, default=10)
+    ap.add_argument("--scram-iterations", type=int, default=4096,
+                    help="the bench user's SCRAM iteration count (PostgreSQL's is 4096)")
+    ap.add_argument("--cert-key", default="rsa2048", choices=sorted(benchenv.CERT_KEYS),
+                    help="the TLS certificate's key (default rsa2048)")
     ap.add_argument("--scratch", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--pgcrew", required=True)
@@ -507,13 +511,15 @@ def main():
     os.makedirs(args.out, exist_ok=True)
 
     benchenv.sigterm_exits()
-    env = benchenv.Env(args.scratch, args.pgcrew, args.pgbouncer, scale=args.scale)
+    env = benchenv.Env(args.scratch, args.pgcrew, args.pgbouncer, scale=args.scale,
+                       scram_iterations=args.scram_iterations, cert_key=args.cert_key)
     meta = {"started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
             "commit": benchenv.binary_source(args.repo),
             "mode": "quick" if args.quick else "full",
             "duration_s": args.duration, "rounds": args.rounds,
             "workload": " ".join(args.workload), "scale": args.scale,
-            "pool_size": 20, "targets": args.targets, "cells": len(cells)}
+            "pool_size": 20, "targets": args.targets, "cells": len(cells),
+            "scram_iterations": args.scram_iterations, "cert_key": args.cert_key}
     t0 = time.monotonic()
     try:
         log(f"scratch {env.scratch}: PostgreSQL 15, TLS, pgbench tables")

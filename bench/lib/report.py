@@ -14,6 +14,7 @@ TARGETS = ("pgcrew-w1", "pgcrew-auto", "pgbouncer", "postgres")
 PROTOCOLS = ("simple", "extended", "prepared")
 MODES = ("plain", "reconnect", "tls", "tls-reconnect")
 BASE = "pgbouncer"
+CERT_NAMES = {"rsa2048": "RSA 2048", "p256": "ECDSA P-256"}
 
 
 def num(v):
@@ -82,8 +83,9 @@ def markdown(meta, cells):
     out.append(f"* pgbench `{meta.get('workload', '?')}` (scale {meta.get('scale', '?')}), "
                f"{meta.get('duration_s', '?')} s per run, {meta.get('rounds', '?')} round(s) per "
                "cell, targets interleaved; pool_mode = transaction, default_pool_size = "
-               f"{meta.get('pool_size', '?')}, SCRAM client auth, TLS cells with "
-               "PGSSLMODE=require (RSA 2048)")
+               f"{meta.get('pool_size', '?')}, SCRAM client auth "
+               f"({meta.get('scram_iterations', 4096)} iterations), TLS cells with "
+               f"PGSSLMODE=require ({CERT_NAMES.get(meta.get('cert_key', 'rsa2048'), '?')})")
     out.append("* latency: p50/p99 of pgbench --log per-transaction samples; in reconnect "
                "cells the per-client cycle time (connect + SCRAM + transaction + close), "
                "because pgbench's logged latency leaves the connection out")
