@@ -30,11 +30,13 @@ struct hist {                       /* one worker's counts; bucket i is not cumu
 
 struct hist_pool_cell {             /* one pool, one worker */
 	struct hist h[HIST_POOL_KINDS];
+	/* What other workers read sits in a cache line of its own, apart from
+	 * the counters written on every query. */
 	/* The wait line: when this worker's oldest client waiting for a server
 	 * of the pool started waiting (CLOCK_MONOTONIC), 0 when none waits.
 	 * With several workers a server goes to the client that has waited
 	 * longest in the whole instance (pool.c, the supervisor's routing). */
-	_Atomic int64_t wait_since;
+	_Alignas(64) _Atomic int64_t wait_since;
 	/* Idle servers of the pool in this worker that could move to another. */
 	_Atomic int32_t idle;
 	/* pool_idle_timeout: this worker's clients of the pool, and when one
@@ -42,6 +44,12 @@ struct hist_pool_cell {             /* one pool, one worker */
 	 * unused only when no worker has had a client of it for the time. */
 	_Atomic int32_t clients;
 	_Atomic int64_t last_used;
+	/* The reuse order: when the idle server that could move and that this
+	 * worker would hand out next (the head of its idle list: the most
+	 * recently used, or with server_round_robin the least) was last used
+	 * (CLOCK_MONOTONIC), 0 for none. A client takes another worker's idle
+	 * server when that one is clearly next in the instance's order. */
+	_Atomic int64_t idle_next;
 };
 
 struct hist_total {                 /* a sum over workers, for readers */
@@ -114,6 +122,11 @@ void hist_pool_set_idle(struct hist_pool_cell *cell, int n);
 void hist_pool_set_use(struct hist_pool_cell *cell, int clients, usec_t last_used);
 bool hist_pool_used_elsewhere(const struct hist_pool_cell *cell, usec_t *last_used);
 bool hist_pool_idle_elsewhere(const char *db, const char *user, int except);
+/* The reuse order (see struct hist_pool_cell): set ours; the other
+ * workers' next idle server that comes first, the most recently used
+ * (newest) or the least (0: no other worker has one). */
+void hist_pool_set_next(struct hist_pool_cell *cell, usec_t last_used);
+usec_t hist_pool_next_elsewhere(const struct hist_pool_cell *cell, bool newest);
 
 /* Readers: sums over every worker (dead ones too: counts never go back). */
 void hist_pool_total(int idx, enum hist_pool_kind k, struct hist_total *out);

@@ -109,7 +109,10 @@ struct slot_req {
 	uint8_t own;               /* for a server of a client's own (replication): an
 	                              idle server of the pool elsewhere cannot serve it,
 	                              only be closed to make room */
-	uint8_t pad[2];
+	uint8_t move;              /* only an idle server moved from another worker
+	                              serves it (the reuse order): never granted a
+	                              new slot, denied when none came in time */
+	uint8_t pad;
 };
 
 /* IPC_POOL_WANT payload. n: queued requests elsewhere this pool's idle

@@ -29,7 +29,10 @@ enum ledger_result ledger_request(struct ledger *l, int worker, uint32_t reqid, 
 /* The same, told whether another worker has an idle server of the pool
  * that could move: then a waiter's request queues even where it fits, for
  * the idle server to move to it (no new backend, as in one PgBouncer);
- * ledger_next_grant grants it after LEDGER_MOVE_WAIT_USEC if none came. */
+ * ledger_next_grant grants it after LEDGER_MOVE_WAIT_USEC if none came.
+ * A request with `move` set is never granted: it queues for a move while
+ * another worker has an idle server (denied at once otherwise, and by
+ * ledger_next_expired after LEDGER_MOVE_WAIT_USEC), and blocks no other. */
 enum ledger_result ledger_request_idle(struct ledger *l, int worker, uint32_t reqid,
 				       const struct slot_req *req, bool idle_elsewhere);
 #define LEDGER_MOVE_WAIT_USEC (20 * 1000)
@@ -60,6 +63,11 @@ enum ledger_move { LEDGER_MOVE_TO, LEDGER_MOVE_CLOSE, LEDGER_MOVE_KEEP };
 typedef bool (*ledger_wait_fn)(const char *db, const char *user, int worker);
 enum ledger_move ledger_handover(struct ledger *l, int giver, const char *db, const char *user,
 				 const usec_t *waits, ledger_wait_fn waiting, int *to, uint32_t *reqid);
+/* A request for the reuse order (slot_req.move) that no moved server
+ * answered within LEDGER_MOVE_WAIT_USEC (the idle server was taken
+ * meanwhile), removed from the queue: to deny, so its worker uses its own
+ * idle server. False when none is due. */
+bool ledger_next_expired(struct ledger *l, int *worker, uint32_t *reqid, struct slot_req *req);
 /* A worker died: forget its slots and queued requests. */
 void ledger_worker_gone(struct ledger *l, int worker);
 

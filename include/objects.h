@@ -126,7 +126,8 @@ struct pool {
 	struct puser *user;               /* the server-side user */
 	struct list active_clients;       /* CLIENT_ACTIVE */
 	struct list waiting_clients;      /* CLIENT_WAITING and CLIENT_WAITING_LOGIN, FIFO */
-	struct list idle_servers;         /* SERVER_IDLE; newest first */
+	struct list idle_servers;         /* SERVER_IDLE; by last use, newest first (oldest
+	                                     first with server_round_robin) */
 	struct list active_servers;       /* SERVER_ACTIVE */
 	struct list tested_servers;       /* SERVER_TESTED */
 	struct list login_servers;        /* SERVER_LOGIN */
@@ -165,6 +166,11 @@ struct pool {
 	int wanted;                       /* other workers' waiters: give up servers idle a while */
 	int wanted_soon;                  /* of those, ones in a hurry (below their fair share) */
 	usec_t other_since;               /* of those, the oldest for another pool: queued since, or 0 */
+	/* several workers: the reuse order over the instance (pool.c) */
+	int n_move_wait;                  /* requests for another worker's idle server pending */
+	bool reuse_held;                  /* a client waits for one while ours stay idle */
+	usec_t next_published;            /* our idle_next in shared memory (hist.h) */
+	usec_t next_seen, next_seen_at;   /* the others' best idle_next, when read */
 };
 
 /* replication= in a client's startup packet (PgBouncer 1.23+): such a client

@@ -79,6 +79,9 @@ void pool_link_replication(struct server *sv);
 /* A server became usable (login done, released, check done): hand it to the
  * first waiting client or park it idle. */
 void pool_server_ready(struct server *sv);
+/* The same for a server moved in from another worker or back unused: its
+ * last use stays (the reuse order and the idle timeouts count from it). */
+void pool_server_arrived(struct server *sv);
 /* An idle server to be checked with server_check_query before its next
  * client (idle past server_check_delay): PgBouncer's "used". */
 bool pool_server_stale(const struct server *sv);
@@ -106,6 +109,16 @@ void pool_wait_line(struct pool *p);
 void pool_slot_wanted(struct world *w, const struct pool_want *want);
 /* Janitor: give up servers idle for a while that others want. */
 void pool_give_idle(struct pool *p);
+/* The reuse order over the instance: does an idle server last used at
+ * `there` (another worker's) come before ours, last used at `here`, by
+ * more than `slack`? With LIFO the most recently used comes first, with
+ * round robin the least; 0 is no server. Pure: the verdict on which
+ * pool_request_server waits for a server to move and a giver leaves a want
+ * to the worker whose idle server comes first. */
+bool pool_reuse_elsewhere(usec_t here, usec_t there, usec_t slack, bool round_robin);
+/* Several workers: publish the last use of the idle server this worker
+ * would hand out next (the idle list's head changed). */
+void pool_publish_next_idle(struct pool *p);
 void pool_slot_release(struct pool *p);
 /* The same by names: the pool may not exist here (a server of a pool this
  * worker does not know, a connection lingering after its pool's reload). */

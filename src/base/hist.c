@@ -139,19 +139,29 @@ void hist_pool_set_wait(struct hist_pool_cell *cell, usec_t since)
 		atomic_store_explicit(&cell->wait_since, since, memory_order_relaxed);
 }
 
-usec_t hist_pool_wait_elsewhere(const struct hist_pool_cell *cell)
+/* The other workers' times of a pool (their wait lines, or their next
+ * idle servers): the oldest or the newest, 0 for none. */
+enum cell_time { CELL_WAIT_SINCE, CELL_IDLE_NEXT };
+
+static usec_t elsewhere(const struct hist_pool_cell *cell, enum cell_time f, bool newest)
 {
-	usec_t oldest = 0;
+	usec_t best = 0;
 	if (!cell || !head || self < 0)
 		return 0;
 	ptrdiff_t idx = cell - cells[self].pools;
 	for (int w = 0; w < head->n_workers; w++) {
-		usec_t t = w == self ? 0 : atomic_load_explicit(&cells[w].pools[idx].wait_since,
+		const struct hist_pool_cell *o = &cells[w].pools[idx];
+		usec_t t = w == self ? 0 : atomic_load_explicit(f == CELL_WAIT_SINCE ? &o->wait_since : &o->idle_next,
 							       memory_order_relaxed);
-		if (t && (!oldest || t < oldest))
-			oldest = t;
+		if (t && (!best || (newest ? t > best : t < best)))
+			best = t;
 	}
-	return oldest;
+	return best;
+}
+
+usec_t hist_pool_wait_elsewhere(const struct hist_pool_cell *cell)
+{
+	return elsewhere(cell, CELL_WAIT_SINCE, false);
 }
 
 bool hist_pool_waits(const char *db, const char *user, usec_t *since, int n)
@@ -179,6 +189,7 @@ void hist_clear_waits(int w)
 		atomic_store_explicit(&cells[w].pools[i].wait_since, 0, memory_order_relaxed);
 		atomic_store_explicit(&cells[w].pools[i].idle, 0, memory_order_relaxed);
 		atomic_store_explicit(&cells[w].pools[i].clients, 0, memory_order_relaxed);
+		atomic_store_explicit(&cells[w].pools[i].idle_next, 0, memory_order_relaxed);
 	}
 }
 
@@ -222,6 +233,17 @@ bool hist_pool_used_elsewhere(const struct hist_pool_cell *cell, usec_t *last_us
 			*last_used = t;
 	}
 	return false;
+}
+
+void hist_pool_set_next(struct hist_pool_cell *cell, usec_t last_used)
+{
+	if (cell)
+		atomic_store_explicit(&cell->idle_next, last_used, memory_order_relaxed);
+}
+
+usec_t hist_pool_next_elsewhere(const struct hist_pool_cell *cell, bool newest)
+{
+	return elsewhere(cell, CELL_IDLE_NEXT, newest);
 }
 
 void hist_phase_observe(enum hist_phase ph, uint64_t us)

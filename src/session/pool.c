@@ -428,12 +428,20 @@ static int pool_waiters(const struct pool *p)
  * ledger for a slot before it opens a server (the request id says why), and
  * gives it back when the server closes. Local counts stay a pre-check. */
 
-enum slot_why { SLOT_FOR_WAITER = 1, SLOT_FOR_RESERVE, SLOT_FOR_MIN, SLOT_FOR_REPL };
+enum slot_why { SLOT_FOR_WAITER = 1, SLOT_FOR_RESERVE, SLOT_FOR_MIN, SLOT_FOR_REPL, SLOT_FOR_MOVE };
 
 static bool shared_limits(void)
 {
 	return shm_n_workers() > 1;
 }
+
+/* The reuse order over the instance (below). */
+static void serve_held(struct pool *p);
+static void move_answer(struct world *w, struct pool *p, const struct slot_req *r, bool granted);
+static bool reuse_elsewhere(struct pool *p, const struct server *sv, usec_t now);
+static bool wait_for_move(struct client *c, struct server *sv, usec_t now);
+static struct server *give_pick(const struct pool *p, usec_t now, usec_t *left);
+static void server_ready(struct server *sv, bool released);
 
 static void fill_req(const struct pool *p, struct slot_req *r)
 {
@@ -541,6 +549,10 @@ void pool_slot_taken(struct pool *p, uint32_t why)
 		p->n_repl_slot_wait--;
 		return;
 	}
+	if (why == SLOT_FOR_MOVE) {
+		p->n_move_wait--;
+		return;
+	}
 	p->n_slot_wait--;
 	if (why == SLOT_FOR_RESERVE)
 		p->reserve_asked = false;
@@ -564,6 +576,10 @@ void pool_slot_answer(struct world *w, const struct slot_req *r, uint32_t why, b
 	if (why == SLOT_FOR_REPL) {
 		if (p)
 			repl_slot_answer(p, r, granted);
+		return;
+	}
+	if (why == SLOT_FOR_MOVE) {
+		move_answer(w, p, r, granted);
 		return;
 	}
 	if (!granted)
@@ -729,6 +745,24 @@ static usec_t move_delay(const struct pool *p, const struct server *sv, usec_t n
 	return MOVE_MIN_USEC - (idle > waited ? idle : waited);
 }
 
+/* A server that cannot move costs a new backend on the other side: only
+ * one beyond our share goes, or one that has sat idle a while when a
+ * worker below its rounded-down share waits (a worker that has its share
+ * waits for its own servers, or every change of load would cost
+ * backends). False: keep it (the timer looks again when it may go). */
+static bool may_give_unmovable(struct pool *p, const struct server *sv, usec_t now)
+{
+	if (p->give_up > 0)
+		return true;
+	if (p->wanted_soon <= 0)
+		return false;
+	if (now - sv->last_used < GIVE_IDLE_USEC) {
+		arm_give_timer(p->db->world, GIVE_IDLE_USEC - (now - sv->last_used));
+		return false;
+	}
+	return true;
+}
+
 void pool_give_idle(struct pool *p)
 {
 	usec_t now = util_monotonic(), left;
@@ -738,24 +772,16 @@ void pool_give_idle(struct pool *p)
 		/* An ask with nobody waiting any more is stale: keep it. */
 		if (!waiting_elsewhere(p))
 			break;
-		if (server_may_move(sv) && pool_paused(p))
-			break;        /* PAUSE holds every worker: nothing to serve */
-		if (server_may_move(sv) && (left = move_delay(p, sv, now)) > 0) {
-			arm_give_timer(p->db->world, left);
-			break;
-		}
-		/* A server that cannot move costs a new backend on the other
-		 * side: only one beyond our share, or one that has sat idle a
-		 * while when a worker below its rounded-down share waits (a
-		 * worker that has its share waits for its own servers, or every
-		 * change of load would cost backends). */
-		if (!server_may_move(sv) && p->give_up <= 0) {
-			if (p->wanted_soon <= 0)
-				break;
-			if (now - sv->last_used < GIVE_IDLE_USEC) {
-				arm_give_timer(p->db->world, GIVE_IDLE_USEC - (now - sv->last_used));
+		if (server_may_move(sv)) {
+			if (pool_paused(p))
+				break;        /* PAUSE holds every worker: nothing to serve */
+			if ((sv = give_pick(p, now, &left)) == NULL) {
+				if (left > 0)
+					arm_give_timer(p->db->world, left);
 				break;
 			}
+		} else if (!may_give_unmovable(p, sv, now)) {
+			break;
 		}
 		note_given(p);
 		if (!mover || !mover(sv))
@@ -869,17 +895,26 @@ static bool repl_room_here(struct pool *p)
 	return true;
 }
 
-static bool ask_repl_slot(struct pool *p)
+/* A waiting request the ledger treats apart: for a server of a client's
+ * own (SLOT_FOR_REPL) or that only a move serves (SLOT_FOR_MOVE); *pending
+ * counts it until answered. */
+static bool ask_apart(struct pool *p, enum slot_why why, int *pending)
 {
 	struct slot_req r;
 	fill_req(p, &r);
 	r.pool_limit = pool_size_of(p);
 	r.wait = 1;
-	r.own = 1;
-	if (ipc_send_slot(p->db->world->sup, IPC_SLOT_REQ, SLOT_FOR_REPL, &r) < 0)
+	r.own = why == SLOT_FOR_REPL;
+	r.move = why == SLOT_FOR_MOVE;
+	if (ipc_send_slot(p->db->world->sup, IPC_SLOT_REQ, why, &r) < 0)
 		return false;
-	p->n_repl_slot_wait++;
+	(*pending)++;
 	return true;
+}
+
+static bool ask_repl_slot(struct pool *p)
+{
+	return ask_apart(p, SLOT_FOR_REPL, &p->n_repl_slot_wait);
 }
 
 /* More requests stand than clients wait (a client left, or one was served
@@ -1209,8 +1244,13 @@ void pool_launch_needed(struct pool *p)
 			ask_welcome(p);
 		return;
 	}
-	/* Waiters not yet covered by a login (or slot request) in progress. */
-	while (pool_waiters(p) > p->n_login + p->n_slot_wait && (ok = can_launch(p, true)) != LAUNCH_NO) {
+	if (p->reuse_held && p->n_move_wait == 0)
+		serve_held(p);
+	/* Waiters not yet covered by a login (or slot request) in progress,
+	 * or by our idle servers while one of them waits for another
+	 * worker's. */
+	int held = p->reuse_held ? p->n_idle : 0;
+	while (pool_waiters(p) > p->n_login + p->n_slot_wait + held && (ok = can_launch(p, true)) != LAUNCH_NO) {
 		if (!launch(p, ok, SLOT_FOR_WAITER))
 			break;
 	}
@@ -1261,10 +1301,9 @@ void pool_unlink_leaving(struct client *c, struct server *sv)
 }
 
 /* Link c and sv; true when the client may proceed at once (no SET needed). */
-static bool link_pair(struct client *c, struct server *sv)
+static bool link_pair(struct client *c, struct server *sv, usec_t now)
 {
 	char sql[VARCACHE_SQL_MAX];
-	usec_t now = util_monotonic();
 
 	link_attach(c, sv);
 	sv->used = true;
@@ -1326,10 +1365,165 @@ struct server *pool_idle_server(struct pool *p)
 	return NULL;
 }
 
+/* ---- the reuse order over the instance ----
+ * One PgBouncer hands out the idle server used last (server_round_robin:
+ * the one used longest ago), so under light load one server does the work
+ * and server_idle_timeout closes the rest (with round robin, the load
+ * spreads over all). With several workers each worker's idle list keeps
+ * that order, and each publishes the last use of the idle server it would
+ * hand out next (hist.h, idle_next). A client whose worker has an idle
+ * server waits for another worker's instead when that one comes first by
+ * more than REUSE_SLACK_USEC; ours stays idle and ages. With LIFO only an
+ * idle server of ours unused for longer than the slack can come second,
+ * so under load (each worker releases servers every few hundred
+ * microseconds) nothing is read and nothing moves that did not before.
+ * 100 ms: a worker whose clients run ten transactions a second or more on
+ * a pool keeps its own servers (a move costs about 0.3 ms and two
+ * messages through the supervisor), while under lighter load the work
+ * gathers on the most recently used server within a tenth of a second. A
+ * server that cannot move (TLS without kTLS) is neither published nor
+ * waited for: it keeps each worker's own order. */
+#define REUSE_SLACK_USEC (100 * USEC_PER_MSEC)
+/* The others' idle_next is read at most this often per pool (with round
+ * robin every acquire that finds an idle server of ours would read it). */
+#define REUSE_LOOK_USEC (1 * USEC_PER_MSEC)
+/* A giver that left a want to a worker whose idle server comes first looks
+ * again after this long, in case that one was taken meanwhile. */
+#define REUSE_RECHECK_USEC (2 * USEC_PER_MSEC)
+
+bool pool_reuse_elsewhere(usec_t here, usec_t there, usec_t slack, bool round_robin)
+{
+	if (!here || !there)
+		return false;
+	return round_robin ? there < here - slack : there > here + slack;
+}
+
+void pool_publish_next_idle(struct pool *p)
+{
+	usec_t t = 0;
+	struct list *it;
+	list_for_each(it, &p->idle_servers) {
+		const struct server *sv = container_of(it, struct server, node);
+		if (server_may_move(sv) && !sv->close_needed) {
+			t = sv->last_used;
+			break;
+		}
+	}
+	if (t != p->next_published) {
+		p->next_published = t;
+		hist_pool_set_next(p->hist, t);
+	}
+}
+
+static usec_t next_elsewhere(struct pool *p, bool newest, usec_t now)
+{
+	if (now - p->next_seen_at >= REUSE_LOOK_USEC) {
+		p->next_seen = hist_pool_next_elsewhere(p->hist, newest);
+		p->next_seen_at = now;
+	}
+	return p->next_seen;
+}
+
+/* Should a client of ours wait for another worker's idle server rather
+ * than take sv, the head of our idle list? */
+static bool reuse_elsewhere(struct pool *p, const struct server *sv, usec_t now)
+{
+	bool rr = p->db->world->cfg->server_round_robin;
+	if (!rr && now - sv->last_used <= REUSE_SLACK_USEC)
+		return false;         /* LIFO, ours used a moment ago: nothing can come first */
+	if (!p->hist || p->reuse_held || !server_may_move(sv))
+		return false;
+	return pool_reuse_elsewhere(sv->last_used, next_elsewhere(p, !rr, now), REUSE_SLACK_USEC, rr);
+}
+
+/* Ask the ledger for another worker's idle server (only a move serves the
+ * request: it is denied when none is idle any more, or none came within
+ * LEDGER_MOVE_WAIT_USEC). */
+static bool ask_move(struct pool *p)
+{
+	return ask_apart(p, SLOT_FOR_MOVE, &p->n_move_wait);
+}
+
+/* c waits for the idle server of another worker that comes first; ours
+ * (sv) stays idle for it if none comes (serve_held). */
+static bool wait_for_move(struct client *c, struct server *sv, usec_t now)
+{
+	struct pool *p = c->pool;
+	log_debug("C-%llu: waits for another worker's idle server, used after ours (idle %lld ms)",
+		  (unsigned long long)c->id, (long long)((now - sv->last_used) / USEC_PER_MSEC));
+	c->request_time = now;
+	client_set_state(c, CLIENT_WAITING);    /* the wait line first: the giver reads it */
+	if (ask_move(p)) {
+		p->reuse_held = true;
+		return false;
+	}
+	client_set_state(c, CLIENT_ACTIVE);
+	return link_pair(c, sv, now);
+}
+
+/* The move came (its client was served first) or will not: the clients
+ * still waiting take our idle servers, in their order. */
+static void serve_held(struct pool *p)
+{
+	struct client *c;
+	struct server *sv;
+	p->reuse_held = false;
+	while (!pool_paused(p) && (c = first_waiter(p)) != NULL && (sv = pool_idle_server(p)) != NULL) {
+		client_set_state(c, CLIENT_ACTIVE);
+		if (link_pair(c, sv, util_monotonic()))
+			client_server_linked(c);
+	}
+}
+
+/* The ledger's answer to ask_move: denied (no server came). It grants no
+ * slot for such a request; one granted all the same goes back. */
+static void move_answer(struct world *w, struct pool *p, const struct slot_req *r, bool granted)
+{
+	if (granted && ipc_send_slot(w->sup, IPC_SLOT_RELEASE, 0, r) < 0)
+		log_warning("could not return an unneeded server slot");
+	if (p)
+		pool_launch_needed(p);
+}
+
+/* Another worker's idle server comes clearly before sv in the reuse
+ * order: that worker, asked too, gives it. */
+static bool other_gives(const struct pool *p, const struct server *sv)
+{
+	bool rr = p->db->world->cfg->server_round_robin;
+	return pool_reuse_elsewhere(sv->last_used, hist_pool_next_elsewhere(p->hist, !rr), REUSE_SLACK_USEC, rr);
+}
+
+/* The idle server to give another worker's client: the first in our reuse
+ * order (the most recently used, or with round robin the least) that may
+ * go now (move_delay), unless another worker's comes clearly first. NULL:
+ * none now; *left: when to look again (0: never). */
+static struct server *give_pick(const struct pool *p, usec_t now, usec_t *left)
+{
+	struct list *it;
+	*left = 0;
+	list_for_each(it, &p->idle_servers) {
+		struct server *sv = container_of(it, struct server, node);
+		if (!server_may_move(sv) || (sv->close_needed && !sv->give_away))
+			continue;
+		usec_t d = move_delay(p, sv, now);
+		if (d == 0 && other_gives(p, sv)) {
+			log_noise("pool %s/%s: another worker's idle server comes before S-%llu",
+				  p->db->name, p->user->name, (unsigned long long)sv->id);
+			*left = REUSE_RECHECK_USEC;
+			return NULL;
+		}
+		if (d == 0)
+			return sv;
+		if (!*left || d < *left)
+			*left = d;
+	}
+	return NULL;
+}
+
 void pool_link_replication(struct server *sv)
 {
 	struct client *c = sv->repl_owner;
-	if (link_pair(c, sv))
+	if (link_pair(c, sv, util_monotonic()))
 		client_server_linked(c);
 }
 
@@ -1350,8 +1544,12 @@ bool pool_request_server(struct client *c)
 
 	if (!pool_paused(p) && !first_waiter(p)) {
 		struct server *sv = pool_idle_server(p);
-		if (sv)
-			return link_pair(c, sv);
+		if (sv) {
+			usec_t now = util_monotonic();
+			if (!reuse_elsewhere(p, sv, now))
+				return link_pair(c, sv, now);
+			return wait_for_move(c, sv, now);
+		}
 	}
 	if (c->state != CLIENT_WAITING) {
 		c->request_time = util_monotonic();
@@ -1362,6 +1560,19 @@ bool pool_request_server(struct client *c)
 }
 
 void pool_server_ready(struct server *sv)
+{
+	server_ready(sv, true);
+}
+
+/* A server that arrived from another worker, or came back unused, keeps
+ * its last use: the reuse order, server_idle_timeout and
+ * server_check_delay count from when a client last had it. */
+void pool_server_arrived(struct server *sv)
+{
+	server_ready(sv, false);
+}
+
+static void server_ready(struct server *sv, bool released)
 {
 	struct pool *p = sv->pool;
 	usec_t now = util_monotonic();
@@ -1377,7 +1588,8 @@ void pool_server_ready(struct server *sv)
 		server_close_soon(sv, "database removed");
 		return;
 	}
-	sv->last_used = now;
+	if (released)
+		sv->last_used = now;
 	/* The supervisor asked for servers back (this worker holds more than
 	 * its share, or another worker's clients starve): that comes before
 	 * this worker's own queue, or under steady load it never would. */
@@ -1395,7 +1607,7 @@ void pool_server_ready(struct server *sv)
 		struct client *c = first_waiter(p);
 		if (c) {
 			client_set_state(c, CLIENT_ACTIVE);
-			if (link_pair(c, sv))
+			if (link_pair(c, sv, now))
 				client_server_linked(c);
 			return;
 		}

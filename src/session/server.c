@@ -97,6 +97,28 @@ static struct list *state_list(struct pool *p, enum server_state st)
 	}
 }
 
+/* The idle list is in reuse order, by last use: newest first (LIFO: the
+ * most recently used server is the warmest) or, with server_round_robin,
+ * oldest first (load spread evenly). A server just released is the newest:
+ * one comparison puts it at the front (or the back). One moved in unused
+ * from another worker finds its place, so the order holds over the
+ * instance. */
+static void idle_insert(struct pool *p, struct server *sv, bool round_robin)
+{
+	struct list *head = &p->idle_servers, *it;
+	if (round_robin) {
+		for (it = head->prev; it != head; it = it->prev)
+			if (container_of(it, struct server, node)->last_used <= sv->last_used)
+				break;
+		list_prepend(it, &sv->node);          /* after it */
+		return;
+	}
+	for (it = head->next; it != head; it = it->next)
+		if (container_of(it, struct server, node)->last_used <= sv->last_used)
+			break;
+	list_append(it, &sv->node);                   /* before it */
+}
+
 void server_set_state(struct server *sv, enum server_state st)
 {
 	struct pool *p = sv->pool;
@@ -113,15 +135,16 @@ void server_set_state(struct server *sv, enum server_state st)
 	sv->state = st;
 	if ((cnt = state_counter(p, st)) != NULL)
 		(*cnt)++;
-	/* Idle list is LIFO (the most recently used server is the warmest)
-	 * unless server_round_robin asks to spread load evenly. */
-	if (st == SERVER_IDLE && !server_world(sv)->cfg->server_round_robin)
-		list_prepend(&p->idle_servers, &sv->node);
+	if (st == SERVER_IDLE)
+		idle_insert(p, sv, server_world(sv)->cfg->server_round_robin);
 	else
 		list_append(state_list(p, st), &sv->node);
-	/* Several workers: others see idle servers that could move here. */
+	/* Several workers: others see idle servers that could move here, and
+	 * which of ours would go next (the reuse order, pool.c). */
 	if ((st == SERVER_IDLE || was_idle) && server_may_move(sv))
 		hist_pool_set_idle(p->hist, p->n_idle);
+	if ((st == SERVER_IDLE || was_idle) && p->hist && shm_n_workers() > 1)
+		pool_publish_next_idle(p);
 }
 
 /* ---- closing ---- */

@@ -187,7 +187,7 @@ void server_arrived(struct world *w, uint32_t reqid, const void *payload, size_t
 		hist_phase_observe(HIST_PHASE_SERVER_MOVE, (uint64_t)(util_monotonic() - h.sent_at));
 		server_debug(sv, "taken over from another worker");
 	}
-	pool_server_ready(sv);
+	pool_server_arrived(sv);
 	/* A move answers one of our requests, or none: clients still
 	 * waiting need theirs asked again, or nobody would know of them. */
 	pool_launch_needed(p);

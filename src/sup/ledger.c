@@ -151,6 +151,8 @@ static void take(struct lpool *p, int worker, int delta)
  * or the same database (user) when that limit is what holds q back. */
 static bool competes(const struct lreq *q, const struct lpool *p)
 {
+	if (q->req.move)
+		return false;         /* takes no slot: a move brings its own */
 	if (q->pool == p)
 		return true;
 	if (q->pool->dbc == p->dbc && q->req.db_limit > 0 && p->dbc->total >= q->req.db_limit - 1)
@@ -185,6 +187,10 @@ enum ledger_result ledger_request_idle(struct ledger *l, int worker, uint32_t re
 	if (req->wait && req->pool_limit > 0)
 		p->limit = req->pool_limit;
 	bool await_move = req->wait && idle_elsewhere && !req->own;
+	/* Only a move serves a request for the reuse order: with no idle
+	 * server elsewhere any more, the worker uses its own at once. */
+	if (req->move && !await_move)
+		return LEDGER_DENIED;
 	/* A request that would not wait (min_pool_size, the reserve) is
 	 * answered now; it cannot take a slot a queued one fits in, as
 	 * those are granted the moment they fit. A waiter's request waits
@@ -267,7 +273,7 @@ static struct lreq *grantable(struct ledger *l, const struct lpool *p, int least
 	struct list *it;
 	list_for_each(it, &l->queue) {
 		struct lreq *q = container_of(it, struct lreq, node);
-		if (!fits(q->pool, &q->req))
+		if (q->req.move || !fits(q->pool, &q->req))
 			continue;
 		if (q->await_move && now - q->since < LEDGER_MOVE_WAIT_USEC)
 			continue;             /* the idle server may still come */
@@ -294,6 +300,24 @@ bool ledger_next_grant(struct ledger *l, int *worker, uint32_t *reqid, struct sl
 	}
 	if (q) {
 		take(q->pool, q->worker, 1);
+		*worker = q->worker;
+		*reqid = q->reqid;
+		*req = q->req;
+		list_del(&q->node);
+		free(q);
+		return true;
+	}
+	return false;
+}
+
+bool ledger_next_expired(struct ledger *l, int *worker, uint32_t *reqid, struct slot_req *req)
+{
+	usec_t now = util_monotonic();
+	struct list *it;
+	list_for_each(it, &l->queue) {
+		struct lreq *q = container_of(it, struct lreq, node);
+		if (!q->req.move || now - q->since < LEDGER_MOVE_WAIT_USEC)
+			continue;
 		*worker = q->worker;
 		*reqid = q->reqid;
 		*req = q->req;
@@ -482,7 +506,9 @@ static void wanted_from(const struct ledger *l, const struct lpool *p, int w, in
 		    (closes && close_pending(q)))
 			continue;
 		out->n++;
-		out->soon += closes || p->count[q->worker] < least;
+		/* A request for the reuse order holds servers already: no hurry
+		 * (one that cannot move is never closed for it). */
+		out->soon += !q->req.move && (closes || p->count[q->worker] < least);
 		if (closes && (!out->other_since || q->since < out->other_since))
 			out->other_since = q->since;
 	}
@@ -503,7 +529,7 @@ static bool starve_rank(const struct ledger *l, const struct lpool *p, int w)
 
 	list_for_each(it, &l->queue) {
 		const struct lreq *q = container_of(it, struct lreq, node);
-		if (q->pool == p && p->count[q->worker] == 0 && !counted[q->worker] &&
+		if (q->pool == p && !q->req.move && p->count[q->worker] == 0 && !counted[q->worker] &&
 		    now - q->since >= LEDGER_STARVE_USEC) {
 			counted[q->worker] = true;
 			starving++;
@@ -528,7 +554,7 @@ static int over_share(const struct ledger *l, const struct lpool *p, int w, int 
 		return 0;
 	list_for_each(it, &l->queue) {
 		const struct lreq *q = container_of(it, struct lreq, node);
-		queued_elsewhere += q->pool == p && q->worker != w;
+		queued_elsewhere += q->pool == p && q->worker != w && !q->req.move;
 	}
 	int over = p->count[w] - share;
 	if (over <= 0 && starve_rank(l, p, w))

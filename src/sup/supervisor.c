@@ -117,7 +117,8 @@ static void send_want(int worker, const struct pool_want *w, void *arg)
  * supervisor holds no timer. */
 static void ledger_settle(void);
 
-/* Also grants a request that waited for an idle server to move in vain. */
+/* Also grants a request that waited for an idle server to move in vain (or
+ * denies one for the reuse order, which only a move serves). */
 static void on_ledger_tick(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
@@ -149,6 +150,8 @@ static void ledger_settle(void)
 	int w;
 	while (ledger_next_grant(sup.ledger, &w, &reqid, &r))
 		send_to(w, IPC_SLOT_GRANT, reqid, &r, sizeof(r));
+	while (ledger_next_expired(sup.ledger, &w, &reqid, &r))
+		send_to(w, IPC_SLOT_DENY, reqid, &r, sizeof(r));
 	ledger_want_changes(sup.ledger, send_want, NULL);
 }
 

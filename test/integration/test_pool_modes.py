@@ -2,9 +2,12 @@
 after each transaction, statement refuses transaction blocks."""
 
 import threading
+import time
 
 import psycopg
 import pytest
+
+from test_workers import connect_on_worker, worker_of
 
 # Pools, limits, timeouts and cancels hold for the instance: every test runs
 # with one worker and with four (conftest.pytest_generate_tests).
@@ -119,3 +122,49 @@ def test_session_reset_counts_as_tested(pg15, make_pooler):
         lock.close()
     row = p.wait_pool(lambda r: r["sv_idle"] == 1, what="the reset query done")
     assert row["sv_tested"] == 0, row
+
+
+# pgcrew's REUSE_SLACK_USEC (src/session/pool.c): with several workers an
+# idle server of another worker is taken instead of one's own only when it
+# comes first in the order by more than this.
+REUSE_SLACK = 0.1
+
+
+def placed_clients(p, pooler_kind, pooler_workers, c_with):
+    """Clients a, b and c; with several workers a and b on different
+    workers and c on a's worker or b's (c_with), read from the cancel key's
+    pid (PgBouncer is one process: any connection will do)."""
+    if pooler_kind != "pgcrew" or (pooler_workers or 1) == 1:
+        return p.connect(), p.connect(), p.connect()
+    a = connect_on_worker(p, 0)
+    b = connect_on_worker(p, None, other_than=0)
+    c = connect_on_worker(p, 0 if c_with == "a" else worker_of(b))
+    return a, b, c
+
+
+@pytest.mark.parametrize("c_with", ["a", "b"], ids=["c_with_a", "c_with_b"])
+@pytest.mark.parametrize("rr", [0, 1], ids=["lifo", "round_robin"])
+def test_idle_server_reuse_order(pg15, make_pooler, pooler_kind, pooler_workers, rr, c_with):
+    """PgBouncer's order of idle servers, over the whole instance: with
+    server_round_robin = 0 the server used last is given out first, with 1
+    the one used longest ago. A and B each hold a server in a transaction,
+    A commits and, past pgcrew's slack, B commits: a new query from C runs
+    on B's server (LIFO) or on A's (round robin), whichever worker C is on
+    (with 4 workers A and B on different ones, C on A's or on B's)."""
+    p = make_pooler(pg15, settings={"pool_mode": "transaction", "default_pool_size": 2,
+                                    "server_round_robin": rr, "query_wait_timeout": 10})
+    a, b, c = placed_clients(p, pooler_kind, pooler_workers, c_with)
+    a.execute("BEGIN")
+    sa = a.execute("SELECT pg_backend_pid()").fetchone()[0]
+    b.execute("BEGIN")
+    sb = b.execute("SELECT pg_backend_pid()").fetchone()[0]
+    assert sa != sb
+    a.execute("COMMIT")
+    released = time.monotonic()
+    # A time condition, not an event: B's server must be released later
+    # than A's by more than the slack.
+    time.sleep(max(0.0, released + 2.5 * REUSE_SLACK - time.monotonic()))
+    b.execute("COMMIT")
+    got = c.execute("SELECT pg_backend_pid()").fetchone()[0]
+    assert got == (sa if rr else sb), f"A's {sa}, B's {sb}, C got {got}"
+    assert pg15.server_connections("testdb", "trust_user") == 2

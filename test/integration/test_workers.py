@@ -186,6 +186,69 @@ def test_waiting_client_gets_idle_server_at_once(pg15, make_pooler):
     assert waited < 0.15, waited
 
 
+# pgcrew's REUSE_SLACK_USEC (src/session/pool.c), and a spacing past it.
+REUSE_SLACK = 0.1
+SPACING = 1.5 * REUSE_SLACK
+
+
+def burst_one_server_per_worker(p, pg):
+    """One client per worker, each holding a server at once: every worker
+    ends with an idle server of its own. The clients and the backends."""
+    conns = [connect_on_worker(p, w) for w in range(WORKERS)]
+    for conn in conns:
+        conn.execute("BEGIN")
+    pids = [conn.execute("SELECT pg_backend_pid()").fetchone()[0] for conn in conns]
+    for conn in conns:
+        conn.execute("COMMIT")
+    assert len(set(pids)) == WORKERS
+    assert pg.server_connections("testdb", "trust_user") == WORKERS
+    return conns, pids
+
+
+def test_light_load_gathers_on_last_used_server(pg15, make_pooler):
+    """server_round_robin = 0 over 4 workers that each hold an idle server:
+    single queries spaced past the slack, from clients on every worker in
+    turn, all run on the server used last, as in one PgBouncer, and
+    server_idle_timeout closes the 3 others (before, each worker kept its
+    own server warm)."""
+    p = make_pooler(pg15, settings={"workers": WORKERS, "pool_mode": "transaction",
+                                    "default_pool_size": WORKERS, "server_idle_timeout": 2,
+                                    "query_wait_timeout": 10})
+    conns, _ = burst_one_server_per_worker(p, pg15)
+    used = []
+    deadline = time.monotonic() + 30
+    while len(used) < 2 * WORKERS or pg15.server_connections("testdb", "trust_user") > 1:
+        assert time.monotonic() < deadline, \
+            f"surplus servers stay: {len(used)} queries on backends {sorted(set(used))}"
+        time.sleep(SPACING)        # a time condition: the previous use is past the slack
+        conn = conns[len(used) % WORKERS]
+        # Literal SQL: psycopg prepares a repeated query at its 5th run,
+        # which takes a server of its own (a Parse and Sync).
+        used.append(conn.execute(f"SELECT pg_backend_pid(), {len(used)}").fetchone()[0])
+    print(f"{len(used)} queries, backends {sorted(set(used))}")
+    assert len(set(used)) == 1, used
+    assert pg15.server_connections("testdb", "trust_user") == 1
+
+
+def test_light_load_round_robin_spreads(pg15, make_pooler):
+    """server_round_robin = 1 over 4 workers that each hold an idle server:
+    single queries spaced past the slack, all from one worker's client, run
+    on every server in turn, the one used longest ago first, wherever it
+    is idle (before, that worker used its own server only)."""
+    p = make_pooler(pg15, settings={"workers": WORKERS, "pool_mode": "transaction",
+                                    "default_pool_size": WORKERS, "server_round_robin": 1,
+                                    "query_wait_timeout": 10})
+    conns, pids = burst_one_server_per_worker(p, pg15)
+    used = []
+    for i in range(2 * WORKERS):
+        time.sleep(SPACING)        # a time condition: the previous use is past the slack
+        used.append(conns[0].execute(f"SELECT pg_backend_pid(), {i}").fetchone()[0])   # literal SQL
+    print(f"backends in order of use: {used}")
+    assert sorted(used[:WORKERS]) == sorted(pids), used
+    assert used[WORKERS:] == used[:WORKERS], used
+    assert pg15.server_connections("testdb", "trust_user") == WORKERS
+
+
 def test_cancels_reach_the_owning_worker(pg15, make_pooler):
     p = make_pooler(pg15, settings={"workers": WORKERS, "pool_mode": "transaction",
                                     "default_pool_size": 4})

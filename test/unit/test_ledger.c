@@ -5,7 +5,8 @@
  * where an idle server offered by a worker goes (first come, first served
  * across workers and pools), servers adopted from an old process,
  * replication clients' requests (closed for, never moved to; withdrawn),
- * and closes that keep their freed slot for the request they were for.
+ * closes that keep their freed slot for the request they were for, and
+ * requests for the reuse order that only a move serves.
  * The ledger's clock is the tests' fake one (fakeclock.h): each rule that
  * waits is checked just before its time and at it. */
 #include <setjmp.h>
@@ -890,6 +891,57 @@ static void test_request_waits_for_idle_server(void **state)
 	assert_int_equal(ledger_request_idle(l, 0, 4, &now, true), LEDGER_GRANTED);
 }
 
+/* A request for the reuse order (move): only a move serves it. Denied at
+ * once when no other worker has an idle server; else queued, never
+ * granted (even where it fits), blocking no other request, answered by a
+ * move, or handed back for a deny after LEDGER_MOVE_WAIT_USEC. Its holders
+ * are asked, not in a hurry, and none is beyond its share for it. */
+static void test_move_request(void **state)
+{
+	struct ledger *l = *state;
+	struct slot_req p = mkreq("d", "u", 5, 0, 0, 1);
+	struct slot_req mv = p;
+	struct pool_want seen[4];
+	usec_t waits[N_WORKERS] = { 100, 0, 0 };
+	int n = 0, to = -1, w = -1;
+	uint32_t id = 0;
+	struct slot_req out;
+
+	mv.move = 1;
+	assert_int_equal(ledger_request(l, 0, 1, &p), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 1, 2, &p), LEDGER_GRANTED);
+	assert_int_equal(ledger_request_idle(l, 0, 5, &mv, false), LEDGER_DENIED);
+	assert_int_equal(ledger_request_idle(l, 0, 5, &mv, true), LEDGER_QUEUED);
+	expect_no_grant(l);
+	ledger_want_changes(l, keep_want, &(struct want_log){ seen, &n });
+	assert_int_equal(n, 1);
+	assert_int_equal(seen[0].n, 1);
+	assert_int_equal(seen[0].soon, 0);
+	assert_int_equal(seen[0].over, 0);
+	/* Another worker's request that fits is not held back by it. */
+	assert_int_equal(ledger_request(l, 2, 3, &p), LEDGER_GRANTED);
+	/* Worker 1's idle server moves to worker 0 and answers it. */
+	assert_int_equal(ledger_handover(l, 1, "d", "u", waits, NULL, &to, &id), LEDGER_MOVE_TO);
+	assert_int_equal(to, 0);
+	assert_int_equal(id, 5);
+	assert_int_equal(ledger_queued(l), 0);
+	assert_int_equal(ledger_pool_count(l, "d", "u", 0), 2);
+
+	/* None comes: due for a deny after LEDGER_MOVE_WAIT_USEC. */
+	assert_int_equal(ledger_request_idle(l, 2, 6, &mv, true), LEDGER_QUEUED);
+	fakeclock_advance(LEDGER_MOVE_WAIT_USEC - 1);
+	assert_false(ledger_next_expired(l, &w, &id, &out));
+	expect_no_grant(l);
+	fakeclock_advance(1);
+	expect_no_grant(l);
+	assert_true(ledger_next_expired(l, &w, &id, &out));
+	assert_int_equal(w, 2);
+	assert_int_equal(id, 6);
+	assert_int_equal(out.move, 1);
+	assert_int_equal(ledger_queued(l), 0);
+	assert_int_equal(ledger_pool_count(l, "d", "u", -1), 3);
+}
+
 /* The want notice says since when the oldest other-pool request waits. */
 static void test_want_other_since(void **state)
 {
@@ -1101,6 +1153,7 @@ int main(void)
 		T(test_handover_other_pool_first_come),
 		T(test_want_other_since),
 		T(test_request_waits_for_idle_server),
+		T(test_move_request),
 		T(test_adopt_beyond_limits),
 		T(test_own_request_closes),
 		T(test_withdraw),

@@ -1,7 +1,10 @@
 /* pgcrew — unit tests for pool policy (pool.c) on the session rig: when a
  * server goes back to the pool in each pool mode, the first-come
  * first-served queue of waiting clients, pool_size and the reserve pool,
- * idle servers reused newest first, and the link invariant at each step. */
+ * idle servers reused newest first, the reuse order over several workers
+ * (the verdict, and a client that waits for another worker's idle server
+ * and takes its own when none comes), and the link invariant at each
+ * step. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +14,7 @@
 #include <cmocka.h>
 
 #include "fakeclock.h"
+#include "hist.h"
 #include "ipc.h"
 #include "ledger.h"
 #include "link.h"
@@ -292,6 +296,104 @@ static void test_two_workers(void **state)
 	rig_close(&pg);
 }
 
+/* The verdict of the reuse order: does another worker's idle server
+ * (last used at `there`) come before ours (`here`) by more than the
+ * slack? LIFO: the most recently used first; round robin: the least. */
+static void test_reuse_verdict(void **state)
+{
+	static const struct {
+		usec_t here, there, slack;
+		bool rr, verdict;
+	} cases[] = {
+		{ 1000, 1200, 100, false, true },    /* theirs newer by 200 */
+		{ 1000, 1100, 100, false, false },   /* by the slack exactly: ours */
+		{ 1000, 1101, 100, false, true },
+		{ 1000, 900, 100, false, false },    /* theirs older */
+		{ 1000, 0, 100, false, false },      /* none elsewhere */
+		{ 0, 1000, 100, false, false },      /* none here: nothing to choose */
+		{ 1000, 800, 100, true, true },      /* round robin: theirs older by 200 */
+		{ 1000, 900, 100, true, false },     /* by the slack exactly: ours */
+		{ 1000, 899, 100, true, true },
+		{ 1000, 1200, 100, true, false },    /* theirs newer */
+		{ 1000, 0, 100, true, false },
+		{ 1000, 1001, 0, false, true },      /* no slack: strict order */
+		{ 1000, 999, 0, true, true },
+		{ 1000, 1000, 0, false, false },
+	};
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		bool v = pool_reuse_elsewhere(cases[i].here, cases[i].there, cases[i].slack, cases[i].rr);
+		if (v != cases[i].verdict)
+			fail_msg("case %zu: here %lld there %lld slack %lld rr %d: got %d", i,
+				 (long long)cases[i].here, (long long)cases[i].there,
+				 (long long)cases[i].slack, cases[i].rr, v);
+	}
+}
+
+/* Two workers, LIFO: worker 1 publishes an idle server used later than
+ * ours. Within the slack (100 ms) our client takes ours at once; beyond
+ * it the client waits for theirs (a move-only request to the ledger, our
+ * server stays idle and PostgreSQL hears nothing), and when the ledger
+ * denies it (none came) the client takes ours. */
+static void test_reuse_order_two_workers(void **state)
+{
+	struct peer c, pg;
+	struct slot_req r;
+	uint32_t why;
+	char names[2 * LEDGER_NAME];
+	struct msg m;
+	(void)state;
+	assert_int_equal(hist_create(2), 0);
+	hist_attach_worker(1);
+	struct hist_pool_cell *other = hist_pool_cell("db", "alice");
+	hist_attach_worker(0);
+	rig_start_workers(2, "pool_mode = transaction\ndefault_pool_size = 2", DBS);
+	rig_client(&c, "alice", "db");
+	assert_int_equal(rig_sup_last(IPC_WELCOME_GET, NULL, names, sizeof(names)), sizeof(names));
+	rig_sup_send(IPC_WELCOME, 0, names, sizeof(names));
+	assert_int_equal(rig_sup_last(IPC_SLOT_REQ, &why, &r, sizeof(r)), sizeof(r));
+	rig_sup_send(IPC_SLOT_GRANT, why, &r, sizeof(r));
+	rig_pg_accept(&pg);
+	rig_pg_login(&pg, 31, 32);
+	rig_client_welcome(&c, NULL, NULL);
+	rig_round_trip(&c, &pg, "SELECT 1", 'I');
+	struct pool *p = rig_pool("db", "alice");
+	assert_int_equal(p->n_idle, 1);
+	int asked = rig_sup_count(IPC_SLOT_REQ);
+
+	/* Theirs is newer than ours, by less than the slack: ours. */
+	fakeclock_advance(200 * USEC_PER_MSEC);
+	hist_pool_set_next(other, fakeclock_now() - 150 * USEC_PER_MSEC);
+	rig_round_trip(&c, &pg, "SELECT 2", 'I');
+	assert_int_equal(rig_sup_count(IPC_SLOT_REQ), asked);
+
+	/* By more than the slack: the client waits for theirs. */
+	fakeclock_advance(200 * USEC_PER_MSEC);
+	hist_pool_set_next(other, fakeclock_now() - 50 * USEC_PER_MSEC);
+	rig_send_query(&c, "SELECT 3");
+	rig_pump();
+	assert_int_equal(rig_client_of(&c)->state, CLIENT_WAITING);
+	assert_int_equal(p->n_idle, 1);
+	assert_int_equal(rig_sup_count(IPC_SLOT_REQ), asked + 1);
+	assert_int_equal(rig_sup_last(IPC_SLOT_REQ, &why, &r, sizeof(r)), sizeof(r));
+	assert_int_equal(r.move, 1);
+	assert_int_equal(r.wait, 1);
+	rig_expect_nothing(&pg);
+	/* None came: the ledger denies it and ours serves. */
+	rig_sup_send(IPC_SLOT_DENY, why, &r, sizeof(r));
+	rig_expect(&pg, 'Q', &m);
+	assert_string_equal((const char *)m.body, "SELECT 3");
+	rig_send_done(&pg, "SELECT 1", 'I');
+	rig_expect(&c, 'C', NULL);
+	rig_expect(&c, 'Z', NULL);
+	assert_int_equal(p->n_move_wait, 0);
+	assert_false(p->reuse_held);
+	assert_false(rig_pg_pending());          /* no new backend either */
+	rig_close(&c);
+	rig_close(&pg);
+	hist_destroy();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -302,6 +404,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_fifo, rig_teardown),
 		cmocka_unit_test_teardown(test_pool_size, rig_teardown),
 		cmocka_unit_test_teardown(test_two_workers, rig_teardown),
+		cmocka_unit_test(test_reuse_verdict),
+		cmocka_unit_test_teardown(test_reuse_order_two_workers, rig_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
