@@ -121,6 +121,8 @@ void hist_pool_set_idle(struct hist_pool_cell *cell, int n);
  * with its wait lines (hist_clear_waits). */
 void hist_pool_set_use(struct hist_pool_cell *cell, int clients, usec_t last_used);
 bool hist_pool_used_elsewhere(const struct hist_pool_cell *cell, usec_t *last_used);
+/* Clients of the pool in every worker, ours included (-1: no shared cell). */
+int hist_pool_clients_all(const struct hist_pool_cell *cell);
 bool hist_pool_idle_elsewhere(const char *db, const char *user, int except);
 /* The reuse order (see struct hist_pool_cell): set ours; the other
  * workers' next idle server that comes first, the most recently used

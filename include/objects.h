@@ -164,6 +164,7 @@ struct pool {
 	bool reserve_asked;               /* a reserve request is among them */
 	int give_up;                      /* servers beyond our fair share: give up when idle */
 	int wanted;                       /* other workers' waiters: give up servers idle a while */
+	usec_t waited_last;               /* several workers: a client of ours last waited (POOL_WAITING_NOW: one does) */
 	int wanted_soon;                  /* of those, ones in a hurry (below their fair share) */
 	usec_t other_since;               /* of those, the oldest for another pool: queued since, or 0 */
 	/* several workers: the reuse order over the instance (pool.c) */

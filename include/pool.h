@@ -116,6 +116,11 @@ void pool_give_idle(struct pool *p);
  * pool_request_server waits for a server to move and a giver leaves a want
  * to the worker whose idle server comes first. */
 bool pool_reuse_elsewhere(usec_t here, usec_t there, usec_t slack, bool round_robin);
+/* Several workers: whether a worker holding `held` of a pool's servers
+ * has no more than its clients' share of `size` (`mine` of `all` clients,
+ * the share rounded up). Such a worker keeps a server it has just released
+ * longer for its own clients while they contend (pool.c, stay_for_own). */
+bool pool_within_share(int held, int size, int mine, int all);
 /* Several workers: publish the last use of the idle server this worker
  * would hand out next (the idle list's head changed). */
 void pool_publish_next_idle(struct pool *p);

@@ -235,6 +235,17 @@ bool hist_pool_used_elsewhere(const struct hist_pool_cell *cell, usec_t *last_us
 	return false;
 }
 
+int hist_pool_clients_all(const struct hist_pool_cell *cell)
+{
+	if (!cell || !head || self < 0)
+		return -1;
+	ptrdiff_t idx = cell - cells[self].pools;
+	int n = 0;
+	for (int w = 0; w < head->n_workers; w++)
+		n += atomic_load_explicit(&cells[w].pools[idx].clients, memory_order_relaxed);
+	return n;
+}
+
 void hist_pool_set_next(struct hist_pool_cell *cell, usec_t last_used)
 {
 	if (cell)

@@ -330,6 +330,37 @@ static void test_reuse_verdict(void **state)
 	}
 }
 
+/* A worker's share of a pool's servers by its clients, rounded up: a
+ * worker within it keeps a server it has just released longer for its own
+ * contending clients, so two busy workers do not trade servers. */
+static void test_within_share(void **state)
+{
+	static const struct {
+		int held, size, mine, all;
+		bool verdict;
+	} cases[] = {
+		{ 10, 20, 20, 40, true },     /* an even split, each its half */
+		{ 11, 20, 20, 40, false },    /* one more than half */
+		{ 11, 20, 21, 40, true },     /* 21/19: ceil(10.5) = 11 */
+		{ 10, 20, 19, 40, true },     /* and ceil(9.5) = 10 */
+		{ 11, 20, 19, 40, false },
+		{ 1, 1, 1, 2, true },         /* pool of 1, two workers: ceil(0.5) */
+		{ 0, 5, 1, 20, true },        /* holding none */
+		{ 2, 5, 1, 20, false },       /* 1 of 20 clients: ceil(0.25) = 1 */
+		{ 20, 20, 40, 40, true },     /* every client here */
+		{ 3, 20, 0, 40, false },      /* no client here */
+		{ 3, 20, 2, 0, false },       /* no shared counts */
+		{ 3, 0, 2, 4, false },        /* no pool size */
+	};
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		bool v = pool_within_share(cases[i].held, cases[i].size, cases[i].mine, cases[i].all);
+		if (v != cases[i].verdict)
+			fail_msg("case %zu: held %d size %d mine %d all %d: got %d", i, cases[i].held,
+				 cases[i].size, cases[i].mine, cases[i].all, v);
+	}
+}
+
 /* Two workers, LIFO: worker 1 publishes an idle server used later than
  * ours. Within the slack (100 ms) our client takes ours at once; beyond
  * it the client waits for theirs (a move-only request to the ledger, our
@@ -405,6 +436,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_pool_size, rig_teardown),
 		cmocka_unit_test_teardown(test_two_workers, rig_teardown),
 		cmocka_unit_test(test_reuse_verdict),
+		cmocka_unit_test(test_within_share),
 		cmocka_unit_test_teardown(test_reuse_order_two_workers, rig_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
