@@ -216,34 +216,37 @@ void hist_pool_set_use(struct hist_pool_cell *cell, int clients, usec_t last_use
 	atomic_store_explicit(&cell->last_used, last_used, memory_order_relaxed);
 }
 
-bool hist_pool_used_elsewhere(const struct hist_pool_cell *cell, usec_t *last_used)
+/* The other workers' clients of a pool (-1: no cell) and, in *last_used
+ * when asked, the latest time one of them had a client come or go. */
+static int others_use(const struct hist_pool_cell *cell, usec_t *last_used)
 {
-	*last_used = 0;
+	int n = 0;
+	if (last_used)
+		*last_used = 0;
 	if (!cell || !head || self < 0)
-		return false;
+		return -1;
 	ptrdiff_t idx = cell - cells[self].pools;
 	for (int w = 0; w < head->n_workers; w++) {
 		if (w == self)
 			continue;
 		const struct hist_pool_cell *o = &cells[w].pools[idx];
-		if (atomic_load_explicit(&o->clients, memory_order_relaxed) > 0)
-			return true;
+		n += atomic_load_explicit(&o->clients, memory_order_relaxed);
 		usec_t t = atomic_load_explicit(&o->last_used, memory_order_relaxed);
-		if (t > *last_used)
+		if (last_used && t > *last_used)
 			*last_used = t;
 	}
-	return false;
+	return n;
+}
+
+bool hist_pool_used_elsewhere(const struct hist_pool_cell *cell, usec_t *last_used)
+{
+	return others_use(cell, last_used) > 0;
 }
 
 int hist_pool_clients_all(const struct hist_pool_cell *cell)
 {
-	if (!cell || !head || self < 0)
-		return -1;
-	ptrdiff_t idx = cell - cells[self].pools;
-	int n = 0;
-	for (int w = 0; w < head->n_workers; w++)
-		n += atomic_load_explicit(&cells[w].pools[idx].clients, memory_order_relaxed);
-	return n;
+	int n = others_use(cell, NULL);
+	return n < 0 ? -1 : n + atomic_load_explicit(&cell->clients, memory_order_relaxed);
 }
 
 void hist_pool_set_next(struct hist_pool_cell *cell, usec_t last_used)

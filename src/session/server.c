@@ -141,10 +141,12 @@ void server_set_state(struct server *sv, enum server_state st)
 		list_append(state_list(p, st), &sv->node);
 	/* Several workers: others see idle servers that could move here, and
 	 * which of ours would go next (the reuse order, pool.c). */
-	if ((st == SERVER_IDLE || was_idle) && server_may_move(sv))
-		hist_pool_set_idle(p->hist, p->n_idle);
-	if ((st == SERVER_IDLE || was_idle) && p->hist && shm_n_workers() > 1)
-		pool_publish_next_idle(p);
+	if (st == SERVER_IDLE || was_idle) {
+		if (server_may_move(sv))
+			hist_pool_set_idle(p->hist, p->n_idle);
+		if (p->hist && shm_n_workers() > 1)
+			pool_publish_next_idle(p);
+	}
 }
 
 /* ---- closing ---- */
