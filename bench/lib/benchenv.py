@@ -29,7 +29,11 @@ SERVICE_USER = "postgres"          # PostgreSQL and PgBouncer refuse to run as r
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
 
-TARGETS = ("pgcrew-w1", "pgcrew-auto", "pgbouncer", "postgres")
+TARGETS = ("pgcrew-w1", "pgcrew-auto", "pgbouncer", "pgbouncer-auto", "postgres")
+# pgbouncer-auto: one PgBouncer per online CPU on one port (so_reuseport, as
+# PgBouncer's documentation suggests for using several cores), each with
+# its share of the pool and its own queue. Opt-in: not in the defaults.
+DEFAULT_TARGETS = ("pgcrew-w1", "pgcrew-auto", "pgbouncer", "postgres")
 
 # The certificate's key: RSA 2048 as scripts/demo.sh, or P-256 (ECDSA), whose
 # signature costs the server a few percent of an RSA one per TLS handshake.
@@ -215,7 +219,9 @@ class Env:
 
     def _copy_binaries(self):
         # The service user cannot run a binary under /root: use copies.
-        for name, src in (("pgcrew", self.pgcrew_bin), ("pgbouncer", self.pgbouncer_bin)):
+        here = os.path.dirname(os.path.abspath(__file__))
+        for name, src in (("pgcrew", self.pgcrew_bin), ("pgbouncer", self.pgbouncer_bin),
+                          ("multiproc.py", os.path.join(here, "multiproc.py"))):
             if src and os.path.exists(src):
                 dst = self.path("bin", name)
                 with open(src, "rb") as fi, open(dst, "wb") as fo:
@@ -342,6 +348,7 @@ class Env:
         lines += [f"{k} = {v}" for k, v in settings.items()]
         with open(self.path("pgbouncer.ini"), "w") as f:
             f.write("\n".join(lines) + "\n")
+        self._write_pgbouncer_auto(lines)
         own = "".join(f"{k} = {v}\n" for k, v in (pgcrew_extra or {}).items())
         targets = {"pgcrew-w1": "1", "pgcrew-auto": "auto"}
         targets.update(workers or {})
@@ -351,9 +358,38 @@ class Env:
                         + own)
         chown_service(self.scratch)
 
+    def _write_pgbouncer_auto(self, lines):
+        """pgbouncer-auto-N.ini, one per CPU: the same settings with
+        so_reuseport, a unix socket directory each, the pool split evenly."""
+        n = os.cpu_count() or 1
+        for i in range(1, n + 1):
+            sock = self.path("sock", f"pgbouncer-{i}")
+            os.makedirs(sock, exist_ok=True)
+            own = []
+            for line in lines:
+                key = line.split(" = ", 1)[0]
+                if key == "unix_socket_dir":
+                    line = f"unix_socket_dir = {sock}"
+                elif key == "default_pool_size":
+                    line = f"default_pool_size = {max(1, int(line.split(' = ')[1]) // n)}"
+                own.append(line)
+            own.append("so_reuseport = 1")
+            with open(self.path(f"pgbouncer-auto-{i}.ini"), "w") as f:
+                f.write("\n".join(own) + "\n")
+
+    def pgbouncer_auto_sockets(self):
+        n = os.cpu_count() or 1
+        return [self.path("sock", f"pgbouncer-{i}", f".s.PGSQL.{self.port}")
+                for i in range(1, n + 1)]
+
     def target_command(self, target):
         if target == "pgbouncer":
             return [self.pgbouncer_bin, self.path("pgbouncer.ini")]
+        if target == "pgbouncer-auto":
+            cmd = [sys.executable, self.path("bin", "multiproc.py")]
+            for i in range(1, (os.cpu_count() or 1) + 1):
+                cmd += ["--", self.pgbouncer_bin, self.path(f"pgbouncer-auto-{i}.ini")]
+            return cmd
         if target.startswith("pgcrew-"):       # pgcrew-w1, pgcrew-auto, pgcrew-wN
             return [self.pgcrew_bin, self.path(f"{target}.ini")]
         raise ValueError(target)
@@ -364,7 +400,8 @@ class Env:
     def start_pooler(self, target):
         self.stop_pooler()
         self.pooler = Pooler(target, self.target_command(target), self.port,
-                             self.path(f"{target}.stderr"))
+                             self.path(f"{target}.stderr"),
+                             self.pgbouncer_auto_sockets() if target == "pgbouncer-auto" else [])
         self.pooler.start()
         return self.pooler
 
@@ -384,8 +421,9 @@ class Pooler:
     """One pooler run in the foreground as a child; CPU and memory of the
     pooler's processes (the main process and all its children) from /proc."""
 
-    def __init__(self, target, command, port, stderr_path):
+    def __init__(self, target, command, port, stderr_path, sockets=()):
         self.target = target
+        self.sockets = list(sockets)      # all of them exist once every process listens
         self.command = command
         self.port = port
         self.stderr_path = stderr_path
@@ -422,9 +460,21 @@ class Pooler:
         want = os.cpu_count() if self.target == "pgcrew-auto" else (
             int(fixed.group(1)) if fixed else 0)
         deadline = time.monotonic() + 5
+        if self.target == "pgbouncer-auto":
+            want = len(self.sockets)
         while len(children(self.pid)) < want and time.monotonic() < deadline:
             time.sleep(0.02)
+        # pgbouncer-auto: every process listens, or the kernel would give
+        # the first one all the clients.
+        while not all(os.path.exists(p) for p in self.sockets):
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"{self.target}: not every process listens; "
+                                   f"see {self.stderr_path}")
+            time.sleep(0.02)
         self.seen = set(self.pids())
+        with open(self.pidfile, "w") as f:    # bench/lib/common.sh stops each
+            f.write("".join(f"{p}\n" for p in self.pids()))
 
     def pids(self):
         if self.proc is None or self.proc.poll() is not None:

@@ -66,16 +66,18 @@ bench_stop_leftovers() {
     local d f pid
     for f in "$BENCH_SCRATCH"/*.pid; do
         [ -f "$f" ] || continue
-        pid=$(cat "$f")
-        case $(cat "/proc/$pid/comm" 2>/dev/null) in
-            pgcrew|pgbouncer)
-                bench_say "stopping the pooler (pid $pid) left by an earlier run"
-                kill -INT "$pid" 2>/dev/null || true
-                for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-                case $(cat "/proc/$pid/comm" 2>/dev/null) in
-                    pgcrew|pgbouncer) kill -KILL "$pid" 2>/dev/null || true ;;
-                esac ;;
-        esac
+        # one pid per line: pgbouncer-auto lists its launcher and each PgBouncer
+        for pid in $(cat "$f"); do
+            case $(cat "/proc/$pid/comm" 2>/dev/null) in
+                pgcrew|pgbouncer)
+                    bench_say "stopping the pooler (pid $pid) left by an earlier run"
+                    kill -INT "$pid" 2>/dev/null || true
+                    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+                    case $(cat "/proc/$pid/comm" 2>/dev/null) in
+                        pgcrew|pgbouncer) kill -KILL "$pid" 2>/dev/null || true ;;
+                    esac ;;
+            esac
+        done
     done
     for d in "$BENCH_SCRATCH"/pgdata; do
         [ -f "$d/postmaster.pid" ] || continue

@@ -21,7 +21,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import benchenv  # noqa: E402
-from benchenv import DB, HOST, PGBIN, TARGETS, USER, log  # noqa: E402
+from benchenv import DB, DEFAULT_TARGETS, HOST, PGBIN, TARGETS, USER, log  # noqa: E402
 import report  # noqa: E402
 
 PROTOCOLS = ("simple", "extended", "prepared")
@@ -479,7 +479,7 @@ def main():
     ap.add_argument("--protocols", default=",".join(PROTOCOLS))
     ap.add_argument("--clients", default=",".join(map(str, CLIENTS)))
     ap.add_argument("--modes", default=",".join(MODES))
-    ap.add_argument("--targets", default=",".join(TARGETS))
+    ap.add_argument("--targets", default=",".join(DEFAULT_TARGETS))
     ap.add_argument("--workload", default="-S",
                     help="pgbench workload options (default -S: select-only)")
     ap.add_argument("--scale", type=int, default=10)

@@ -10,7 +10,7 @@ import shutil
 import subprocess
 import sys
 
-TARGETS = ("pgcrew-w1", "pgcrew-auto", "pgbouncer", "postgres")
+TARGETS = ("pgcrew-w1", "pgcrew-auto", "pgbouncer", "pgbouncer-auto", "postgres")
 PROTOCOLS = ("simple", "extended", "prepared")
 MODES = ("plain", "reconnect", "tls", "tls-reconnect")
 BASE = "pgbouncer"
@@ -99,15 +99,17 @@ def markdown(meta, cells):
                "`failed` = nothing completed, `errors` = every client ran to the end but "
                "pgbench printed server errors (e.g. a failed PREPARE it then ignored).\n")
 
-    others = [t for t in TARGETS if t != BASE]
+    present = [t for t in TARGETS if any(t in c for c in cells.values())]
+    others = [t for t in present if t != BASE]
+    own_cpu = [t for t in present if t in ("pgcrew-w1", "pgcrew-auto", "pgbouncer-auto")]
     for proto in PROTOCOLS:
         keys = sorted((k for k in cells if k[0] == proto), key=lambda k: (MODES.index(k[2]), k[1]))
         if not keys:
             continue
         out.append(f"## {proto} protocol\n")
         out.append("| cell | PgBouncer TPS | " + " | ".join(f"{t} TPS" for t in others)
-                   + " | pgcrew-w1 CPU/tx | pgcrew-auto CPU/tx | PgBouncer CPU/tx (us) |")
-        out.append("|---|---:|" + "---:|" * len(others) + "---:|---:|---:|")
+                   + "".join(f" | {t} CPU/tx" for t in own_cpu) + " | PgBouncer CPU/tx (us) |")
+        out.append("|---|---:|" + "---:|" * (len(others) + len(own_cpu)) + "---:|")
         for k in keys:
             c = cells[k]
             b = c.get(BASE)
@@ -116,7 +118,7 @@ def markdown(meta, cells):
                 r = c.get(t)
                 line.append(ratio(r.get("tps") if r else None, b.get("tps") if b else None)
                             + status_mark(r))
-            for t in ("pgcrew-w1", "pgcrew-auto"):
+            for t in own_cpu:
                 r = c.get(t)
                 line.append(ratio(r.get("cpu_us_per_tx") if r else None,
                                   b.get("cpu_us_per_tx") if b else None))
@@ -124,12 +126,12 @@ def markdown(meta, cells):
             out.append("| " + " | ".join(line) + " |")
         out.append("")
         out.append(f"Latency, ms (p50 / p99, spread = p99/p50), {proto} protocol:\n")
-        out.append("| cell | " + " | ".join(TARGETS) + " |")
-        out.append("|---|" + "---|" * len(TARGETS))
+        out.append("| cell | " + " | ".join(present) + " |")
+        out.append("|---|" + "---|" * len(present))
         for k in keys:
             c = cells[k]
             line = [f"{k[1]} clients {k[2]}"]
-            for t in TARGETS:
+            for t in present:
                 r = c.get(t)
                 if not r or r.get("status") == "n/a" or num(r.get("lat_p50_ms")) is None:
                     line.append("n/a")
