@@ -7,13 +7,15 @@
 #include "objects.h"
 #include "log.h"
 
+struct accepted;
+
 /* The largest client message the pooler reads whole (its stream's
  * max_whole). A named Parse is read whole when prepared statements are
  * tracked, so this bounds their text; no client makes the pooler hold more
  * than this for one message. */
 #define CLIENT_WHOLE_MAX (16u << 20)
 
-void client_accept(struct world *w, int fd, bool is_unix);
+void client_accept(struct world *w, int fd, bool is_unix, const struct accepted *how);
 void client_set_state(struct client *c, enum client_state st);
 const char *client_state_name(enum client_state st);
 /* Attached to its pool: waiting for it or active in it (c->pool is then set

@@ -34,8 +34,18 @@ void listen_close(struct listen_set *ls);   /* also unlinks the unix socket */
  * clients are refused, or go to the other instances sharing the port. */
 void listen_close_tcp(struct listen_set *ls);
 
-/* Worker side: accept on the given fds, calling worker code per connection. */
-typedef void (*listen_accept_fn)(int fd, bool is_unix, void *arg);
+/* What accept() told of a TCP connection, so that a login need not ask
+ * the kernel again: the peer's address, and the local one when the
+ * listening socket is bound to one address (NULL for a wildcard, where
+ * only getsockname() knows which of the host's addresses was reached). */
+struct accepted {
+	const struct sockaddr *peer;
+	const struct sockaddr *local;
+};
+
+/* Worker side: accept on the given fds, calling worker code per connection
+ * (how is NULL for the Unix socket). */
+typedef void (*listen_accept_fn)(int fd, bool is_unix, const struct accepted *how, void *arg);
 struct listener;
 struct listener *listener_start(struct event_base *base, const struct listen_set *ls,
 				int slot, listen_accept_fn cb, void *arg);

@@ -23,6 +23,8 @@
 struct listener {
 	struct event *evs[LISTEN_MAX_FDS + 1];
 	bool is_unix[LISTEN_MAX_FDS + 1];
+	bool local_known[LISTEN_MAX_FDS + 1];
+	struct sockaddr_storage local[LISTEN_MAX_FDS + 1];
 	int n;
 	listen_accept_fn cb;
 	void *arg;
@@ -274,13 +276,17 @@ void listen_close(struct listen_set *ls)
 static void on_accept(evutil_socket_t lfd, short what, void *arg)
 {
 	struct listener *l = arg;
-	bool is_unix = false;
+	int at = 0;
 	for (int i = 0; i < l->n; i++)
 		if (event_get_fd(l->evs[i]) == lfd)
-			is_unix = l->is_unix[i];
+			at = i;
+	bool is_unix = l->is_unix[at];
 	/* Bounded batch: fairness toward traffic already being served. */
 	for (int k = 0; k < 32 && !l->paused; k++) {
-		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct sockaddr_storage peer;
+		socklen_t plen = sizeof(peer);
+		int fd = accept4(lfd, is_unix ? NULL : (struct sockaddr *)&peer, is_unix ? NULL : &plen,
+				 SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
 			if (errno == EMFILE || errno == ENFILE)
 				log_msg_errno(LG_WARNING, "accept() failed");
@@ -289,8 +295,26 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 				log_msg_errno(LG_WARNING, "accept() failed");
 			return;
 		}
-		l->cb(fd, is_unix, l->arg);
+		struct accepted how = {
+			(const struct sockaddr *)&peer,
+			l->local_known[at] ? (const struct sockaddr *)&l->local[at] : NULL,
+		};
+		l->cb(fd, is_unix, is_unix ? NULL : &how, l->arg);
 	}
+}
+
+/* The local address of every connection accepted on fd, if it is bound to
+ * a single address (not 0.0.0.0 or ::). */
+static bool bound_to_one(int fd, struct sockaddr_storage *ss)
+{
+	socklen_t len = sizeof(*ss);
+	if (getsockname(fd, (struct sockaddr *)ss, &len) < 0)
+		return false;
+	if (ss->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)ss)->sin_addr.s_addr != htonl(INADDR_ANY);
+	if (ss->ss_family == AF_INET6)
+		return !IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)ss)->sin6_addr);
+	return false;
 }
 
 struct listener *listener_start(struct event_base *base, const struct listen_set *ls,
@@ -300,8 +324,10 @@ struct listener *listener_start(struct event_base *base, const struct listen_set
 	l->cb = cb;
 	l->arg = arg;
 	const struct listen_slot *sl = &ls->slots[slot];
-	for (int i = 0; i < sl->n_fds; i++)
+	for (int i = 0; i < sl->n_fds; i++) {
+		l->local_known[l->n] = bound_to_one(sl->fds[i], &l->local[l->n]);
 		l->evs[l->n++] = event_new(base, sl->fds[i], EV_READ | EV_PERSIST, on_accept, l);
+	}
 	if (ls->unix_fd >= 0) {
 		l->is_unix[l->n] = true;
 		l->evs[l->n++] = event_new(base, ls->unix_fd, EV_READ | EV_PERSIST, on_accept, l);
@@ -329,6 +355,7 @@ void listener_stop_tcp(struct listener *l)
 			continue;
 		}
 		l->evs[kept] = l->evs[i];
+		l->local_known[kept] = false;
 		l->is_unix[kept++] = true;
 	}
 	l->n = kept;

@@ -317,7 +317,7 @@ static void start_direct_tls(struct client *c)
 }
 
 /* A client object for a connected socket, in CLIENT_LOGIN, not reading. */
-static struct client *client_new(struct world *w, int fd, bool is_unix)
+static struct client *client_new(struct world *w, int fd, bool is_unix, const struct accepted *how)
 {
 	struct client *c = xcalloc(1, sizeof(*c));
 	struct sockaddr_storage ss;
@@ -338,10 +338,16 @@ static struct client *client_new(struct world *w, int fd, bool is_unix)
 	if (w->cfg->max_packet_size > 0)
 		c->s.max_pkt = (uint32_t)w->cfg->max_packet_size;
 	c->s.max_whole = CLIENT_WHOLE_MAX;
-	if (getpeername(fd, (struct sockaddr *)&ss, &len) == 0)
+	/* accept() told the peer, and the listener its address if it has one
+	 * (a socket passed from another worker comes without). */
+	if (how && how->peer)
+		util_format_addr(how->peer, c->addr, sizeof(c->addr), &c->port);
+	else if (getpeername(fd, (struct sockaddr *)&ss, &len) == 0)
 		util_format_addr((struct sockaddr *)&ss, c->addr, sizeof(c->addr), &c->port);
 	len = sizeof(ss);
-	if (getsockname(fd, (struct sockaddr *)&ss, &len) == 0)
+	if (how && how->local)
+		util_format_addr(how->local, c->laddr, sizeof(c->laddr), &c->lport);
+	else if (getsockname(fd, (struct sockaddr *)&ss, &len) == 0)
 		util_format_addr((struct sockaddr *)&ss, c->laddr, sizeof(c->laddr), &c->lport);
 	return c;
 }
@@ -367,9 +373,9 @@ static void start_reading(struct client *c)
 		stream_read_now(&c->s);
 }
 
-void client_accept(struct world *w, int fd, bool is_unix)
+void client_accept(struct world *w, int fd, bool is_unix, const struct accepted *how)
 {
-	struct client *c = client_new(w, fd, is_unix);
+	struct client *c = client_new(w, fd, is_unix, how);
 
 	c->s.startup = true;
 	if (!is_unix)
@@ -393,7 +399,7 @@ static bool take_client_slot(int shm_idx, int *local, int limit);
 struct client *client_taken(int fd, const struct handover_client *h, struct pool *p,
 			    struct puser *login_user)
 {
-	struct client *c = client_new(p->db->world, fd, h->is_unix != 0);
+	struct client *c = client_new(p->db->world, fd, h->is_unix != 0, NULL);
 
 	client_set_names(c, h->user_name, h->db_name);
 	c->connect_time = h->connect_time;

@@ -17,7 +17,7 @@ static bool with_socket(struct world *w, const struct ipc_hdr *hdr, const void *
 	switch (hdr->type) {
 	case IPC_CLIENT_FD:
 		if (fd >= 0)
-			client_accept(w, fd, false);
+			client_accept(w, fd, false, NULL);
 		return true;
 	case IPC_SERVER_FD:
 		server_arrived(w, hdr->reqid, payload, hdr->len, fd);

@@ -506,7 +506,7 @@ static int pick_lighter_worker(void)
 	return least_n + BALANCE_SLACK < mine ? least : -1;
 }
 
-static void on_accept(int fd, bool is_unix, void *arg)
+static void on_accept(int fd, bool is_unix, const struct accepted *how, void *arg)
 {
 	int32_t target = is_unix ? -1 : pick_lighter_worker();
 	if (target >= 0) {
@@ -516,7 +516,7 @@ static void on_accept(int fd, bool is_unix, void *arg)
 			return;
 		}
 	}
-	client_accept(W, fd, is_unix);
+	client_accept(W, fd, is_unix, how);
 }
 
 static void reset_signals(void)
