@@ -358,12 +358,18 @@ class Env:
                         + own)
         chown_service(self.scratch)
 
+    def pgbouncer_auto_instances(self):
+        """(ini, unix socket directory) of each PgBouncer of pgbouncer-auto:
+        one per online CPU."""
+        return [(self.path(f"pgbouncer-auto-{i}.ini"), self.path("sock", f"pgbouncer-{i}"))
+                for i in range(1, (os.cpu_count() or 1) + 1)]
+
     def _write_pgbouncer_auto(self, lines):
-        """pgbouncer-auto-N.ini, one per CPU: the same settings with
-        so_reuseport, a unix socket directory each, the pool split evenly."""
-        n = os.cpu_count() or 1
-        for i in range(1, n + 1):
-            sock = self.path("sock", f"pgbouncer-{i}")
+        """The same settings with so_reuseport, a unix socket directory
+        each, the pool split evenly."""
+        instances = self.pgbouncer_auto_instances()
+        n = len(instances)
+        for ini, sock in instances:
             os.makedirs(sock, exist_ok=True)
             own = []
             for line in lines:
@@ -374,21 +380,16 @@ class Env:
                     line = f"default_pool_size = {max(1, int(line.split(' = ')[1]) // n)}"
                 own.append(line)
             own.append("so_reuseport = 1")
-            with open(self.path(f"pgbouncer-auto-{i}.ini"), "w") as f:
+            with open(ini, "w") as f:
                 f.write("\n".join(own) + "\n")
-
-    def pgbouncer_auto_sockets(self):
-        n = os.cpu_count() or 1
-        return [self.path("sock", f"pgbouncer-{i}", f".s.PGSQL.{self.port}")
-                for i in range(1, n + 1)]
 
     def target_command(self, target):
         if target == "pgbouncer":
             return [self.pgbouncer_bin, self.path("pgbouncer.ini")]
         if target == "pgbouncer-auto":
             cmd = [sys.executable, self.path("bin", "multiproc.py")]
-            for i in range(1, (os.cpu_count() or 1) + 1):
-                cmd += ["--", self.pgbouncer_bin, self.path(f"pgbouncer-auto-{i}.ini")]
+            for ini, _ in self.pgbouncer_auto_instances():
+                cmd += ["--", self.pgbouncer_bin, ini]
             return cmd
         if target.startswith("pgcrew-"):       # pgcrew-w1, pgcrew-auto, pgcrew-wN
             return [self.pgcrew_bin, self.path(f"{target}.ini")]
@@ -399,9 +400,11 @@ class Env:
 
     def start_pooler(self, target):
         self.stop_pooler()
+        sockets = [os.path.join(sock, f".s.PGSQL.{self.port}")
+                   for _, sock in self.pgbouncer_auto_instances()] \
+            if target == "pgbouncer-auto" else []
         self.pooler = Pooler(target, self.target_command(target), self.port,
-                             self.path(f"{target}.stderr"),
-                             self.pgbouncer_auto_sockets() if target == "pgbouncer-auto" else [])
+                             self.path(f"{target}.stderr"), sockets)
         self.pooler.start()
         return self.pooler
 
@@ -458,10 +461,8 @@ class Pooler:
         # pgcrew: wait until every worker is forked (auto = online CPUs)
         fixed = re.fullmatch(r"pgcrew-w(\d+)", self.target)
         want = os.cpu_count() if self.target == "pgcrew-auto" else (
-            int(fixed.group(1)) if fixed else 0)
+            int(fixed.group(1)) if fixed else len(self.sockets))
         deadline = time.monotonic() + 5
-        if self.target == "pgbouncer-auto":
-            want = len(self.sockets)
         while len(children(self.pid)) < want and time.monotonic() < deadline:
             time.sleep(0.02)
         # pgbouncer-auto: every process listens, or the kernel would give

@@ -101,7 +101,7 @@ def markdown(meta, cells):
 
     present = [t for t in TARGETS if any(t in c for c in cells.values())]
     others = [t for t in present if t != BASE]
-    own_cpu = [t for t in present if t in ("pgcrew-w1", "pgcrew-auto", "pgbouncer-auto")]
+    own_cpu = [t for t in others if t != "postgres"]      # PostgreSQL direct: no pooler
     for proto in PROTOCOLS:
         keys = sorted((k for k in cells if k[0] == proto), key=lambda k: (MODES.index(k[2]), k[1]))
         if not keys:

@@ -23,8 +23,7 @@
 struct listener {
 	struct event *evs[LISTEN_MAX_FDS + 1];
 	bool is_unix[LISTEN_MAX_FDS + 1];
-	bool local_known[LISTEN_MAX_FDS + 1];
-	struct sockaddr_storage local[LISTEN_MAX_FDS + 1];
+	struct sockaddr_storage local[LISTEN_MAX_FDS + 1];   /* AF_UNSPEC: not one address */
 	int n;
 	listen_accept_fn cb;
 	void *arg;
@@ -297,24 +296,26 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 		}
 		struct accepted how = {
 			(const struct sockaddr *)&peer,
-			l->local_known[at] ? (const struct sockaddr *)&l->local[at] : NULL,
+			l->local[at].ss_family != AF_UNSPEC ? (const struct sockaddr *)&l->local[at] : NULL,
 		};
 		l->cb(fd, is_unix, is_unix ? NULL : &how, l->arg);
 	}
 }
 
 /* The local address of every connection accepted on fd, if it is bound to
- * a single address (not 0.0.0.0 or ::). */
-static bool bound_to_one(int fd, struct sockaddr_storage *ss)
+ * a single address (not 0.0.0.0 or ::); else family AF_UNSPEC. */
+static void bound_address(int fd, struct sockaddr_storage *ss)
 {
 	socklen_t len = sizeof(*ss);
-	if (getsockname(fd, (struct sockaddr *)ss, &len) < 0)
-		return false;
-	if (ss->ss_family == AF_INET)
-		return ((const struct sockaddr_in *)ss)->sin_addr.s_addr != htonl(INADDR_ANY);
-	if (ss->ss_family == AF_INET6)
-		return !IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)ss)->sin6_addr);
-	return false;
+	bool one = false;
+	if (getsockname(fd, (struct sockaddr *)ss, &len) == 0) {
+		if (ss->ss_family == AF_INET)
+			one = ((const struct sockaddr_in *)ss)->sin_addr.s_addr != htonl(INADDR_ANY);
+		else if (ss->ss_family == AF_INET6)
+			one = !IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)ss)->sin6_addr);
+	}
+	if (!one)
+		ss->ss_family = AF_UNSPEC;
 }
 
 struct listener *listener_start(struct event_base *base, const struct listen_set *ls,
@@ -325,7 +326,7 @@ struct listener *listener_start(struct event_base *base, const struct listen_set
 	l->arg = arg;
 	const struct listen_slot *sl = &ls->slots[slot];
 	for (int i = 0; i < sl->n_fds; i++) {
-		l->local_known[l->n] = bound_to_one(sl->fds[i], &l->local[l->n]);
+		bound_address(sl->fds[i], &l->local[l->n]);
 		l->evs[l->n++] = event_new(base, sl->fds[i], EV_READ | EV_PERSIST, on_accept, l);
 	}
 	if (ls->unix_fd >= 0) {
@@ -355,7 +356,6 @@ void listener_stop_tcp(struct listener *l)
 			continue;
 		}
 		l->evs[kept] = l->evs[i];
-		l->local_known[kept] = false;
 		l->is_unix[kept++] = true;
 	}
 	l->n = kept;

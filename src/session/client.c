@@ -316,12 +316,27 @@ static void start_direct_tls(struct client *c)
 	stream_start_tls(&c->s, t);
 }
 
+/* One end of the client's socket, as accept() or the listener told it, else
+ * asked of the kernel (a socket passed from another worker comes without). */
+static void format_end(const struct sockaddr *known, int fd, bool peer, char *buf, size_t len,
+		       int *port)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	if (!known) {
+		int rc = peer ? getpeername(fd, (struct sockaddr *)&ss, &sl) :
+				getsockname(fd, (struct sockaddr *)&ss, &sl);
+		if (rc < 0)
+			return;
+		known = (const struct sockaddr *)&ss;
+	}
+	util_format_addr(known, buf, len, port);
+}
+
 /* A client object for a connected socket, in CLIENT_LOGIN, not reading. */
 static struct client *client_new(struct world *w, int fd, bool is_unix, const struct accepted *how)
 {
 	struct client *c = xcalloc(1, sizeof(*c));
-	struct sockaddr_storage ss;
-	socklen_t len = sizeof(ss);
 
 	c->id = shm_next_id();
 	c->world = w;
@@ -338,17 +353,8 @@ static struct client *client_new(struct world *w, int fd, bool is_unix, const st
 	if (w->cfg->max_packet_size > 0)
 		c->s.max_pkt = (uint32_t)w->cfg->max_packet_size;
 	c->s.max_whole = CLIENT_WHOLE_MAX;
-	/* accept() told the peer, and the listener its address if it has one
-	 * (a socket passed from another worker comes without). */
-	if (how && how->peer)
-		util_format_addr(how->peer, c->addr, sizeof(c->addr), &c->port);
-	else if (getpeername(fd, (struct sockaddr *)&ss, &len) == 0)
-		util_format_addr((struct sockaddr *)&ss, c->addr, sizeof(c->addr), &c->port);
-	len = sizeof(ss);
-	if (how && how->local)
-		util_format_addr(how->local, c->laddr, sizeof(c->laddr), &c->lport);
-	else if (getsockname(fd, (struct sockaddr *)&ss, &len) == 0)
-		util_format_addr((struct sockaddr *)&ss, c->laddr, sizeof(c->laddr), &c->lport);
+	format_end(how ? how->peer : NULL, fd, true, c->addr, sizeof(c->addr), &c->port);
+	format_end(how ? how->local : NULL, fd, false, c->laddr, sizeof(c->laddr), &c->lport);
 	return c;
 }
 
