@@ -4,8 +4,6 @@ waits for running transactions, KILL, KILL_CLIENT, DISABLE/ENABLE,
 RECONNECT, WAIT_CLOSE, SHUTDOWN WAIT_FOR_CLIENTS), access rules and bad
 input."""
 
-import os
-import socket
 import subprocess
 import threading
 import time
@@ -374,38 +372,6 @@ def test_show_clients_and_servers_have_pgbouncer_columns(pg15, make_pooler):
     finally:
         idle.close()
         busy.close()
-
-
-@pytest.mark.parametrize("workers", [1, 4])
-@pytest.mark.parametrize("listen", ["127.0.0.1", "*", "127.0.0.1,::1"])
-def test_show_clients_addresses(pg15, make_pooler, workers, listen):
-    """SHOW CLIENTS' addr/port and local_addr/local_port are the two ends of
-    the client's socket, whether the listener is bound to one address (the
-    local end known from the listener), to every address (asked of the
-    kernel) or to IPv6, and for sockets another worker accepted."""
-    p = pooler(pg15, make_pooler, workers=workers, listen_addr=listen)
-    host = "::1" if "::1" in listen else "127.0.0.1"
-    conns = [p.connect("testdb", "trust_user", password=password("trust_user"), host=host,
-                       application_name=f"addr-{i}") for i in range(8)]
-    try:
-        ends = {}
-        for i, c in enumerate(conns):
-            with socket.socket(fileno=os.dup(c.pgconn.socket)) as s:
-                mine, theirs = s.getsockname(), s.getpeername()
-            ends[f"addr-{i}"] = (mine[0], mine[1], theirs[0], theirs[1])
-        with p.connect("pgbouncer", "trust_user", password=password("trust_user"),
-                       host=host) as a:
-            cur = a.execute("SHOW CLIENTS")
-            names = [d.name for d in cur.description]
-            rows = {r["application_name"]: r for r in (dict(zip(names, t)) for t in cur.fetchall())}
-        for app, (addr, port, laddr, lport) in ends.items():
-            r = rows[app]
-            assert (r["addr"], r["port"], r["local_addr"], r["local_port"]) == \
-                (addr, port, laddr, lport), app
-        assert lport == p.port
-    finally:
-        for c in conns:
-            c.close()
 
 
 @pytest.mark.parametrize("workers", [1, 4])

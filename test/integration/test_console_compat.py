@@ -2,6 +2,10 @@
 against pgcrew (workers 1 and 4) and Debian's PgBouncer 1.18
 (PGCREW_BIN=/usr/sbin/pgbouncer)."""
 
+import os
+import socket
+
+import pytest
 
 from pg_cluster import password
 
@@ -35,3 +39,35 @@ def test_console_pool_is_pgbouncers(pg15, make_pooler):
     assert users == ["md5_user", "trust_user", "trust_user"], users
     for c in conns:
         c.close()
+
+
+@pytest.mark.parametrize("listen", ["127.0.0.1", "*", "127.0.0.1,::1"])
+def test_show_clients_addresses(pg15, make_pooler, listen):
+    """SHOW CLIENTS' addr/port and local_addr/local_port are the two ends of
+    the client's socket, whether the listener is bound to one address (the
+    local end known from the listener), to every address (asked of the
+    kernel) or to IPv6, and for sockets another worker accepted. The same
+    test passes against PgBouncer 1.18."""
+    p = make_pooler(pg15, settings={"listen_addr": listen})
+    host = "::1" if "::1" in listen else "127.0.0.1"
+    conns = [p.connect("testdb", "trust_user", password=password("trust_user"), host=host,
+                       application_name=f"addr-{i}") for i in range(8)]
+    try:
+        ends = {}
+        for i, c in enumerate(conns):
+            with socket.socket(fileno=os.dup(c.pgconn.socket)) as s:
+                mine, theirs = s.getsockname(), s.getpeername()
+            ends[f"addr-{i}"] = (mine[0], mine[1], theirs[0], theirs[1])
+        with p.connect("pgbouncer", "trust_user", password=password("trust_user"),
+                       host=host) as a:
+            cur = a.execute("SHOW CLIENTS")
+            names = [d.name for d in cur.description]
+            rows = {r["application_name"]: r for r in (dict(zip(names, t)) for t in cur.fetchall())}
+        for app, (addr, port, laddr, lport) in ends.items():
+            r = rows[app]
+            assert (r["addr"], r["port"], r["local_addr"], r["local_port"]) == \
+                (addr, port, laddr, lport), app
+        assert lport == p.port
+    finally:
+        for c in conns:
+            c.close()
