@@ -169,11 +169,13 @@ def main():
     ap.add_argument("--protocols", default="simple")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--duration", type=int, default=10)
+    ap.add_argument("--pgbouncer", default=benchenv.PGBOUNCER,
+                    help="the PgBouncer binary of the pgbouncer targets")
     args = ap.parse_args()
     targets = [t for t in args.targets.split(",") if t]
 
     shutil.rmtree(args.scratch, ignore_errors=True)
-    env = benchenv.Env(args.scratch, args.pgcrew)
+    env = benchenv.Env(args.scratch, args.pgcrew, pgbouncer_bin=args.pgbouncer)
     env.setup()
     inis = {t: target_ini(env, t) for t in targets}
     default_bin = env.pgcrew_bin
