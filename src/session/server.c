@@ -388,11 +388,22 @@ static bool next_host_at_once(struct server *sv)
 	return true;
 }
 
+/* A login begun under settings a reload has since replaced (the reload
+ * marked the pool's logins close_needed): its failure says nothing about
+ * the new settings, so it is neither cached nor shared, and the janitor
+ * launches the next login under the new ones. */
+static bool login_outdated(const struct server *sv)
+{
+	return sv->state == SERVER_LOGIN && sv->close_needed;
+}
+
 /* A login that did not complete: the pool waits server_login_retry before
  * the next one, on the next host when hosts are not balanced (on the next
  * address of the host's name at once). */
 static void login_phase_failed(struct server *sv)
 {
+	if (login_outdated(sv))
+		return;
 	if (next_address_left(sv))
 		return;
 	host_failed(sv);
@@ -687,6 +698,10 @@ static void login_failed_tell(struct server *sv, const char *sqlstate, const cha
 	struct pool *p = sv->pool;
 	if (sqlstate && strcmp(sqlstate, "57P03") == 0) {
 		login_refused_for_now(sv, sqlstate, msg);
+		return;
+	}
+	if (login_outdated(sv) && sv->repl == REPL_NONE) {
+		server_close(sv, msg);
 		return;
 	}
 	host_failed(sv);

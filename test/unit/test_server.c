@@ -1,7 +1,8 @@
 /* pgcrew — unit tests for the server state machine (server.c) on the
  * session rig: login -> idle -> active -> tested (reset, check) -> idle,
  * the server's side of authentication, and the ways out: a refused login
- * (and the cached error for the next client), a crash mid-query, data
+ * (and the cached error for the next client; none for a login a RELOAD
+ * outdated), a crash mid-query, data
  * from an idle server, a broken ReadyForQuery, an internal query that
  * leaves a transaction open. */
 #include <setjmp.h>
@@ -13,6 +14,7 @@
 
 #include "auth/md5.h"
 #include "fakeclock.h"
+#include "janitor.h"
 #include "pool.h"
 #include "rig.h"
 #include "world.h"
@@ -290,6 +292,55 @@ static void test_login_refused_forgotten(void **state)
 	rig_close(&pg);
 }
 
+/* A login begun before a RELOAD that changed the pool's settings (the
+ * reload marks the pool's logins close_needed) fails after it, refused by
+ * PostgreSQL (refuse) or cut off (else): the failure is not cached for the
+ * new settings, the waiting client is not told, and the janitor's next
+ * pass logs a new server in for it. */
+static void outdated_login_fails(bool refuse)
+{
+	static const char fatal[] = "SFATAL\0VFATAL\0C28P01\0Mpassword authentication failed for user \"alice\"\0";
+	struct peer a, pg, pg2;
+	struct msg m;
+	rig_start("server_login_retry = 30", DBS);
+	rig_client(&a, "alice", "db");
+	rig_pg_accept(&pg);
+	rig_read_startup(&pg, &m);
+	struct pool *p = rig_pool("db", "alice");
+	pool_reconnect_db(p->db, "database configuration changed");
+	if (refuse) {
+		rig_send(&pg, 'E', fatal, sizeof(fatal));
+		rig_expect_eof(&pg, NULL, 0);
+	} else {
+		rig_close(&pg);
+	}
+	rig_pump();
+	assert_int_equal(p->n_login, 0);
+	assert_int_equal(p->login_failed_at, 0);
+	assert_string_equal(p->login_error, "");
+	rig_expect_nothing(&a);                 /* still waiting, not refused */
+	janitor_pass(rig_w);
+	rig_pg_accept(&pg2);
+	rig_pg_login(&pg2, 3, 4);
+	rig_client_welcome(&a, NULL, NULL);
+	rig_round_trip(&a, &pg2, "SELECT 1", 'I');
+	rig_close(&pg);                         /* already closed when cut off */
+	rig_close(&a);
+	rig_close(&pg2);
+}
+
+static void test_outdated_login_refused(void **state)
+{
+	(void)state;
+	outdated_login_fails(true);
+}
+
+static void test_outdated_login_cut_off(void **state)
+{
+	(void)state;
+	outdated_login_fails(false);
+}
+
 /* The server goes away mid-query: its client is told and closed. */
 static void test_crash(void **state)
 {
@@ -444,6 +495,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_login_sasl_cut_short, rig_teardown),
 		cmocka_unit_test_teardown(test_login_refused, rig_teardown),
 		cmocka_unit_test_teardown(test_login_refused_forgotten, rig_teardown),
+		cmocka_unit_test_teardown(test_outdated_login_refused, rig_teardown),
+		cmocka_unit_test_teardown(test_outdated_login_cut_off, rig_teardown),
 		cmocka_unit_test_teardown(test_protocol_versions, rig_teardown),
 		cmocka_unit_test_teardown(test_bad_versions_and_keys, rig_teardown),
 		cmocka_unit_test_teardown(test_crash, rig_teardown),
