@@ -14,6 +14,7 @@
 
 #include "auth/md5.h"
 #include "fakeclock.h"
+#include "ipc.h"
 #include "janitor.h"
 #include "pool.h"
 #include "rig.h"
@@ -292,18 +293,36 @@ static void test_login_refused_forgotten(void **state)
 	rig_close(&pg);
 }
 
+/* With two workers (the rig their supervisor): the pool's parameters are
+ * unknown elsewhere, and the ledger grants the slot the login asks for. */
+static void grant_login(int workers)
+{
+	struct slot_req r;
+	uint32_t why;
+	char names[2 * LEDGER_NAME];
+	if (workers == 1)
+		return;
+	if (rig_sup_count(IPC_WELCOME_GET) == 1 && rig_sup_count(IPC_SLOT_REQ) == 0) {
+		assert_int_equal(rig_sup_last(IPC_WELCOME_GET, NULL, names, sizeof(names)), sizeof(names));
+		rig_sup_send(IPC_WELCOME, 0, names, sizeof(names));
+	}
+	assert_int_equal(rig_sup_last(IPC_SLOT_REQ, &why, &r, sizeof(r)), sizeof(r));
+	rig_sup_send(IPC_SLOT_GRANT, why, &r, sizeof(r));
+}
+
 /* A login begun before a RELOAD that changed the pool's settings (the
  * reload marks the pool's logins close_needed) fails after it, refused by
  * PostgreSQL (refuse) or cut off (else): the failure is not cached for the
- * new settings, the waiting client is not told, and the janitor's next
- * pass logs a new server in for it. */
-static void outdated_login_fails(bool refuse)
+ * new settings, nor told to the other workers, the waiting client is not
+ * told, and the janitor's next pass logs a new server in for it. */
+static void outdated_login_fails(int workers, bool refuse)
 {
 	static const char fatal[] = "SFATAL\0VFATAL\0C28P01\0Mpassword authentication failed for user \"alice\"\0";
 	struct peer a, pg, pg2;
 	struct msg m;
-	rig_start("server_login_retry = 30", DBS);
+	rig_start_workers(workers, "server_login_retry = 30", DBS);
 	rig_client(&a, "alice", "db");
+	grant_login(workers);
 	rig_pg_accept(&pg);
 	rig_read_startup(&pg, &m);
 	struct pool *p = rig_pool("db", "alice");
@@ -318,8 +337,10 @@ static void outdated_login_fails(bool refuse)
 	assert_int_equal(p->n_login, 0);
 	assert_int_equal(p->login_failed_at, 0);
 	assert_string_equal(p->login_error, "");
+	assert_int_equal(rig_sup_count(IPC_LOGIN_FAILED), 0);
 	rig_expect_nothing(&a);                 /* still waiting, not refused */
 	janitor_pass(rig_w);
+	grant_login(workers);
 	rig_pg_accept(&pg2);
 	rig_pg_login(&pg2, 3, 4);
 	rig_client_welcome(&a, NULL, NULL);
@@ -332,13 +353,19 @@ static void outdated_login_fails(bool refuse)
 static void test_outdated_login_refused(void **state)
 {
 	(void)state;
-	outdated_login_fails(true);
+	outdated_login_fails(1, true);
 }
 
 static void test_outdated_login_cut_off(void **state)
 {
 	(void)state;
-	outdated_login_fails(false);
+	outdated_login_fails(1, false);
+}
+
+static void test_outdated_login_two_workers(void **state)
+{
+	(void)state;
+	outdated_login_fails(2, true);
 }
 
 /* The server goes away mid-query: its client is told and closed. */
@@ -497,6 +524,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_login_refused_forgotten, rig_teardown),
 		cmocka_unit_test_teardown(test_outdated_login_refused, rig_teardown),
 		cmocka_unit_test_teardown(test_outdated_login_cut_off, rig_teardown),
+		cmocka_unit_test_teardown(test_outdated_login_two_workers, rig_teardown),
 		cmocka_unit_test_teardown(test_protocol_versions, rig_teardown),
 		cmocka_unit_test_teardown(test_bad_versions_and_keys, rig_teardown),
 		cmocka_unit_test_teardown(test_crash, rig_teardown),
