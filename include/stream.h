@@ -122,6 +122,7 @@ struct stream {
 	bool in_process;           /* inside process(): resume must not recurse */
 	bool sniff_tls;            /* peek at the first byte for a direct-TLS ClientHello */
 	bool suspended;            /* SUSPEND: reads stay off until stream_unsuspend() */
+	bool torn;                 /* a message to us was cut off mid-way: no more output */
 	uint32_t max_pkt;          /* max_packet_size for typed packets */
 	uint64_t bytes_in, bytes_out;
 	const char *errmsg;        /* static reason for SE_ERROR */
@@ -164,8 +165,10 @@ bool stream_write_raw(struct stream *s, const void *data, size_t len);
 /* Anything not yet written (own out queue, or bytes queued toward us)? */
 bool stream_has_pending_out(const struct stream *s);
 bool stream_has_pending_forward(const struct stream *s);
-/* s has a message on its way to dst: routed there by its header, part of
- * its body still to come (dst must stay s's destination until it is in). */
+/* s has bytes on their way to dst: a message routed there by its header
+ * with part of its body still to come, or routed bytes not yet sent. dst
+ * is not at a message boundary of s's stream until both are done, so its
+ * owner must not give it to anybody else (nor keep it once s is gone). */
 bool stream_forwarding_to(const struct stream *s, const struct stream *dst);
 /* Drop the first n unprocessed bytes (a message the owner handled by hand
  * before returning SA_STOP). */

@@ -146,6 +146,7 @@ void stream_set_tls(struct stream *s, struct tls_conn *tls)
 
 static void fire(struct stream *s, enum stream_event ev);
 static void on_write(evutil_socket_t fd, short what, void *arg);
+static bool move_queued(struct stream *src, struct stream *dst);
 
 /* The write event exists only once a socket has had to wait to be
  * writable (or is connecting): most connections never do, and an idle one
@@ -350,6 +351,27 @@ static inline void hold_for(struct stream *dst, struct stream *src)
 	dst->out_mark = (uint32_t)dst->out.len;
 }
 
+/* src's message to dst will never be complete (src is going mid-message):
+ * what dst's owner queued behind it would land inside that message on the
+ * wire, and so would anything written later. Those bytes are dropped and
+ * dst refuses further output; its owner closes it (a client whose server
+ * went, a client that is going itself). Bytes queued before the message
+ * (out_mark) still go: none of the message has been sent before them. */
+static void tear(struct stream *dst)
+{
+	if (dst->out.len > dst->out_mark)
+		dst->out.len = dst->out_mark;
+	dst->torn = true;
+	if (!dst->errmsg)
+		dst->errmsg = "output cut inside a message";
+}
+
+/* Has s a message in flight to dst that has not been wholly received? */
+static bool mid_message_to(const struct stream *s, const struct stream *dst)
+{
+	return s->pkt_remain > 0 && s->pkt_action == SA_FORWARD && s->fwd_dst == dst;
+}
+
 /* src's message to dst is complete and sent: release what waited behind it. */
 static void release_hold(struct stream *dst)
 {
@@ -367,7 +389,7 @@ static void release_hold(struct stream *dst)
 
 bool stream_write_raw(struct stream *s, const void *data, size_t len)
 {
-	if (s->closed)
+	if (s->closed || s->torn)
 		return false;
 	if (s->out.len == 0 && !s->connecting && !s->hold_src) {
 		/* Fast path: nothing queued, send from the caller's memory. */
@@ -412,7 +434,9 @@ bool stream_has_pending_forward(const struct stream *s)
 
 bool stream_forwarding_to(const struct stream *s, const struct stream *dst)
 {
-	return s->pkt_remain > 0 && s->pkt_action == SA_FORWARD && s->fwd_dst == dst;
+	if (s->pkt_remain > 0 && s->pkt_action == SA_FORWARD && s->fwd_dst == dst)
+		return true;
+	return s->send_dst == dst && s->buf && s->buf->done < s->buf->parse;
 }
 
 void stream_consume(struct stream *s, uint32_t n)
@@ -453,6 +477,11 @@ static bool flush_forward(struct stream *src)
 		b->done = b->parse;    /* the receiver is gone; drop */
 		return true;
 	}
+	if (dst->torn) {
+		b->done = b->parse;
+		fire(dst, SE_ERROR);
+		return false;
+	}
 	uint32_t first = out_before(dst, src);
 	if (dst->out_sent < first && !flush_out_upto(dst, first))
 		goto blocked;
@@ -488,11 +517,17 @@ blocked:
 
 /* ---- input ---- */
 
+/* Move the bytes still held ([done, recv)) to the start of the data area.
+ * A message rewritten longer may have put them into the headroom; they
+ * move forward only if they fit before BUF_END, so the buffer's bounds
+ * hold whatever the offsets (a rewrite followed by a full buffer once made
+ * this write past the end). */
 static void compact(struct iobuf *b)
 {
-	if (b->done == STREAM_HEADROOM)
+	uint32_t n = b->recv - b->done;
+	if (b->done == STREAM_HEADROOM || n > b->cap)
 		return;
-	memmove(b->data + STREAM_HEADROOM, b->data + b->done, b->recv - b->done);
+	memmove(b->data + STREAM_HEADROOM, b->data + b->done, n);
 	b->parse = b->parse - b->done + STREAM_HEADROOM;
 	b->recv = b->recv - b->done + STREAM_HEADROOM;
 	b->done = STREAM_HEADROOM;
@@ -730,6 +765,17 @@ static void process(struct stream *s)
 		release_if_empty(s);
 }
 
+/* The room a receive needs is taken by routed bytes not yet sent: a
+ * forward left for the turn's send batch (a TLS stream is read outside
+ * the batch, and a turn may end with sends still gathered) goes now.
+ * False when it could not all go (s then waits for its peer to drain,
+ * which starts reading again) or s was closed meanwhile. */
+static bool send_held_forward(struct stream *s)
+{
+	list_del(&s->send_node);
+	return flush_forward(s) && !s->closed && s->buf;
+}
+
 /* Before a receive: route what is already buffered, then make room.
  * False when there is to be no receive now. */
 static bool read_prepare(struct stream *s)
@@ -742,8 +788,11 @@ static bool read_prepare(struct stream *s)
 	if (!s->buf)
 		s->buf = buf_get();
 	struct iobuf *b = s->buf;
-	if (BUF_END(b) - b->recv < 1024)
+	if (BUF_END(b) - b->recv < 1024) {
+		if (b->done != b->parse && !send_held_forward(s))
+			return false;
 		compact(b);
+	}
 	if (b->recv == BUF_END(b) || (s->paused && b->recv - STREAM_HEADROOM > b->cap / 2)) {
 		/* Full of bytes we cannot route yet: wait for the peer. */
 		stream_stop_reading(s);
@@ -893,7 +942,14 @@ static void on_write(evutil_socket_t fd, short what, void *arg)
 
 void stream_forget_peer(struct stream *s, struct stream *gone)
 {
+	bool torn = mid_message_to(s, gone);
 	if (s->send_dst == gone) {
+		/* Whole messages queued for gone go before what its owner queued
+		 * behind them (a FATAL for a client that is going), so that lands
+		 * at a message boundary; otherwise they are dropped. */
+		if (!torn && gone->hold_src == s && gone->out.len > gone->out_mark && !gone->closed &&
+		    s->buf && s->buf->done < s->buf->parse && move_queued(s, gone))
+			(void)flush_out(gone);
 		if (s->buf)
 			s->buf->done = s->buf->parse;
 		s->send_dst = NULL;
@@ -902,8 +958,11 @@ void stream_forget_peer(struct stream *s, struct stream *gone)
 		s->fwd_dst = NULL;
 	if (s->peer == gone)
 		s->peer = NULL;
-	if (gone->hold_src == s)
+	if (gone->hold_src == s) {
+		if (torn)
+			tear(gone);
 		release_hold(gone);
+	}
 	if (gone->blocked_src == s) {
 		gone->blocked_src = NULL;
 		s->wait_peer = false;
@@ -917,8 +976,40 @@ void stream_forget_peer(struct stream *s, struct stream *gone)
 	}
 }
 
+/* src's queued bytes ([done, parse)) move into dst's out queue, ahead of
+ * what dst's owner queued behind them, so they still go first; src no
+ * longer holds or blocks dst. False when there was no memory for them. */
+static bool move_queued(struct stream *src, struct stream *dst)
+{
+	struct iobuf *b = src->buf;
+	uint32_t n = b->parse - b->done;
+	uint32_t at = out_before(dst, src);
+	uint32_t tail = (uint32_t)dst->out.len - at;
+	if (dst->out.cap == 0)
+		pktbuf_init(&dst->out, n < 512 ? 512 : n);
+	pktbuf_put_bytes(&dst->out, b->data + b->done, n);
+	if (pktbuf_failed(&dst->out))
+		return false;
+	if (tail) {
+		memmove(dst->out.buf + at + n, dst->out.buf + at, tail);
+		memcpy(dst->out.buf + at, b->data + b->done, n);
+	}
+	b->done = b->parse;
+	if (dst->blocked_src == src)
+		dst->blocked_src = NULL;
+	if (dst->hold_src == src) {
+		dst->hold_src = NULL;
+		dst->out_mark = 0;
+	}
+	if (!dst->connecting)
+		event_add(write_ev(dst), NULL);
+	return true;
+}
+
 /* s closes with forwarded bytes still queued (a 'Q' and an 'X' in one
- * read): they go on to the destination through its out queue, in order. */
+ * read): they go on to the destination through its out queue, in order.
+ * s closing in the middle of a message it forwards tears the destination:
+ * the message can never be completed, and its start may be on the wire. */
 static void hand_over_forward(struct stream *s)
 {
 	struct iobuf *b = s->buf;
@@ -926,33 +1017,16 @@ static void hand_over_forward(struct stream *s)
 
 	/* send_dst and fwd_dst are only trusted while bytes or a message are
 	 * in flight: a destination that closes first clears them (hold_src). */
-	if (!b || b->done == b->parse || !dst || dst->closed) {
-		struct stream *mid = s->pkt_remain && s->pkt_action == SA_FORWARD ? s->fwd_dst : NULL;
-		if (mid && mid->hold_src == s)
-			release_hold(mid);
+	struct stream *mid = mid_message_to(s, s->fwd_dst) ? s->fwd_dst : NULL;
+	if (mid && !mid->closed && mid->hold_src == s) {
+		tear(mid);
+		if (dst == mid && b)
+			b->done = b->parse;
+		release_hold(mid);
+	}
+	if (!b || b->done == b->parse || !dst || dst->closed)
 		return;
-	}
-	uint32_t n = b->parse - b->done;
-	uint32_t at = out_before(dst, s);
-	uint32_t tail = (uint32_t)dst->out.len - at;
-	if (dst->out.cap == 0)
-		pktbuf_init(&dst->out, n < 512 ? 512 : n);
-	pktbuf_put_bytes(&dst->out, b->data + b->done, n);
-	if (pktbuf_failed(&dst->out))
-		return;
-	if (tail) {
-		memmove(dst->out.buf + at + n, dst->out.buf + at, tail);
-		memcpy(dst->out.buf + at, b->data + b->done, n);
-	}
-	b->done = b->parse;
-	if (dst->blocked_src == s)
-		dst->blocked_src = NULL;
-	if (dst->hold_src == s) {
-		dst->hold_src = NULL;
-		dst->out_mark = 0;
-	}
-	if (!dst->connecting)
-		event_add(write_ev(dst), NULL);
+	(void)move_queued(s, dst);
 }
 
 int stream_take_fd(struct stream *s)

@@ -856,6 +856,15 @@ const char *tls_conn_version(struct tls_conn *c)
 
 const char *tls_conn_info(struct tls_conn *c, char *buf, size_t len)
 {
+	/* Until the handshake is over (a client that sent SSLRequest and no
+	 * ClientHello yet, or one mid-handshake) there is no cipher or group
+	 * to show, and OpenSSL 3.0's SSL_get_negotiated_group() dereferences
+	 * state that does not exist yet: the console asks about connections in
+	 * every state, so only the version is asked for then. */
+	if (c->failed || !SSL_is_init_finished(c->ssl)) {
+		snprintf(buf, len, "%s/-", SSL_get_version(c->ssl));
+		return buf;
+	}
 	const SSL_CIPHER *ciph = SSL_get_current_cipher(c->ssl);
 	int group = SSL_get_negotiated_group(c->ssl);
 	const char *gname = group > 0 ? OBJ_nid2sn(group) : NULL;

@@ -1622,6 +1622,10 @@ static void server_ready(struct server *sv, bool released)
 	usec_t life = pool_server_lifetime(p);
 
 	link_assert_free(sv);
+	/* An answer to a query of ours still owed would reach the next
+	 * client as its own: a server is ready only at a message boundary. */
+	if (sv->internal != SI_NONE)
+		fatal("S-%llu: ready with an internal query in flight", (unsigned long long)sv->id);
 	sv->s.peer = NULL;
 	if (sv->close_needed || (life > 0 && now - sv->connect_time >= life)) {
 		server_close_soon(sv, sv->close_reason ? sv->close_reason : "server lifetime over");

@@ -1204,6 +1204,10 @@ static void internal_done(struct server *sv, char status)
 		if (sv->link) {
 			set_canonical(sv, sv->link);
 			client_server_linked(sv->link);
+		} else if (status == 'I') {
+			pool_server_ready(sv);      /* its client left meanwhile */
+		} else {
+			server_close(sv, "client disconnect while server was not ready");
 		}
 		break;
 	case SI_ROLE_QUERY:
@@ -1455,6 +1459,20 @@ void server_client_gone(struct server *sv)
 		if (c)
 			c->repl_server = NULL;
 		server_close(sv, "replication client gone");
+		return;
+	}
+	if (c && stream_forwarding_to(&c->s, &sv->s)) {
+		/* The server has part of a message of the client's (a header
+		 * announced more than came) or bytes of it are still queued: it
+		 * would read the next client's bytes as the rest. */
+		server_close(sv, "client disconnect before everything was sent to the server");
+		return;
+	}
+	if (sv->internal == SI_SETVARS) {
+		/* The answer to the SET made for this client is still to come:
+		 * given to the next client now, it would answer that client's
+		 * query. The server is ready once it has come (internal_done). */
+		server_set_state(sv, SERVER_TESTED);
 		return;
 	}
 	if (busy) {

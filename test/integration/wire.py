@@ -3,12 +3,14 @@ driver would: hand-built startup packets, bad lengths, truncated messages.
 Every read is bounded by a socket timeout."""
 
 import socket
+import ssl
 import struct
 import time
 
 import util
 
 PROTOCOL_3_0 = 196608
+SSL_REQUEST_CODE = 80877103
 
 
 def startup_packet(user, database, **params):
@@ -39,6 +41,26 @@ class RawConn:
 
     def send(self, data):
         self.sock.sendall(data)
+
+    def ssl_request(self):
+        """Send an SSLRequest; returns the pooler's one-byte answer."""
+        self.send(struct.pack("!II", 8, SSL_REQUEST_CODE))
+        return self.sock.recv(1)
+
+    def start_tls(self):
+        """SSLRequest, then a TLS handshake without verification: every
+        later send and read goes through TLS."""
+        assert self.ssl_request() == b"S", "the pooler refused TLS"
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        self.sock = ctx.wrap_socket(self.sock, server_hostname="localhost")
+        return self
+
+    def reset(self):
+        """Hang up with a TCP RST (SO_LINGER 0), as a crashed client does."""
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.sock.close()
 
     def close(self):
         self.sock.close()

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <cmocka.h>
+#include <unistd.h>
 
 #include "auth/md5.h"
 #include "fakeclock.h"
@@ -515,6 +516,117 @@ static void test_setvars(void **state)
 	rig_close(&pg);
 }
 
+/* A client that leaves while the SET made for it runs: the server is not
+ * at a message boundary until the SET's answer is in (issue 40 item 5).
+ * Given to the next client at once, that client's own SET went out behind
+ * the first; the first answer completed the first SET, the client's query
+ * followed, and the second SET's answer (CommandComplete, ParameterStatus,
+ * ReadyForQuery) reached the client as the answer to its query. */
+static void test_client_gone_during_setvars(void **state)
+{
+	struct peer a, b, c, pg;
+	struct msg m;
+	static const char *const paris[] = { "TimeZone", "Europe/Paris", NULL };
+	static const char *const tokyo[] = { "TimeZone", "Asia/Tokyo", NULL };
+	(void)state;
+	rig_start("pool_mode = transaction\ndefault_pool_size = 1", DBS);
+	rig_login_first(&a, &pg, 9);
+	rig_client_raw(&b);
+	rig_send_startup_with(&b, "alice", "db", paris);
+	rig_client_welcome(&b, NULL, NULL);
+	rig_client_raw(&c);
+	rig_send_startup_with(&c, "alice", "db", tokyo);
+	rig_client_welcome(&c, NULL, NULL);
+
+	rig_send_query(&b, "SELECT 'b'");
+	rig_expect(&pg, 'Q', &m);
+	assert_non_null(strstr((const char *)m.body, "Europe/Paris"));
+	rig_send_query(&c, "SELECT 'c'");
+	rig_pump();
+	assert_int_equal(rig_client_of(&c)->state, CLIENT_WAITING);
+	struct server *sv = rig_client_of(&b)->link;
+	rig_close(&b);
+	rig_pump();
+	/* Not handed out with the SET's answer owed, nor closed. */
+	assert_int_equal(sv->state, SERVER_TESTED);
+	assert_int_equal(rig_client_of(&c)->state, CLIENT_WAITING);
+	rig_expect_nothing(&pg);
+
+	rig_send(&pg, 'S', "TimeZone\0Europe/Paris", 22);
+	rig_send_done(&pg, "SET", 'I');
+	rig_expect(&pg, 'Q', &m);
+	assert_non_null(strstr((const char *)m.body, "Asia/Tokyo"));
+	rig_send(&pg, 'S', "TimeZone\0Asia/Tokyo", 20);
+	rig_send_done(&pg, "SET", 'I');
+	rig_expect(&pg, 'Q', &m);
+	assert_string_equal((const char *)m.body, "SELECT 'c'");
+	rig_send_done(&pg, "SELECT 1", 'I');
+	rig_expect(&c, 'C', &m);
+	assert_string_equal((const char *)m.body, "SELECT 1");
+	rig_expect(&c, 'Z', NULL);
+	rig_close(&a);
+	rig_close(&c);
+	rig_close(&pg);
+}
+
+/* The same with the SET left in a transaction (its client's options made
+ * one fail inside BEGIN, say): the server is closed, not pooled. */
+static void test_client_gone_during_setvars_not_idle(void **state)
+{
+	struct peer a, b, pg;
+	struct msg m;
+	static const char *const paris[] = { "TimeZone", "Europe/Paris", NULL };
+	(void)state;
+	rig_start("pool_mode = transaction", DBS);
+	rig_login_first(&a, &pg, 9);
+	rig_client_raw(&b);
+	rig_send_startup_with(&b, "alice", "db", paris);
+	rig_client_welcome(&b, NULL, NULL);
+	rig_send_query(&b, "SELECT 'b'");
+	rig_expect(&pg, 'Q', &m);
+	rig_close(&b);
+	rig_pump();
+	rig_send_done(&pg, "SET", 'E');
+	rig_expect_eof(&pg, NULL, 0);
+	struct pool *p = rig_pool("db", "alice");
+	assert_int_equal(p->n_idle + p->n_tested + p->n_active, 0);
+	rig_close(&a);
+}
+
+/* A client that announced a message longer than what it sent, then left:
+ * the server holds the start of it and would read the next client's
+ * bytes as the rest (issue 40 item 3). It is closed, with PgBouncer's
+ * reason, and the next query gets a new server. */
+static void test_client_gone_mid_message(void **state)
+{
+	static const uint8_t half[] = { 'd', 0, 0, 0, 200, 'a', 'b', 'c' };
+	struct peer a, b, pg, pg2;
+	(void)state;
+	rig_start("pool_mode = transaction\ndefault_pool_size = 1", DBS);
+	rig_login_first(&a, &pg, 9);
+	rig_client(&b, "alice", "db");
+	rig_client_welcome(&b, NULL, NULL);
+	assert_int_equal((int)write(b.fd, half, sizeof(half)), (int)sizeof(half));
+	rig_pump();
+	struct server *sv = rig_client_of(&b)->link;
+	assert_non_null(sv);
+	rig_close(&b);
+	rig_pump();
+	rig_expect_eof(&pg, NULL, 0);
+	struct pool *p = rig_pool("db", "alice");
+	assert_int_equal(p->n_idle + p->n_active, 0);
+	rig_send_query(&a, "SELECT 2");
+	rig_pg_accept(&pg2);
+	rig_pg_login(&pg2, 10, 11);
+	rig_expect(&pg2, 'Q', NULL);
+	rig_send_done(&pg2, "SELECT 1", 'I');
+	rig_expect(&a, 'C', NULL);
+	rig_expect(&a, 'Z', NULL);
+	rig_close(&a);
+	rig_close(&pg);
+	rig_close(&pg2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -533,6 +645,9 @@ int main(void)
 		cmocka_unit_test_teardown(test_reset_left_open, rig_teardown),
 		cmocka_unit_test_teardown(test_check_query, rig_teardown),
 		cmocka_unit_test_teardown(test_setvars, rig_teardown),
+		cmocka_unit_test_teardown(test_client_gone_during_setvars, rig_teardown),
+		cmocka_unit_test_teardown(test_client_gone_during_setvars_not_idle, rig_teardown),
+		cmocka_unit_test_teardown(test_client_gone_mid_message, rig_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

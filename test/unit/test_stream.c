@@ -1422,6 +1422,23 @@ static void add_expected(struct bytes *want, enum step st, uint32_t seq, uint32_
 	bytes_free(&one);
 }
 
+/* Messages 'D' of lens[i] bytes into in, what the peer must get from
+ * script[i] into want; e's script set and restarted. */
+static void script_case(struct end *e, const enum step *script, const uint32_t *lens, size_t n,
+			struct bytes *in, struct bytes *want)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		struct bytes one = { 0 };
+		add_msg(&one, 'D', i, lens[i]);
+		bytes_add(in, one.p, one.len);
+		bytes_free(&one);
+		add_expected(want, script[i], i, lens[i]);
+	}
+	e->script = script;
+	e->n_script = n;
+	e->msg_idx = 0;
+}
+
 /* Heads rewritten in place, longer and shorter, several in one batch (the
  * queued bytes before each move with it), pooler messages injected after a
  * flush, messages larger than the buffer: byte-exact at the peer, whole and
@@ -1436,16 +1453,7 @@ static void test_rewrite_and_inject(void **state)
 	struct fx *fx = *state;
 	for (size_t chunk = 0; chunk <= 7; chunk += 7) {
 		struct bytes in = { 0 }, want = { 0 };
-		for (uint32_t i = 0; i < ARRAY_SIZE(lens); i++) {
-			struct bytes one = { 0 };
-			add_msg(&one, 'D', i, lens[i]);
-			bytes_add(&in, one.p, one.len);
-			bytes_free(&one);
-			add_expected(&want, script[i], i, lens[i]);
-		}
-		fx->a.script = script;
-		fx->a.n_script = ARRAY_SIZE(script);
-		fx->a.msg_idx = 0;
+		script_case(&fx->a, script, lens, ARRAY_SIZE(lens), &in, &want);
 		expect_relay(fx, &in, chunk, &want);
 		bytes_free(&in);
 		bytes_free(&want);
@@ -1520,6 +1528,175 @@ static void test_need_full_beyond_buffer_slow_peer(void **state)
 	assert_memory_equal(p.out.p, in.p, in.len);
 	assert_null(fx->a.s.buf);
 	assert_int_equal(stream_cache_used(), 0);
+	bytes_free(&p.out);
+	bytes_free(&in);
+}
+
+/* ---- streams read outside the turn's batch ----
+ * A TLS stream is read through its ops (SSL_read), never in the turn's
+ * receive batch, while its forwards to a plain socket still wait for the
+ * turn's send batch; OpenSSL's held bytes read it again before the batch
+ * has run. These ops stand in for TLS: plain recv/send that are not
+ * plain_ops, so the stream is read at once as a TLS one is. */
+static ssize_t own_recv(struct stream *s, void *buf, size_t len)
+{
+	return recv(s->fd, buf, len, 0);
+}
+
+static ssize_t own_send(struct stream *s, const void *buf, size_t len)
+{
+	return send(s->fd, buf, len, MSG_NOSIGNAL);
+}
+
+static const struct stream_ops own_ops = { own_recv, own_send };
+
+/* One loop turn in which A is read a second time before the turn's sends
+ * have run, as OpenSSL's held bytes make a TLS stream be. */
+static void turn_with_second_read(struct fx *fx, struct pump *p)
+{
+	pump_write(p);
+	event_base_loop(fx->base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+	if (!fx->a.s.closed)
+		stream_read_now(&fx->a.s);
+	stream_turn_end();
+	if (p->reading)
+		drain_fd(p->rfd, &p->out);
+}
+
+/*
+ * Regression (stream.c, fixed; issue 40 item 1): a head rewritten longer
+ * moves the queued bytes into the headroom; a second read before they were
+ * sent found the buffer nearly full and compact() moved them forward past
+ * the buffer's end (a heap overflow a TLS client steered with a Bind over
+ * 16 kB), or, full, stopped reading for good (the client hung). Now the
+ * queued bytes are sent first: byte-exact relay, whatever the sizes.
+ */
+static void test_rewrite_read_outside_batch(void **state)
+{
+	static const enum step script[] = { STEP_GROW, STEP_GROW, STEP_FORWARD, STEP_GROW, STEP_SHRINK,
+					    STEP_GROW };
+	static const uint32_t lens[] = { 100000, 16384, 30, 16300, 50000, 9 };
+	struct fx *fx = *state;
+	fx->a.s.ops = &own_ops;
+	for (size_t chunk = 0; chunk <= 5000; chunk += 5000) {
+		struct bytes in = { 0 }, want = { 0 };
+		script_case(&fx->a, script, lens, ARRAY_SIZE(lens), &in, &want);
+		struct pump p = pump_a_to_b(fx, &in);
+		p.chunk = chunk;
+		for (int i = 0; i < MAX_ITER && !(p.in_off == in.len && p.out.len >= want.len); i++)
+			turn_with_second_read(fx, &p);
+		for (int i = 0; i < 20; i++)
+			turn_with_second_read(fx, &p);
+		assert_int_equal(p.out.len, want.len);
+		assert_memory_equal(p.out.p, want.p, want.len);
+		assert_true(fx->a.s.reading);
+		assert_int_equal(count_events(&fx->a, SE_ERROR), 0);
+		bytes_free(&p.out);
+		bytes_free(&in);
+		bytes_free(&want);
+	}
+	assert_int_equal(stream_cache_used(), 0);
+}
+
+/* A message in flight from A to B, part of it on B's wire, then the
+ * pooler queues a message for B (a FATAL for a client that is closed) and
+ * A is forgotten mid-message (the client goes): the pooler's message would
+ * land inside A's. B is torn instead: it sends nothing more, refuses
+ * writes, and what reached B's far end is a prefix of A's message. */
+static void test_forget_peer_mid_message_tears(void **state)
+{
+	struct fx *fx = *state;
+	struct pktbuf pb;
+	struct bytes in = { 0 };
+	add_msg(&in, 'd', 0, 200000);
+	small_sockbufs(&fx->b);
+
+	struct pump p = pump_a_to_b(fx, &in);
+	p.reading = false;
+	pump_turns(fx, &p, 200);
+	assert_true(fx->b.s.bytes_out > 0);
+	assert_true(stream_forwarding_to(&fx->a.s, &fx->b.s));
+	notices(&pb, 1);
+	assert_true(stream_write(&fx->b.s, &pb));      /* queued behind the message */
+
+	stream_forget_peer(&fx->a.s, &fx->b.s);
+	assert_true(fx->b.s.torn);
+	assert_false(stream_write(&fx->b.s, &pb));
+	pktbuf_free(&pb);
+	drain_fd(fx->b.fd, &p.out);
+	for (int i = 0; i < 50; i++) {
+		turns(fx, 1);
+		drain_fd(fx->b.fd, &p.out);
+	}
+	assert_true(p.out.len < in.len);
+	assert_memory_equal(p.out.p, in.p, p.out.len);
+	bytes_free(&p.out);
+	bytes_free(&in);
+}
+
+/* The same with A's messages whole in its buffer, only their sending
+ * blocked: they go to B ahead of the pooler's message, which then lands
+ * at a message boundary. */
+static void test_forget_peer_whole_messages_go_first(void **state)
+{
+	struct fx *fx = *state;
+	struct pktbuf pb;
+	struct bytes in = { 0 }, want = { 0 };
+	for (uint32_t i = 0; i < 6; i++)      /* one read's worth, more than B's socket takes */
+		add_msg(&in, 'D', i, 2000);
+	small_sockbufs(&fx->b);
+
+	struct pump p = pump_a_to_b(fx, &in);
+	p.reading = false;
+	for (int i = 0; i < 200 && !(p.in_off == in.len && stream_unprocessed(&fx->a.s) == 0); i++)
+		pump_turn(fx, &p);
+	assert_true(stream_forwarding_to(&fx->a.s, &fx->b.s));
+	assert_int_equal(fx->a.s.pkt_remain, 0);
+	notices(&pb, 1);
+	assert_true(stream_write(&fx->b.s, &pb));
+	bytes_add(&want, in.p, in.len);
+	bytes_add(&want, pb.buf, pb.len);
+	pktbuf_free(&pb);
+
+	stream_forget_peer(&fx->a.s, &fx->b.s);
+	assert_false(fx->b.s.torn);
+	assert_false(stream_has_pending_forward(&fx->a.s));
+	p.reading = true;
+	assert_true(pump_until(fx, &p, want.len));
+	pump_turns(fx, &p, 20);
+	assert_int_equal(p.out.len, want.len);
+	assert_memory_equal(p.out.p, want.p, want.len);
+	uint8_t types[8];
+	size_t n;
+	assert_true(parse_messages(&p.out, types, ARRAY_SIZE(types), &n));
+	assert_int_equal(n, 7);
+	assert_int_equal(types[6], 'N');
+	bytes_free(&p.out);
+	bytes_free(&in);
+	bytes_free(&want);
+}
+
+/* A goes (closes) mid-message to B: B is torn too, and the message's
+ * start is all B's far end ever gets. */
+static void test_close_mid_message_tears_peer(void **state)
+{
+	struct fx *fx = *state;
+	struct pktbuf pb;
+	struct bytes in = { 0 };
+	add_msg(&in, 'D', 0, 100000);
+
+	struct pump p = pump_a_to_b(fx, &in);
+	p.in_len = 30000;           /* only the start comes */
+	assert_true(pump_until(fx, &p, 30000));
+	assert_true(stream_forwarding_to(&fx->a.s, &fx->b.s));
+	notices(&pb, 1);
+	assert_true(stream_write(&fx->b.s, &pb));
+	stream_close(&fx->a.s);
+	assert_true(fx->b.s.torn);
+	pktbuf_free(&pb);
+	pump_turns(fx, &p, 20);
+	assert_int_equal(p.out.len, 30000);
+	assert_memory_equal(p.out.p, in.p, 30000);
 	bytes_free(&p.out);
 	bytes_free(&in);
 }
@@ -1658,6 +1835,10 @@ int main(void)
 		T(test_need_full_beyond_buffer_slow_peer),
 		T(test_connect_tunes_before_connect),
 		T(test_connect_without_tune),
+		T(test_rewrite_read_outside_batch),
+		T(test_forget_peer_mid_message_tears),
+		T(test_forget_peer_whole_messages_go_first),
+		T(test_close_mid_message_tears_peer),
 	};
 	int failed = cmocka_run_group_tests_name("recv/send", tests, NULL, NULL);
 	/* The same scenarios with the turn's receives and sends batched
