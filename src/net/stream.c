@@ -533,6 +533,16 @@ static void compact(struct iobuf *b)
 	b->done = STREAM_HEADROOM;
 }
 
+/* The offsets' order and bounds, checked wherever they move by more than
+ * a routing step (a rewrite, a receive): a violation is our bug, and a
+ * worker that stops is better than one that writes past its memory. */
+static void buf_check(const struct iobuf *b)
+{
+	if (!(b->done <= b->parse && b->parse <= b->recv && b->recv <= BUF_END(b)))
+		fatal("stream: buffer offsets out of order: done %u parse %u recv %u end %u", b->done,
+		      b->parse, b->recv, BUF_END(b));
+}
+
 uint32_t stream_head_room(const struct stream *s)
 {
 	return s->buf ? s->buf->done : 0;
@@ -559,6 +569,7 @@ uint8_t *stream_rewrite_head(struct stream *s, uint32_t old_len, uint32_t new_le
 		b->parse += shrink;
 	}
 	s->len_adjust = (int32_t)new_len - (int32_t)old_len;
+	buf_check(b);
 	return b->data + b->parse;
 }
 
@@ -601,13 +612,15 @@ static bool enlarge(struct stream *s, uint32_t len)
 	}
 	if (b->done != b->parse && !flush_forward(s))
 		return false;
+	uint32_t n = b->recv - b->parse;
+	if (n > len)     /* the buffer holds less than this one message */
+		fatal("stream: %u bytes buffered for a message of %u", n, len);
 	struct iobuf *nb = malloc(sizeof(*nb) + STREAM_HEADROOM + len);
 	if (!nb) {
 		s->errmsg = "out of memory for a large message";
 		fire(s, SE_ERROR);
 		return false;
 	}
-	uint32_t n = b->recv - b->parse;
 	memcpy(nb->data + STREAM_HEADROOM, b->data + b->parse, n);
 	nb->done = nb->parse = STREAM_HEADROOM;
 	nb->recv = STREAM_HEADROOM + n;
@@ -859,6 +872,7 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
 	if (n > 0) {
 		b->recv += (uint32_t)n;
 		s->bytes_in += (uint64_t)n;
+		buf_check(b);
 	}
 	read_done(s, n, errno);
 }
@@ -1234,6 +1248,7 @@ static void read_batch(void)
 			continue;
 		ss[i]->buf->recv += (uint32_t)ops[i].res;
 		ss[i]->bytes_in += (uint64_t)ops[i].res;
+		buf_check(ss[i]->buf);
 	}
 	for (int i = 0; i < n; i++)
 		if (!ss[i]->closed)
