@@ -1,6 +1,7 @@
 /* pgcrew — shared helpers of the libFuzzer targets in test/fuzz/: input as a
- * NUL-terminated string, as a file (for the parsers that read paths), and
- * split into parts at NUL bytes. Each target is one fuzz_<name>.c. */
+ * NUL-terminated string, as a file (for the parsers that read paths), split
+ * into parts at NUL bytes, or read front to back as a script's bytes. Each
+ * target is one fuzz_<name>.c. */
 #ifndef PGCREW_FUZZ_H
 #define PGCREW_FUZZ_H
 
@@ -19,5 +20,18 @@ const char *fuzz_file(const char *tag, const uint8_t *data, size_t size);
 /* The next part of *data up to a NUL (or the end), as a malloc'd string;
  * advances *data and *size past the NUL. */
 char *fuzz_next_part(const uint8_t **data, size_t *size, size_t *len);
+
+/* The input as a script (fuzz_session, fuzz_stream), front to back; past
+ * its end every byte reads 0. */
+struct input {
+	const uint8_t *p;
+	size_t n;
+};
+
+uint8_t in_byte(struct input *in);
+/* Up to max bytes (fewer at the end); *bytes points into the input. */
+size_t in_take(struct input *in, const uint8_t **bytes, size_t max);
+/* One of n table entries. */
+size_t in_pick(struct input *in, size_t n);
 
 #endif

@@ -11,21 +11,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "fuzz.h"
 #include "proto/build.h"
 #include "types.h"
-
-/* ---- the input, front to back; past its end every byte reads 0 ---- */
-
-struct input {
-	const uint8_t *p;
-	size_t n;
-};
-
-uint8_t in_byte(struct input *in);
-/* Up to max bytes (fewer at the end); *bytes points into the input. */
-size_t in_take(struct input *in, const uint8_t **bytes, size_t max);
-/* One of n table entries. */
-size_t in_pick(struct input *in, size_t n);
 
 /* ---- what a fake peer reads from the pooler ---- */
 

@@ -42,3 +42,25 @@ char *fuzz_next_part(const uint8_t **data, size_t *size, size_t *len)
 		*len = n;
 	return s;
 }
+
+uint8_t in_byte(struct input *in)
+{
+	if (in->n == 0)
+		return 0;
+	in->n--;
+	return *in->p++;
+}
+
+size_t in_take(struct input *in, const uint8_t **bytes, size_t max)
+{
+	size_t n = in->n < max ? in->n : max;
+	*bytes = in->p;
+	in->p += n;
+	in->n -= n;
+	return n;
+}
+
+size_t in_pick(struct input *in, size_t n)
+{
+	return in_byte(in) % n;
+}
