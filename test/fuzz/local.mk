@@ -1,5 +1,5 @@
-# libFuzzer targets, one per parser, and one of the session core on the
-# unit rig (configure --enable-fuzzing with CC=clang; scripts/fuzz.sh does
+# libFuzzer targets, one per parser, one of the stream transport, and one of
+# the session core on the unit rig (configure --enable-fuzzing with CC=clang; scripts/fuzz.sh does
 # both). "make fuzz" runs every target over its seed corpus
 # (test/fuzz/corpus/<target>): FUZZ_RUNS executions each, or FUZZ_SECONDS of
 # fuzzing each when that is set, at most FUZZ_TIME_CAP seconds each when
@@ -10,7 +10,7 @@ FUZZ_TARGETS = test/fuzz/fuzz_startup test/fuzz/fuzz_client_stream \
 	test/fuzz/fuzz_scram_client test/fuzz/fuzz_config test/fuzz/fuzz_connstr \
 	test/fuzz/fuzz_userlist test/fuzz/fuzz_hba test/fuzz/fuzz_console \
 	test/fuzz/fuzz_prepared test/fuzz/fuzz_sqlprep test/fuzz/fuzz_proxyproto \
-	test/fuzz/fuzz_session
+	test/fuzz/fuzz_session test/fuzz/fuzz_stream
 noinst_PROGRAMS = $(FUZZ_TARGETS)
 # Only the fuzz targets lack a program_LDADD of their own.
 LDADD = libpgcrew.a $(PGCREW_LIBS)
@@ -43,6 +43,9 @@ test_fuzz_fuzz_sqlprep_SOURCES = test/fuzz/fuzz_sqlprep.c $(FUZZ_COMMON)
 test_fuzz_fuzz_sqlprep_LDFLAGS = $(FUZZ_LINK)
 test_fuzz_fuzz_proxyproto_SOURCES = test/fuzz/fuzz_proxyproto.c $(FUZZ_COMMON)
 test_fuzz_fuzz_proxyproto_LDFLAGS = $(FUZZ_LINK)
+# The stream transport alone: three streams on socketpairs, a scripted owner.
+test_fuzz_fuzz_stream_SOURCES = test/fuzz/fuzz_stream.c $(FUZZ_COMMON)
+test_fuzz_fuzz_stream_LDFLAGS = $(FUZZ_LINK)
 # The session core on the unit rig (test/unit/rig.c, without cmocka), with
 # the clock wrapped as for the session unit tests.
 test_fuzz_fuzz_session_SOURCES = test/fuzz/fuzz_session.c test/fuzz/fuzz_session_client.c \

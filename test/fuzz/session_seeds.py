@@ -434,15 +434,20 @@ def captured_seeds():
     return seeds
 
 
-def main():
-    os.makedirs(OUT, exist_ok=True)
-    seeds = {**client_seeds(), **path_seeds(), **captured_seeds()}
-    for name in os.listdir(OUT):
-        os.unlink(os.path.join(OUT, name))
+def write_corpus(out, seeds):
+    """Replaces the seed files in out with seeds (name: bytes); also used
+    by stream_seeds.py."""
+    os.makedirs(out, exist_ok=True)
+    for name in os.listdir(out):
+        os.unlink(os.path.join(out, name))
     for name, data in sorted(seeds.items()):
-        with open(os.path.join(OUT, name), "wb") as f:
+        with open(os.path.join(out, name), "wb") as f:
             f.write(data)
-    print(f"{len(seeds)} seeds in {os.path.relpath(OUT)}", file=sys.stderr)
+    print(f"{len(seeds)} seeds in {os.path.relpath(out)}", file=sys.stderr)
+
+
+def main():
+    write_corpus(OUT, {**client_seeds(), **path_seeds(), **captured_seeds()})
 
 
 if __name__ == "__main__":
