@@ -11,7 +11,6 @@
 #include <stdatomic.h>
 
 #define HIST_BOUNDS 18              /* finite upper bounds; one more bucket is +Inf */
-#define HIST_POOLS 1024             /* distinct (database, user) pools tracked */
 
 enum hist_pool_kind { HIST_QUERY, HIST_XACT, HIST_WAIT, HIST_POOL_KINDS };
 enum hist_phase {
@@ -60,15 +59,31 @@ struct hist_total {                 /* a sum over workers, for readers */
 /* Bucket upper bounds in microseconds (le labels). */
 extern const uint64_t hist_bounds_us[HIST_BOUNDS];
 
-/* Supervisor, before forking: room for n workers. */
-int hist_create(int n_workers) MUSTCHECK;
+/* Supervisor, before forking: room for n workers and max_pools pools
+ * (the setting) at once. */
+int hist_create(int n_workers, uint32_t max_pools) MUSTCHECK;
 void hist_destroy(void);
 /* Worker: which cells are ours. */
 void hist_attach_worker(int w);
 
-/* This worker's cell for a pool; NULL when the table is full or there is no
- * shared memory (then nothing is counted). Stable for the instance's life. */
-struct hist_pool_cell *hist_pool_cell(const char *db, const char *user);
+/* This worker's cell for a pool, held until hist_pool_release: every
+ * worker that has the pool holds the same slot, and a slot no worker
+ * holds is free for another pool (its counts start again from zero). NULL
+ * when the table is full (max_pools pools held at once), the names are too
+ * long or there is no shared memory. */
+struct hist_pool_cell *hist_pool_hold(const char *db, const char *user);
+/* Let go of ours (the pool goes, or has nothing in this worker): what
+ * other workers read of it says nothing is here from now on. */
+void hist_pool_release(struct hist_pool_cell *cell);
+/* Slots held now, the capacity, and the highest slot ever used + 1. */
+uint32_t hist_pools_used(void);
+uint32_t hist_pools_capacity(void);
+uint32_t hist_pools_high(void);
+bool hist_pool_full(void);
+/* Shared memory there and this process one of its workers. */
+bool hist_enabled(void);
+/* Some worker holds the pool's slot (the supervisor's sweep). */
+bool hist_pool_held(const char *db, const char *user);
 
 /* Hot path: the bucket index and two single-writer stores. The index is
  * the number of bounds below us (a value equal to a bound falls in its
@@ -105,20 +120,21 @@ void hist_phase_observe(enum hist_phase ph, uint64_t us);
 
 /* The wait line (see struct hist_pool_cell): set ours; the oldest of the
  * other workers' (0: nobody waits elsewhere); every worker's for a pool by
- * name (false, all 0, when the pool has no cells); a dead worker's are
- * cleared by the supervisor. */
+ * name (false, all 0, when the pool has no cells). */
 void hist_pool_set_wait(struct hist_pool_cell *cell, usec_t since);
 usec_t hist_pool_wait_elsewhere(const struct hist_pool_cell *cell);
 bool hist_pool_waits(const char *db, const char *user, usec_t *since, int n);
 usec_t hist_pool_wait_of(const char *db, const char *user, int w);
-void hist_clear_waits(int w);
+/* Supervisor: worker w died; its wait lines, idle counts and clients are
+ * cleared and its slots let go of. */
+void hist_worker_gone(int w);
 /* Idle servers that could move (set ours; whether another worker than
  * `except` has any, by name). */
 void hist_pool_set_idle(struct hist_pool_cell *cell, int n);
 /* pool_idle_timeout: publish ours; whether another worker has a client of
  * the pool now, and if not when the last one of another worker went (0:
  * none ever had one) in *last_used. A dead worker's clients are cleared
- * with its wait lines (hist_clear_waits). */
+ * with its wait lines (hist_worker_gone). */
 void hist_pool_set_use(struct hist_pool_cell *cell, int clients, usec_t last_used);
 bool hist_pool_used_elsewhere(const struct hist_pool_cell *cell, usec_t *last_used);
 /* Clients of the pool in every worker, ours included (-1: no shared cell). */
@@ -133,7 +149,7 @@ usec_t hist_pool_next_elsewhere(const struct hist_pool_cell *cell, bool newest);
 /* Readers: sums over every worker (dead ones too: counts never go back). */
 void hist_pool_total(int idx, enum hist_pool_kind k, struct hist_total *out);
 void hist_phase_total(enum hist_phase ph, struct hist_total *out);
-/* The idx-th pool slot, if used. */
+/* The idx-th pool slot, if used (readers scan [0, hist_pools_high())). */
 bool hist_pool_at(int idx, char *db, size_t dblen, char *user, size_t userlen);
 const char *hist_phase_name(enum hist_phase ph);
 

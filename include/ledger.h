@@ -91,5 +91,8 @@ int ledger_pool_count(const struct ledger *l, const char *db, const char *user, 
 int ledger_db_count(const struct ledger *l, const char *db);
 int ledger_user_count(const struct ledger *l, const char *user);
 int ledger_queued(const struct ledger *l);
+/* Pools, databases and users it has entries for (each goes when it counts
+ * nothing any more): memory tests. */
+int ledger_entries(const struct ledger *l);
 
 #endif

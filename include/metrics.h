@@ -19,6 +19,7 @@ typedef void (*metrics_done_fn)(void *arg, const char *err);
 struct metrics_source {
 	const struct config *(*config)(void);
 	void (*fanout)(const char *cmd, metrics_part_fn on_part, metrics_done_fn on_done, void *arg);
+	int (*ledger_entries)(void);        /* may be NULL */
 };
 
 /* Bind metrics_listen (nothing when empty). -1 when it cannot be bound;

@@ -5,6 +5,7 @@
 #ifndef PGCREW_OBJECTS_H
 #define PGCREW_OBJECTS_H
 
+#include "hmap.h"
 #include "types.h"
 #include "util.h"
 #include "stream.h"
@@ -57,6 +58,7 @@ struct world;
 
 struct database {
 	struct list node;                 /* worker.databases */
+	struct hnode hn;                  /* worker.db_map, by name */
 	struct world *world;              /* the registry it is in (its pools' and servers' too) */
 	char name[NAME_MAX_LEN];
 	char dbname[NAME_MAX_LEN];        /* name on the server */
@@ -86,6 +88,7 @@ struct database {
 	bool is_autodb;                   /* created from the "*" template */
 	bool dead;                        /* removed by reload: no new servers or logins */
 	bool mark;                        /* reload mark-and-sweep */
+	bool held;                        /* a pool or a client points at it (pool_sweep) */
 	bool paused, disabled;
 	bool admin;                       /* the "pgbouncer" console */
 	int n_servers;                    /* this worker's, for max_db_connections */
@@ -98,6 +101,7 @@ struct database {
 
 struct puser {                            /* a user known to this worker */
 	struct list node;                 /* worker.users */
+	struct hnode hn;                  /* worker.user_map, by name */
 	char name[NAME_MAX_LEN];
 	char *secret;                     /* userlist secret or "": pool_user_set_secret() */
 	bool has_scram_keys;              /* pass-through: learned from a client's proof */
@@ -110,6 +114,7 @@ struct puser {                            /* a user known to this worker */
 	int n_servers, n_clients;         /* this worker's */
 	int shm_idx;                      /* instance-wide client count (shm.h), -1 = none */
 	bool mark;
+	bool held;                        /* a pool or a client points at it (pool_sweep) */
 };
 
 struct pool_stats {
@@ -122,6 +127,7 @@ struct pool_stats {
 
 struct pool {
 	struct list node;                 /* worker.pools */
+	struct hnode hn;                  /* worker.pool_map, by (db, user) */
 	struct database *db;
 	struct puser *user;               /* the server-side user */
 	struct list active_clients;       /* CLIENT_ACTIVE */

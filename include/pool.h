@@ -40,6 +40,23 @@ void pool_client_out(struct pool *p);
 /* Free p, which nothing points at any more (pool_idle.c makes sure): its
  * counts go to shared memory first and its shared cells are left clear. */
 void pool_destroy(struct pool *p);
+/* p's shared cell (hist.h), held while p has anything in this worker: true
+ * when it is held (or p needs none: the console's, or no shared memory);
+ * false when max_pools pools are held already. Released by pool_idle.c
+ * when p has had nothing for a while, and when p goes. */
+bool pool_cell_ready(struct pool *p);
+void pool_cell_release(struct pool *p);
+/* The database's and user's shared names held (taken again if a full
+ * table refused them before); false when the name table is full. */
+bool pool_names_ready(struct database *db, struct puser *u);
+/* Something other than a client points at p (a server, one just closed, an
+ * auth_query lookup), or an answer for it is on its way (a request to the
+ * supervisor, whose answer finds the pool by name). */
+bool pool_in_use(const struct pool *p);
+/* Free the pools of removed databases that have nothing, and removed
+ * databases and users that nothing points at (the janitor, every few
+ * seconds), with their shared names. */
+void pool_sweep(struct world *w);
 
 /* PAUSE of every database, of this one, or of this pool: its servers go to
  * no client (and none move to another worker's). */

@@ -10,14 +10,15 @@
 #include "types.h"
 
 #define SHM_MAX_WORKERS 128     /* the cancel key keeps 7 bits for the worker */
-#define SHM_NAMES 4096          /* distinct database and user names counted */
 
 enum shm_kind { SHM_DB, SHM_USER };
 
-/* Supervisor, before forking: room for n workers. */
-int shm_create(int n_workers) MUSTCHECK;
+/* Supervisor, before forking: room for n workers and n_names database and
+ * user names held at once (2 x max_pools). */
+int shm_create(int n_workers, uint32_t n_names) MUSTCHECK;
 void shm_destroy(void);
-/* Supervisor, when worker w is gone: its clients are gone too. */
+/* Supervisor, when worker w is gone: its clients are gone too, and the
+ * names it held are let go of. */
 void shm_worker_reset(int w);
 /* Worker: which column is ours. */
 void shm_attach_worker(int w);
@@ -44,10 +45,21 @@ enum shm_login_kind { SHM_LOGIN_CLIENT, SHM_LOGIN_SERVER, SHM_LOGIN_KINDS };
 void shm_note_login(enum shm_login_kind kind, int minor);
 uint64_t shm_logins_total(enum shm_login_kind kind, int minor);
 
-/* Named counters (clients per database and per user). The index is stable
- * for the life of the instance; -1 when the table is full (then callers
- * count per worker only, and say so). */
-int shm_name_index(enum shm_kind kind, const char *name);
+/* Named counters (clients per database and per user), and a database's
+ * host-list state and traffic counters. A worker holds a name's slot while
+ * it has the database or user (shtab.h): every worker that has it holds
+ * the same slot, and a slot no worker holds is free for another name (its
+ * counts start again from zero). -1 when the table is full or there is no
+ * shared memory. */
+int shm_name_hold(enum shm_kind kind, const char *name);
+void shm_name_release(int idx);
+/* Shared memory there and this process one of its workers. */
+bool shm_enabled(void);
+/* Names held now, the capacity, and the highest slot ever used + 1
+ * (readers scan [0, shm_names_high())). */
+uint32_t shm_names_used(void);
+uint32_t shm_names_capacity(void);
+uint32_t shm_names_high(void);
 bool shm_name_take(int idx, int limit);
 void shm_name_put(int idx);
 int shm_name_total(int idx);
@@ -68,8 +80,9 @@ void shm_avg_get(int idx, uint64_t avg[SHM_STATS]);
  * instance's counters started (util_monotonic). */
 bool shm_avg_ready(void);
 usec_t shm_created(void);
-/* The i-th name slot, if used and of that kind. */
-bool shm_name_at(int i, enum shm_kind kind, char *name, size_t len);
+/* The i-th name slot, if used and of that kind, with its generation (a
+ * slot taken again by another name has another; gen may be NULL). */
+bool shm_name_at(int i, enum shm_kind kind, char *name, size_t len, uint32_t *gen);
 void shm_host_set(int idx, int value);
 /* target_session_attrs: each host's last known role (enum host_role, 0 =
  * unknown) and until when a host that did not match is skipped, shared so

@@ -7,6 +7,7 @@
 #ifndef PGCREW_WORLD_H
 #define PGCREW_WORLD_H
 
+#include "hmap.h"
 #include "types.h"
 #include "ipc.h"
 #include "listen.h"
@@ -28,6 +29,7 @@ struct world {
 	struct list databases;           /* struct database */
 	struct list users;               /* struct puser */
 	struct list pools;               /* struct pool */
+	struct hmap db_map, user_map, pool_map;   /* the same, found by name */
 	struct list login_clients;       /* CLIENT_LOGIN */
 	struct list cancel_clients;      /* CLIENT_CANCEL */
 	struct list justfree_clients;    /* CLIENT_JUSTFREE: freed after this iteration */
@@ -42,6 +44,7 @@ struct world {
 	bool shutdown_ready_told;        /* WAIT_FOR_SERVERS: told the supervisor none is in use */
 	struct event *reaper;            /* frees justfree objects */
 	struct event *janitor;           /* periodic timeouts and maintenance */
+	usec_t last_sweep;               /* pool_sweep, by the janitor */
 	struct event *stats_timer;       /* log_stats */
 	struct tls_ctx *client_tls;      /* NULL when client TLS is disabled */
 	struct tls_ctx *server_tls;

@@ -4,7 +4,7 @@
 # (their own local.mk files) and base.
 libpgcrew_a_SOURCES += \
 	src/sup/supervisor.c src/sup/ledger.c src/sup/metrics.c src/sup/takeover.c \
-	src/sup/sdnotify.c \
+	src/sup/sdnotify.c src/sup/welcome.c \
 	src/worker/worker.c src/worker/janitor.c \
 	src/console/admin.c src/console/admin_ext.c src/console/admin_sockets.c \
 	src/console/control.c src/console/rowmerge.c \
@@ -15,7 +15,7 @@ libpgcrew_a_SOURCES += \
 	src/session/handover.c src/session/proxy_accept.c src/session/conn_takeover.c \
 	src/session/world.c src/session/connlog.c src/session/reap.c src/session/session_ipc.c \
 	src/net/stream.c src/net/uring.c src/net/tls.c src/net/dns.c src/net/listen.c \
-	src/base/log.c src/base/util.c src/base/ipc.c src/base/ipc_msg.c src/base/shm.c src/base/hist.c \
+	src/base/log.c src/base/util.c src/base/ipc.c src/base/ipc_msg.c src/base/shm.c src/base/shtab.c src/base/hmap.c src/base/hist.c \
 	src/base/sched_slice.c src/base/strpool.c
 noinst_HEADERS += \
 	include/admin.h \

@@ -1,12 +1,13 @@
 /* pgcrew — latency histograms in one anonymous shared mapping made by the
  * supervisor before the first fork (see hist.h). Cells are laid out worker
  * by worker, so a worker's writes stay in its own cache lines; a pool's slot
- * is claimed by name with a CAS, as shm.c does for database names. */
+ * comes from the shared table (shtab.h): held by every worker that has the
+ * pool, freed and reused when none has it. */
 #include "hist.h"
 #include "log.h"
+#include "shtab.h"
 #include "util.h"
 
-#include <sched.h>
 #include <stdio.h>
 #include <sys/mman.h>
 
@@ -24,51 +25,72 @@ static const char *const phase_names[] = {
 };
 _Static_assert(ARRAY_SIZE(phase_names) == HIST_PHASES, "phase names");
 
-enum { SLOT_EMPTY, SLOT_WRITING, SLOT_READY };
-
-struct pool_slot {
-	_Atomic int state;
-	char db[NAME_LEN];
-	char user[NAME_LEN];
-};
-
-struct worker_cells {               /* one worker's part of the mapping */
-	struct hist phase[HIST_PHASES];
-	struct hist_pool_cell pools[HIST_POOLS];
-};
-
 struct hist_head {
 	int n_workers;
-	struct pool_slot slots[HIST_POOLS];
-	/* followed by struct worker_cells[n_workers] */
+	uint32_t max_pools;
+	size_t tab_off, phase_off, pools_off;
+	/* the pool table (shtab), then struct hist phase[n_workers][HIST_PHASES],
+	 * then struct hist_pool_cell pools[n_workers][max_pools]: a worker's
+	 * cells together, so its writes stay in its own cache lines */
 };
 
 static struct hist_head *head;
-static struct worker_cells *cells;
 static size_t map_len;
 static int self = -1;
 
-int hist_create(int n_workers)
+static size_t round_up(size_t n)
 {
-	if (n_workers < 1)
+	return (n + 127) & ~(size_t)127;
+}
+
+static struct shtab *tab(void)
+{
+	return (struct shtab *)((char *)head + head->tab_off);
+}
+
+static struct hist *phases(int w)
+{
+	return (struct hist *)((char *)head + head->phase_off) + (size_t)w * HIST_PHASES;
+}
+
+static struct hist_pool_cell *pool_cells(int w)
+{
+	return (struct hist_pool_cell *)((char *)head + head->pools_off) + (size_t)w * head->max_pools;
+}
+
+int hist_create(int n_workers, uint32_t max_pools)
+{
+	if (n_workers < 1 || max_pools < 1)
 		return -1;
-	size_t head_len = (sizeof(*head) + 127) & ~(size_t)127;
-	map_len = head_len + sizeof(struct worker_cells) * (size_t)n_workers;
-	void *p = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	size_t tab_off = round_up(sizeof(*head));
+	size_t phase_off = tab_off + round_up(shtab_size(max_pools));
+	size_t pools_off = phase_off + round_up(sizeof(struct hist) * HIST_PHASES * (size_t)n_workers);
+	size_t len = pools_off + sizeof(struct hist_pool_cell) * max_pools * (size_t)n_workers;
+	/* Pages no pool has touched cost nothing: reserve no swap for them. */
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (p == MAP_FAILED)
 		return -1;
-	head = p;                   /* zeroed pages; untouched ones cost nothing */
+	head = p;                   /* zeroed pages */
+	map_len = len;
 	head->n_workers = n_workers;
-	cells = (struct worker_cells *)((char *)p + head_len);
+	head->max_pools = max_pools;
+	head->tab_off = tab_off;
+	head->phase_off = phase_off;
+	head->pools_off = pools_off;
+	if (shtab_init(tab(), max_pools) < 0) {
+		hist_destroy();
+		return -1;
+	}
 	return 0;
 }
 
 void hist_destroy(void)
 {
-	if (head)
+	if (head) {
+		shtab_destroy(tab());
 		munmap(head, map_len);
+	}
 	head = NULL;
-	cells = NULL;
 }
 
 void hist_attach_worker(int w)
@@ -76,61 +98,83 @@ void hist_attach_worker(int w)
 	self = head && w >= 0 && w < head->n_workers ? w : -1;
 }
 
-static uint32_t hash_pool(const char *db, const char *user)
+/* "db\0user\0": no two pairs make the same key. */
+static size_t pool_key(char *key, const char *db, const char *user)
 {
-	uint32_t h = 2166136261u;
-	for (const unsigned char *p = (const unsigned char *)db; *p; p++)
-		h = (h ^ *p) * 16777619u;
-	h = (h ^ 0xff) * 16777619u;
-	for (const unsigned char *p = (const unsigned char *)user; *p; p++)
-		h = (h ^ *p) * 16777619u;
-	return h;
+	size_t dl = strlen(db), ul = strlen(user);
+	if (dl >= NAME_LEN || ul >= NAME_LEN)
+		return 0;
+	memcpy(key, db, dl + 1);
+	memcpy(key + dl + 1, user, ul + 1);
+	return dl + ul + 2;
 }
 
-/* Claim or find the slot of (db, user); -1 when the table is full (or,
- * without claim, when the pool has none). */
-static int pool_index(const char *db, const char *user, bool claim)
+static int find_pool(const char *db, const char *user)
 {
-	uint32_t h = hash_pool(db, user);
-	for (int probe = 0; probe < HIST_POOLS; probe++) {
-		struct pool_slot *s = &head->slots[(h + (uint32_t)probe) % HIST_POOLS];
-		int st = atomic_load_explicit(&s->state, memory_order_acquire);
-		if (st == SLOT_EMPTY && !claim)
-			return -1;
-		if (st == SLOT_EMPTY) {
-			int expect = SLOT_EMPTY;
-			if (atomic_compare_exchange_strong(&s->state, &expect, SLOT_WRITING)) {
-				strcpy(s->db, db);
-				strcpy(s->user, user);
-				atomic_store_explicit(&s->state, SLOT_READY, memory_order_release);
-				return (int)(s - head->slots);
-			}
-			st = expect;
-		}
-		/* Another process is writing the names: a few stores, wait. */
-		while (st == SLOT_WRITING) {
-			sched_yield();
-			st = atomic_load_explicit(&s->state, memory_order_acquire);
-		}
-		if (strcmp(s->db, db) == 0 && strcmp(s->user, user) == 0)
-			return (int)(s - head->slots);
-	}
-	return -1;
+	char key[2 * NAME_LEN];
+	size_t len = head ? pool_key(key, db, user) : 0;
+	return len ? shtab_find(tab(), key, len) : -1;
 }
 
-struct hist_pool_cell *hist_pool_cell(const char *db, const char *user)
+/* A pool's slot taken afresh: every worker's cells start from zero (the
+ * last holders' counts went with it). Under the table's lock. */
+static void clear_slot(int i, void *arg)
 {
-	static bool warned;
-	if (!head || self < 0 || strlen(db) >= NAME_LEN || strlen(user) >= NAME_LEN)
+	(void)arg;
+	for (int w = 0; w < head->n_workers; w++)
+		memset(&pool_cells(w)[i], 0, sizeof(struct hist_pool_cell));
+}
+
+struct hist_pool_cell *hist_pool_hold(const char *db, const char *user)
+{
+	char key[2 * NAME_LEN];
+	if (!head || self < 0)
 		return NULL;
-	int idx = pool_index(db, user, true);
-	if (idx < 0) {
-		if (!warned)
-			log_warning("histograms: more than %d pools, pool=%s/%s not counted", HIST_POOLS, db, user);
-		warned = true;
-		return NULL;
-	}
-	return &cells[self].pools[idx];
+	size_t len = pool_key(key, db, user);
+	int i = len ? shtab_hold(tab(), self, key, len, NULL, clear_slot, NULL) : -1;
+	return i < 0 ? NULL : &pool_cells(self)[i];
+}
+
+void hist_pool_release(struct hist_pool_cell *cell)
+{
+	if (!cell || !head || self < 0)
+		return;
+	/* What others read of ours says "nothing here" from now on. */
+	hist_pool_set_wait(cell, 0);
+	hist_pool_set_idle(cell, 0);
+	hist_pool_set_next(cell, 0);
+	atomic_store_explicit(&cell->clients, 0, memory_order_relaxed);
+	(void)shtab_release(tab(), self, (int)(cell - pool_cells(self)));
+}
+
+bool hist_pool_held(const char *db, const char *user)
+{
+	return find_pool(db, user) >= 0;
+}
+
+bool hist_enabled(void)
+{
+	return head && self >= 0;
+}
+
+bool hist_pool_full(void)
+{
+	return head && shtab_used(tab()) >= head->max_pools;
+}
+
+uint32_t hist_pools_used(void)
+{
+	return head ? shtab_used(tab()) : 0;
+}
+
+uint32_t hist_pools_capacity(void)
+{
+	return head ? head->max_pools : 0;
+}
+
+uint32_t hist_pools_high(void)
+{
+	return head ? shtab_high_water(tab()) : 0;
 }
 
 void hist_pool_set_wait(struct hist_pool_cell *cell, usec_t since)
@@ -148,9 +192,9 @@ static usec_t elsewhere(const struct hist_pool_cell *cell, enum cell_time f, boo
 	usec_t best = 0;
 	if (!cell || !head || self < 0)
 		return 0;
-	ptrdiff_t idx = cell - cells[self].pools;
+	ptrdiff_t idx = cell - pool_cells(self);
 	for (int w = 0; w < head->n_workers; w++) {
-		const struct hist_pool_cell *o = &cells[w].pools[idx];
+		const struct hist_pool_cell *o = &pool_cells(w)[idx];
 		usec_t t = w == self ? 0 : atomic_load_explicit(f == CELL_WAIT_SINCE ? &o->wait_since : &o->idle_next,
 							       memory_order_relaxed);
 		if (t && (!best || (newest ? t > best : t < best)))
@@ -166,31 +210,34 @@ usec_t hist_pool_wait_elsewhere(const struct hist_pool_cell *cell)
 
 bool hist_pool_waits(const char *db, const char *user, usec_t *since, int n)
 {
-	int idx = head && strlen(db) < NAME_LEN && strlen(user) < NAME_LEN ? pool_index(db, user, false) : -1;
+	int idx = find_pool(db, user);
 	for (int w = 0; w < n; w++)
 		since[w] = idx >= 0 && w < head->n_workers ?
-			atomic_load_explicit(&cells[w].pools[idx].wait_since, memory_order_relaxed) : 0;
+			atomic_load_explicit(&pool_cells(w)[idx].wait_since, memory_order_relaxed) : 0;
 	return idx >= 0;
 }
 
 usec_t hist_pool_wait_of(const char *db, const char *user, int w)
 {
-	int idx = head && strlen(db) < NAME_LEN && strlen(user) < NAME_LEN ? pool_index(db, user, false) : -1;
+	int idx = find_pool(db, user);
 	if (idx < 0 || w < 0 || w >= head->n_workers)
 		return 0;
-	return atomic_load_explicit(&cells[w].pools[idx].wait_since, memory_order_relaxed);
+	return atomic_load_explicit(&pool_cells(w)[idx].wait_since, memory_order_relaxed);
 }
 
-void hist_clear_waits(int w)
+void hist_worker_gone(int w)
 {
 	if (!head || w < 0 || w >= head->n_workers)
 		return;
-	for (int i = 0; i < HIST_POOLS; i++) {
-		atomic_store_explicit(&cells[w].pools[i].wait_since, 0, memory_order_relaxed);
-		atomic_store_explicit(&cells[w].pools[i].idle, 0, memory_order_relaxed);
-		atomic_store_explicit(&cells[w].pools[i].clients, 0, memory_order_relaxed);
-		atomic_store_explicit(&cells[w].pools[i].idle_next, 0, memory_order_relaxed);
+	uint32_t high = shtab_high_water(tab());
+	for (uint32_t i = 0; i < high; i++) {
+		struct hist_pool_cell *c = &pool_cells(w)[i];
+		atomic_store_explicit(&c->wait_since, 0, memory_order_relaxed);
+		atomic_store_explicit(&c->idle, 0, memory_order_relaxed);
+		atomic_store_explicit(&c->clients, 0, memory_order_relaxed);
+		atomic_store_explicit(&c->idle_next, 0, memory_order_relaxed);
 	}
+	(void)shtab_worker_gone(tab(), w);
 }
 
 void hist_pool_set_idle(struct hist_pool_cell *cell, int n)
@@ -201,9 +248,9 @@ void hist_pool_set_idle(struct hist_pool_cell *cell, int n)
 
 bool hist_pool_idle_elsewhere(const char *db, const char *user, int except)
 {
-	int idx = head && strlen(db) < NAME_LEN && strlen(user) < NAME_LEN ? pool_index(db, user, false) : -1;
+	int idx = find_pool(db, user);
 	for (int w = 0; idx >= 0 && w < head->n_workers; w++)
-		if (w != except && atomic_load_explicit(&cells[w].pools[idx].idle, memory_order_relaxed) > 0)
+		if (w != except && atomic_load_explicit(&pool_cells(w)[idx].idle, memory_order_relaxed) > 0)
 			return true;
 	return false;
 }
@@ -225,11 +272,11 @@ static int others_use(const struct hist_pool_cell *cell, usec_t *last_used)
 		*last_used = 0;
 	if (!cell || !head || self < 0)
 		return -1;
-	ptrdiff_t idx = cell - cells[self].pools;
+	ptrdiff_t idx = cell - pool_cells(self);
 	for (int w = 0; w < head->n_workers; w++) {
 		if (w == self)
 			continue;
-		const struct hist_pool_cell *o = &cells[w].pools[idx];
+		const struct hist_pool_cell *o = &pool_cells(w)[idx];
 		n += atomic_load_explicit(&o->clients, memory_order_relaxed);
 		usec_t t = atomic_load_explicit(&o->last_used, memory_order_relaxed);
 		if (last_used && t > *last_used)
@@ -263,7 +310,7 @@ usec_t hist_pool_next_elsewhere(const struct hist_pool_cell *cell, bool newest)
 void hist_phase_observe(enum hist_phase ph, uint64_t us)
 {
 	if (head && self >= 0)
-		hist_observe(&cells[self].phase[ph], us);
+		hist_observe(&phases(self)[ph], us);
 }
 
 static void add_total(const struct hist *h, struct hist_total *out)
@@ -276,10 +323,10 @@ static void add_total(const struct hist *h, struct hist_total *out)
 void hist_pool_total(int idx, enum hist_pool_kind k, struct hist_total *out)
 {
 	memset(out, 0, sizeof(*out));
-	if (!head || idx < 0 || idx >= HIST_POOLS)
+	if (!head || idx < 0 || (uint32_t)idx >= head->max_pools)
 		return;
 	for (int w = 0; w < head->n_workers; w++)
-		add_total(&cells[w].pools[idx].h[k], out);
+		add_total(&pool_cells(w)[idx].h[k], out);
 }
 
 void hist_phase_total(enum hist_phase ph, struct hist_total *out)
@@ -288,18 +335,20 @@ void hist_phase_total(enum hist_phase ph, struct hist_total *out)
 	if (!head)
 		return;
 	for (int w = 0; w < head->n_workers; w++)
-		add_total(&cells[w].phase[ph], out);
+		add_total(&phases(w)[ph], out);
 }
 
 bool hist_pool_at(int idx, char *db, size_t dblen, char *user, size_t userlen)
 {
-	if (!head || idx < 0 || idx >= HIST_POOLS)
+	char key[2 * NAME_LEN];
+	if (!head || idx < 0)
 		return false;
-	struct pool_slot *s = &head->slots[idx];
-	if (atomic_load_explicit(&s->state, memory_order_acquire) != SLOT_READY)
+	int len = shtab_key_at(tab(), idx, key, sizeof(key), NULL);
+	if (len < 2)
 		return false;
-	snprintf(db, dblen, "%s", s->db);
-	snprintf(user, userlen, "%s", s->user);
+	key[sizeof(key) - 1] = 0;
+	snprintf(db, dblen, "%s", key);
+	snprintf(user, userlen, "%s", key + strlen(key) + 1);
 	return true;
 }
 

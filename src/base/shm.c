@@ -5,77 +5,112 @@
  * racing workers may both refuse but can never both exceed. */
 #include "shm.h"
 #include "log.h"
+#include "shtab.h"
 #include "util.h"
 
-#include <sched.h>
 #include <stdio.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
 
 #define NAME_LEN 64
 
-enum { SLOT_EMPTY, SLOT_WRITING, SLOT_READY };
-
-struct name_slot {
-	_Atomic int state;
+struct name_data {                 /* what a database's slot keeps besides counts */
 	_Atomic int host;          /* SHM_DB: next host of its list to use */
 	_Atomic uint8_t role[SHM_HOSTS];        /* SHM_DB: each host's last known role */
 	_Atomic int64_t skip_until[SHM_HOSTS];  /* SHM_DB: a host that did not match, until */
 	_Atomic uint8_t addr_next[SHM_HOSTS];   /* SHM_DB: which address of each host name next */
-	uint8_t kind;
-	char name[NAME_LEN];
 };
 
 struct shm_head {
 	_Atomic uint64_t next_id;
 	int n_workers;
+	uint32_t n_names;          /* capacity of the name table */
+	size_t tab_off, data_off, counts_off, stats_off, avgs_off;
 	_Atomic int clients[SHM_MAX_WORKERS];
 	_Atomic int restarts[SHM_MAX_WORKERS];
 	_Atomic uint64_t logins[SHM_MAX_WORKERS][SHM_LOGIN_KINDS][SHM_PROTO_MINORS];
-	struct name_slot names[SHM_NAMES];
-	/* followed by _Atomic int counts[SHM_NAMES][n_workers]
-	 * and _Atomic uint64_t stats[SHM_NAMES][n_workers][SHM_STATS] */
-	_Atomic uint64_t avgs[SHM_NAMES][SHM_STATS];
 	_Atomic bool avgs_set;     /* a stats_period has passed */
 	usec_t created;
+	/* then: the name table (shtab), struct name_data[n_names],
+	 * _Atomic int counts[n_names][n_workers],
+	 * _Atomic uint64_t stats[n_names][n_workers][SHM_STATS],
+	 * _Atomic uint64_t avgs[n_names][SHM_STATS] */
 };
 
 static struct shm_head *head;
-static _Atomic int *counts;
-static _Atomic uint64_t *stats;
 static size_t map_len;
 static int self = -1;
 
-int shm_create(int n_workers)
+static size_t round_up(size_t n)
 {
-	if (n_workers < 1 || n_workers > SHM_MAX_WORKERS)
+	return (n + 127) & ~(size_t)127;
+}
+
+static struct shtab *tab(void)
+{
+	return (struct shtab *)((char *)head + head->tab_off);
+}
+
+static struct name_data *name_data(int idx)
+{
+	return (struct name_data *)((char *)head + head->data_off) + idx;
+}
+
+static _Atomic int *cell(int idx, int w)
+{
+	return (_Atomic int *)((char *)head + head->counts_off) + (size_t)idx * (size_t)head->n_workers + (size_t)w;
+}
+
+static _Atomic uint64_t *stat_cell(int idx, int w)
+{
+	return (_Atomic uint64_t *)((char *)head + head->stats_off) +
+	       ((size_t)idx * (size_t)head->n_workers + (size_t)w) * SHM_STATS;
+}
+
+static _Atomic uint64_t *avg_cell(int idx)
+{
+	return (_Atomic uint64_t *)((char *)head + head->avgs_off) + (size_t)idx * SHM_STATS;
+}
+
+int shm_create(int n_workers, uint32_t n_names)
+{
+	if (n_workers < 1 || n_workers > SHM_MAX_WORKERS || n_names < 1)
 		return -1;
-	size_t cells = (size_t)SHM_NAMES * (size_t)n_workers;
-	size_t counts_len = (sizeof(_Atomic int) * cells + 7) & ~(size_t)7;
-	map_len = sizeof(*head) + counts_len + sizeof(_Atomic uint64_t) * cells * SHM_STATS;
-	void *p = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	size_t w = (size_t)n_workers, n = n_names;
+	size_t tab_off = round_up(sizeof(*head));
+	size_t data_off = tab_off + round_up(shtab_size(n_names));
+	size_t counts_off = data_off + round_up(sizeof(struct name_data) * n);
+	size_t stats_off = counts_off + round_up(sizeof(_Atomic int) * n * w);
+	size_t avgs_off = stats_off + round_up(sizeof(_Atomic uint64_t) * n * w * SHM_STATS);
+	size_t len = avgs_off + sizeof(_Atomic uint64_t) * n * SHM_STATS;
+	/* Pages no name has touched cost nothing: reserve no swap for them. */
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (p == MAP_FAILED)
 		return -1;
 	head = p;           /* the kernel gives zeroed pages */
+	map_len = len;
 	head->n_workers = n_workers;
+	head->n_names = n_names;
+	head->tab_off = tab_off;
+	head->data_off = data_off;
+	head->counts_off = counts_off;
+	head->stats_off = stats_off;
+	head->avgs_off = avgs_off;
 	head->created = util_monotonic();
-	counts = (_Atomic int *)(head + 1);
-	stats = (_Atomic uint64_t *)((char *)counts + counts_len);
+	if (shtab_init(tab(), n_names) < 0) {
+		shm_destroy();
+		return -1;
+	}
 	return 0;
 }
 
 void shm_destroy(void)
 {
-	if (head)
+	if (head) {
+		shtab_destroy(tab());
 		munmap(head, map_len);
+	}
 	head = NULL;
-	counts = NULL;
-	stats = NULL;
-}
-
-static _Atomic int *cell(int idx, int w)
-{
-	return &counts[(size_t)idx * (size_t)head->n_workers + (size_t)w];
 }
 
 void shm_worker_reset(int w)
@@ -83,8 +118,10 @@ void shm_worker_reset(int w)
 	if (!head || w < 0 || w >= head->n_workers)
 		return;
 	atomic_store(&head->clients[w], 0);
-	for (int i = 0; i < SHM_NAMES; i++)
-		atomic_store(cell(i, w), 0);
+	uint32_t high = shtab_high_water(tab());
+	for (uint32_t i = 0; i < high; i++)
+		atomic_store(cell((int)i, w), 0);
+	(void)shtab_worker_gone(tab(), w);
 }
 
 void shm_attach_worker(int w)
@@ -173,53 +210,80 @@ int shm_clients_total(void)
 	return head ? sum_clients() : 0;
 }
 
-static uint32_t hash_name(enum shm_kind kind, const char *name)
+/* A kind byte, then the name with its NUL: a database and a user of the
+ * same name are two slots. */
+static size_t name_key(char *key, enum shm_kind kind, const char *name)
 {
-	uint32_t h = 2166136261u ^ (uint32_t)kind;
-	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
-		h = (h ^ *p) * 16777619u;
-	return h;
+	size_t len = strlen(name);
+	if (len >= NAME_LEN)
+		return 0;
+	key[0] = (char)('0' + kind);
+	memcpy(key + 1, name, len + 1);
+	return len + 2;
 }
 
-int shm_name_index(enum shm_kind kind, const char *name)
+/* A name's slot taken afresh: counts, statistics, averages and host state
+ * start from zero. Under the table's lock, nobody else holding it. */
+static void clear_name(int idx, void *arg)
 {
-	if (!head || strlen(name) >= NAME_LEN)
-		return -1;
-	uint32_t h = hash_name(kind, name);
-	for (int probe = 0; probe < SHM_NAMES; probe++) {
-		int i = (int)((h + (uint32_t)probe) % SHM_NAMES);
-		struct name_slot *s = &head->names[i];
-		int st = atomic_load_explicit(&s->state, memory_order_acquire);
-		if (st == SLOT_EMPTY) {
-			int expect = SLOT_EMPTY;
-			if (atomic_compare_exchange_strong(&s->state, &expect, SLOT_WRITING)) {
-				s->kind = (uint8_t)kind;
-				strcpy(s->name, name);
-				atomic_store_explicit(&s->state, SLOT_READY, memory_order_release);
-				return i;
-			}
-			st = expect;
-		}
-		/* Another process is writing this slot: a few stores, wait them out. */
-		while (st == SLOT_WRITING) {
-			sched_yield();
-			st = atomic_load_explicit(&s->state, memory_order_acquire);
-		}
-		if (s->kind == (uint8_t)kind && strcmp(s->name, name) == 0)
-			return i;
+	(void)arg;
+	memset(name_data(idx), 0, sizeof(struct name_data));
+	for (int w = 0; w < head->n_workers; w++) {
+		atomic_store(cell(idx, w), 0);
+		memset(stat_cell(idx, w), 0, sizeof(_Atomic uint64_t) * SHM_STATS);
 	}
-	return -1;
+	memset(avg_cell(idx), 0, sizeof(_Atomic uint64_t) * SHM_STATS);
+}
+
+int shm_name_hold(enum shm_kind kind, const char *name)
+{
+	char key[NAME_LEN + 2];
+	if (!head || self < 0)
+		return -1;
+	size_t len = name_key(key, kind, name);
+	return len ? shtab_hold(tab(), self, key, len, NULL, clear_name, NULL) : -1;
+}
+
+void shm_name_release(int idx)
+{
+	if (head && self >= 0 && idx >= 0)
+		(void)shtab_release(tab(), self, idx);
+}
+
+bool shm_enabled(void)
+{
+	return head && self >= 0;
+}
+
+uint32_t shm_names_high(void)
+{
+	return head ? shtab_high_water(tab()) : 0;
+}
+
+uint32_t shm_names_used(void)
+{
+	return head ? shtab_used(tab()) : 0;
+}
+
+uint32_t shm_names_capacity(void)
+{
+	return head ? head->n_names : 0;
 }
 
 static bool valid_idx(int idx)
 {
-	return head && self >= 0 && idx >= 0 && idx < SHM_NAMES;
+	return head && self >= 0 && idx >= 0 && (uint32_t)idx < head->n_names;
+}
+
+static bool known_idx(int idx)
+{
+	return head && idx >= 0 && (uint32_t)idx < head->n_names;
 }
 
 int shm_name_total(int idx)
 {
 	int n = 0;
-	if (!head || idx < 0 || idx >= SHM_NAMES)
+	if (!known_idx(idx))
 		return 0;
 	for (int w = 0; w < head->n_workers; w++)
 		n += atomic_load(cell(idx, w));
@@ -240,57 +304,52 @@ bool shm_name_take(int idx, int limit)
 
 int shm_host(int idx, int advance)
 {
-	if (!head || idx < 0 || idx >= SHM_NAMES)
+	if (!known_idx(idx))
 		return 0;
-	return atomic_fetch_add(&head->names[idx].host, advance);
+	return atomic_fetch_add(&name_data(idx)->host, advance);
 }
 
 void shm_host_set(int idx, int value)
 {
-	if (head && idx >= 0 && idx < SHM_NAMES)
-		atomic_store(&head->names[idx].host, value);
+	if (known_idx(idx))
+		atomic_store(&name_data(idx)->host, value);
 }
 
 static bool host_cell_ok(int idx, int host)
 {
-	return head && idx >= 0 && idx < SHM_NAMES && host >= 0 && host < SHM_HOSTS;
+	return known_idx(idx) && host >= 0 && host < SHM_HOSTS;
 }
 
 int shm_host_role(int idx, int host)
 {
-	return host_cell_ok(idx, host) ? atomic_load(&head->names[idx].role[host]) : 0;
+	return host_cell_ok(idx, host) ? atomic_load(&name_data(idx)->role[host]) : 0;
 }
 
 int shm_host_role_set(int idx, int host, int role)
 {
-	return host_cell_ok(idx, host) ? atomic_exchange(&head->names[idx].role[host], (uint8_t)role) : role;
+	return host_cell_ok(idx, host) ? atomic_exchange(&name_data(idx)->role[host], (uint8_t)role) : role;
 }
 
 int64_t shm_host_skip_until(int idx, int host)
 {
-	return host_cell_ok(idx, host) ? atomic_load(&head->names[idx].skip_until[host]) : 0;
+	return host_cell_ok(idx, host) ? atomic_load(&name_data(idx)->skip_until[host]) : 0;
 }
 
 void shm_host_skip(int idx, int host, int64_t until)
 {
 	if (host_cell_ok(idx, host))
-		atomic_store(&head->names[idx].skip_until[host], until);
+		atomic_store(&name_data(idx)->skip_until[host], until);
 }
 
 int shm_addr_next(int idx, int host, int advance)
 {
-	return host_cell_ok(idx, host) ? atomic_fetch_add(&head->names[idx].addr_next[host], (uint8_t)advance) : -1;
+	return host_cell_ok(idx, host) ? atomic_fetch_add(&name_data(idx)->addr_next[host], (uint8_t)advance) : -1;
 }
 
 void shm_addr_next_set(int idx, int host, int value)
 {
 	if (host_cell_ok(idx, host))
-		atomic_store(&head->names[idx].addr_next[host], (uint8_t)value);
-}
-
-static _Atomic uint64_t *stat_cell(int idx, int w)
-{
-	return &stats[((size_t)idx * (size_t)head->n_workers + (size_t)w) * SHM_STATS];
+		atomic_store(&name_data(idx)->addr_next[host], (uint8_t)value);
 }
 
 void shm_stats_add(int idx, const uint64_t delta[SHM_STATS])
@@ -308,7 +367,7 @@ void shm_stats_add(int idx, const uint64_t delta[SHM_STATS])
 void shm_stats_total(int idx, uint64_t out[SHM_STATS])
 {
 	memset(out, 0, sizeof(uint64_t) * SHM_STATS);
-	if (!head || idx < 0 || idx >= SHM_NAMES)
+	if (!known_idx(idx))
 		return;
 	for (int w = 0; w < head->n_workers; w++) {
 		_Atomic uint64_t *c = stat_cell(idx, w);
@@ -319,10 +378,10 @@ void shm_stats_total(int idx, uint64_t out[SHM_STATS])
 
 void shm_avg_set(int idx, const uint64_t avg[SHM_STATS])
 {
-	if (!head || idx < 0 || idx >= SHM_NAMES)
+	if (!known_idx(idx))
 		return;
 	for (int i = 0; i < SHM_STATS; i++)
-		atomic_store_explicit(&head->avgs[idx][i], avg[i], memory_order_relaxed);
+		atomic_store_explicit(&avg_cell(idx)[i], avg[i], memory_order_relaxed);
 	atomic_store(&head->avgs_set, true);
 }
 
@@ -339,18 +398,19 @@ usec_t shm_created(void)
 void shm_avg_get(int idx, uint64_t avg[SHM_STATS])
 {
 	for (int i = 0; i < SHM_STATS; i++)
-		avg[i] = head && idx >= 0 && idx < SHM_NAMES ?
-			atomic_load_explicit(&head->avgs[idx][i], memory_order_relaxed) : 0;
+		avg[i] = known_idx(idx) ? atomic_load_explicit(&avg_cell(idx)[i], memory_order_relaxed) : 0;
 }
 
-bool shm_name_at(int i, enum shm_kind kind, char *name, size_t len)
+bool shm_name_at(int i, enum shm_kind kind, char *name, size_t len, uint32_t *gen)
 {
-	if (!head || i < 0 || i >= SHM_NAMES)
+	char key[NAME_LEN + 2];
+	if (!known_idx(i))
 		return false;
-	struct name_slot *s = &head->names[i];
-	if (atomic_load_explicit(&s->state, memory_order_acquire) != SLOT_READY || s->kind != (uint8_t)kind)
+	int n = shtab_key_at(tab(), i, key, sizeof(key), gen);
+	if (n < 2 || key[0] != (char)('0' + kind))
 		return false;
-	snprintf(name, len, "%s", s->name);
+	key[sizeof(key) - 1] = 0;
+	snprintf(name, len, "%s", key + 1);
 	return true;
 }
 

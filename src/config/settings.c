@@ -206,7 +206,7 @@ static const struct setting table[] = {
 	S_INT(max_db_client_connections, "0", 0, INT_MAX, 0, "client connections per database (0 = unlimited)"),
 	S_INT(max_db_connections, "0", 0, INT_MAX, 0, "server connections per database (0 = unlimited)"),
 	S_SIZE(max_packet_size, "2147483647", 1, INT32_MAX, 0, "largest protocol packet let through"),
-	S_INT(max_pools, "1024", 1, 1 << 20, NR | EXT, "capacity of the shared pool table (user/database pairs)"),
+	S_INT(max_pools, "16384", 1, 1 << 20, NR | EXT, "pools in use at once over all workers (shared memory; twice as many database and user names)"),
 	S_INT(max_prepared_statements, "200", 0, INT_MAX, 0, "prepared statements tracked per server connection (0 = off)"),
 	S_INT(max_user_client_connections, "0", 0, INT_MAX, 0, "client connections per user (0 = unlimited)"),
 	S_INT(max_user_connections, "0", 0, INT_MAX, 0, "server connections per user (0 = unlimited)"),

@@ -494,8 +494,10 @@ static void stats_rows(struct result *r, enum stats_view v)
 
 	stats_flush(r->world);
 	stats_header(r, v);
-	for (int i = 0; i < SHM_NAMES; i++) {
-		if (!shm_name_at(i, SHM_DB, name, sizeof(name)))
+	uint32_t high = shm_names_high();
+	for (uint32_t j = 0; j < high; j++) {
+		int i = (int)j;
+		if (!shm_name_at(i, SHM_DB, name, sizeof(name), NULL))
 			continue;
 		shm_stats_total(i, t);
 		stats_avg_get(i, a);
@@ -524,8 +526,10 @@ static void view_totals(struct result *r)
 	uint64_t weight[SHM_STATS] = { 0 };
 
 	stats_flush(r->world);
-	for (int i = 0; i < SHM_NAMES; i++) {
-		if (!shm_name_at(i, SHM_DB, name, sizeof(name)))
+	uint32_t high = shm_names_high();
+	for (uint32_t j = 0; j < high; j++) {
+		int i = (int)j;
+		if (!shm_name_at(i, SHM_DB, name, sizeof(name), NULL))
 			continue;
 		shm_stats_total(i, t);
 		stats_avg_get(i, a);

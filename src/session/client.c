@@ -493,6 +493,21 @@ void client_cached_login_error(struct client *c, const char *msg)
 	client_close_sqlstate(c, "08P01", text);
 }
 
+/* max_pools pools are held in shared memory already: the pool's cross-
+ * worker rules have nowhere to live, so its client is refused rather
+ * than served without them (said once a minute in the log). */
+static void pools_full(struct client *c, const char *db, const char *user)
+{
+	static usec_t said;
+	usec_t now = util_monotonic();
+	if (!said || now - said >= 60 * USEC_PER_SEC) {
+		said = now;
+		log_warning("max_pools (%d) reached: refusing a client of %s/%s, which would have no shared cell",
+			    c->world->cfg->max_pools, db, user);
+	}
+	client_close_sqlstate(c, "53300", "no more pools allowed (max_pools)");
+}
+
 static void finish_login(struct client *c)
 {
 	struct pool *p = c->pool;
@@ -517,6 +532,10 @@ static void finish_login(struct client *c)
 		p->stats.client_login_count++;
 	if (c->db->admin) {
 		console->welcome(c);
+		return;
+	}
+	if (!pool_cell_ready(p)) {
+		pools_full(c, p->db->name, p->user->name);
 		return;
 	}
 	if (p->welcome_ready) {
@@ -1073,6 +1092,11 @@ static bool count_client(struct client *c, bool exempt)
 	struct database *db = c->db;
 	struct puser *u = c->login_user;
 	int db_limit = exempt ? 0 : db->admin ? c->world->cfg->max_db_client_connections : db->max_db_client_connections;
+
+	if (!pool_names_ready(db, u)) {
+		pools_full(c, db->name, u ? u->name : c->user_name);
+		return false;
+	}
 
 	if (!take_client_slot(db->shm_idx, &db->n_clients, db_limit)) {
 		client_close(c, true, "client connections exceeded (max_db_client_connections)");

@@ -145,8 +145,9 @@ static struct database *db_new(struct world *w, const char *name)
 	db->world = w;
 	strlcpy_(db->name, name, sizeof(db->name));
 	varcache_init(&db->startup_vars);
-	db->shm_idx = shm_name_index(SHM_DB, name);
+	db->shm_idx = shm_name_hold(SHM_DB, name);
 	list_append(&w->databases, &db->node);
+	hmap_add(&w->db_map, &db->hn, hmap_hash_str(db->name));
 	db->last_used = util_monotonic();
 	db->sslnegotiation = -1;
 	db->tsa = -1;
@@ -156,6 +157,8 @@ static struct database *db_new(struct world *w, const char *name)
 static void db_free(struct database *db)
 {
 	list_del(&db->node);
+	hmap_del(&db->world->db_map, &db->hn);
+	shm_name_release(db->shm_idx);
 	free_hosts(db);
 	free(db->forced_user);
 	free(db->forced_password);
@@ -166,9 +169,8 @@ static void db_free(struct database *db)
 
 struct database *pool_find_db(struct world *w, const char *name)
 {
-	struct list *it;
-	list_for_each(it, &w->databases) {
-		struct database *db = container_of(it, struct database, node);
+	for (struct hnode *n = hmap_first(&w->db_map, hmap_hash_str(name)); n; n = hmap_next(n)) {
+		struct database *db = container_of(n, struct database, hn);
 		if (strcmp(db->name, name) == 0)
 			return db;
 	}
@@ -261,9 +263,8 @@ static void user_apply(struct world *w, struct puser *u)
 
 struct puser *pool_find_user_here(struct world *w, const char *name)
 {
-	struct list *it;
-	list_for_each(it, &w->users) {
-		struct puser *u = container_of(it, struct puser, node);
+	for (struct hnode *n = hmap_first(&w->user_map, hmap_hash_str(name)); n; n = hmap_next(n)) {
+		struct puser *u = container_of(n, struct puser, hn);
 		if (strcmp(u->name, name) == 0)
 			return u;
 	}
@@ -300,21 +301,27 @@ struct puser *pool_get_user(struct world *w, const char *name)
 		return NULL;
 	u = xcalloc(1, sizeof(*u));
 	strlcpy_(u->name, name, sizeof(u->name));
-	u->shm_idx = shm_name_index(SHM_USER, name);
+	u->shm_idx = shm_name_hold(SHM_USER, name);
 	user_apply(w, u);
 	if (!u->secret)
 		pool_user_set_secret(u, NULL);
 	list_append(&w->users, &u->node);
+	hmap_add(&w->user_map, &u->hn, hmap_hash_str(u->name));
 	return u;
 }
 
 /* ---- pools ---- */
 
+static uint32_t pool_hash(const struct database *db, const struct puser *user)
+{
+	return hmap_hash(hmap_hash(HMAP_SEED, &db, sizeof(db)), &user, sizeof(user));
+}
+
 struct pool *pool_get(struct database *db, struct puser *user)
 {
-	struct list *it;
-	list_for_each(it, &db->world->pools) {
-		struct pool *p = container_of(it, struct pool, node);
+	uint32_t h = pool_hash(db, user);
+	for (struct hnode *n = hmap_first(&db->world->pool_map, h); n; n = hmap_next(n)) {
+		struct pool *p = container_of(n, struct pool, hn);
 		if (p->db == db && p->user == user)
 			return p;
 	}
@@ -329,12 +336,45 @@ struct pool *pool_get(struct database *db, struct puser *user)
 	list_init(&p->login_servers);
 	list_init(&p->canceled_servers);
 	varcache_init(&p->welcome_vars);
-	if (!db->admin)
-		p->hist = hist_pool_cell(db->name, user->name);
 	p->last_used = util_monotonic();
-	hist_pool_set_use(p->hist, 0, p->last_used);
+	(void)pool_cell_ready(p);
 	list_append(&db->world->pools, &p->node);
+	hmap_add(&db->world->pool_map, &p->hn, h);
 	return p;
+}
+
+/* The pool's shared cell (hist.h) carries its cross-worker rules: the
+ * instance's wait line, reuse order, clients for pool_idle_timeout. A pool
+ * lets go of it when it has had nothing in this worker for a while
+ * (pool_idle.c) and takes it again when something comes. */
+bool pool_cell_ready(struct pool *p)
+{
+	if (p->hist || p->db->admin)
+		return true;
+	p->hist = hist_pool_hold(p->db->name, p->user->name);
+	if (!p->hist)
+		return !hist_enabled();
+	hist_pool_set_use(p->hist, p->n_clients, p->last_used);
+	return true;
+}
+
+/* The shared name slots (shm.h) a login counts against: taken again if a
+ * full table refused them when the database or user was made. */
+bool pool_names_ready(struct database *db, struct puser *u)
+{
+	if (!shm_enabled())
+		return true;
+	if (db->shm_idx < 0)
+		db->shm_idx = shm_name_hold(SHM_DB, db->name);
+	if (u && u->shm_idx < 0)
+		u->shm_idx = shm_name_hold(SHM_USER, u->name);
+	return db->shm_idx >= 0 && (!u || u->shm_idx >= 0);
+}
+
+void pool_cell_release(struct pool *p)
+{
+	hist_pool_release(p->hist);
+	p->hist = NULL;
 }
 
 /* ---- use (pool_idle_timeout, see pool_idle.c) ----
@@ -349,6 +389,8 @@ void pool_client_in(struct pool *p)
 	p->last_used = util_monotonic();
 	p->dropping = false;
 	p->db->forced_pool_dropped = false;
+	/* Without a cell (the table full) the login is refused (client.c). */
+	(void)pool_cell_ready(p);
 	hist_pool_set_use(p->hist, p->n_clients, p->last_used);
 }
 
@@ -362,6 +404,7 @@ void pool_client_out(struct pool *p)
 static void pool_free(struct pool *p)
 {
 	list_del(&p->node);
+	hmap_del(&p->db->world->pool_map, &p->hn);
 	varcache_clear(&p->welcome_vars);
 	for (int i = 0; i < p->n_welcome_other * 2; i++)
 		free(p->welcome_other[i]);
@@ -372,9 +415,7 @@ static void pool_free(struct pool *p)
 void pool_destroy(struct pool *p)
 {
 	stats_flush_pool(p);
-	hist_pool_set_wait(p->hist, 0);
-	hist_pool_set_idle(p->hist, 0);
-	hist_pool_set_use(p->hist, 0, p->last_used);
+	pool_cell_release(p);
 	pool_free(p);
 }
 
@@ -1110,6 +1151,10 @@ static void ask_reserve(struct pool *p)
 
 static bool launch(struct pool *p, enum launch_ok ok, enum slot_why why)
 {
+	/* A server only for a pool whose cross-worker rules have a cell
+	 * (min_pool_size may launch for a pool no client holds). */
+	if (!pool_cell_ready(p))
+		return false;
 	if (shared_limits())
 		return ask_slot(p, ok == LAUNCH_RESERVE ? SLOT_FOR_RESERVE : why);
 	if (ok == LAUNCH_RESERVE)
@@ -1673,6 +1718,82 @@ static void server_ready(struct server *sv, bool released)
 	world_check_shutdown(p->db->world);
 }
 
+/* ---- what nothing holds any more ----
+ * Ever new tenants (roles, databases of "*") must not pile up objects
+ * until a restart: pools of a removed database, removed databases and
+ * users that no pool and no client points at are freed, with their shared
+ * names. A user of auth_file is made again at its next login (SHOW USERS
+ * lists it from auth_file meanwhile). */
+
+bool pool_in_use(const struct pool *p)
+{
+	struct list *it;
+	if (p->n_idle + p->n_active + p->n_tested + p->n_login + p->n_canceled > 0)
+		return true;
+	if (p->n_auth_waiting > 0 || p->n_slot_wait > 0 || p->n_repl_slot_wait > 0 ||
+	    p->n_repl_withdrawing > 0 || p->welcome_asked == 1)
+		return true;
+	/* A server closed in this loop turn waits on the justfree list. */
+	list_for_each(it, &p->db->world->justfree_servers) {
+		if (container_of(it, struct server, node)->pool == p)
+			return true;
+	}
+	return false;
+}
+
+static void user_free(struct world *w, struct puser *u)
+{
+	list_del(&u->node);
+	hmap_del(&w->user_map, &u->hn);
+	shm_name_release(u->shm_idx);
+	pool_user_clear(u);
+	OPENSSL_cleanse(&u->scram_keys, sizeof(u->scram_keys));
+	free(u);
+}
+
+/* Marks on every user and database something points at. */
+static void mark_held(struct world *w)
+{
+	struct list *it;
+	list_for_each(it, &w->users)
+		container_of(it, struct puser, node)->held = false;
+	list_for_each(it, &w->databases)
+		container_of(it, struct database, node)->held = false;
+	list_for_each(it, &w->pools) {
+		struct pool *p = container_of(it, struct pool, node);
+		p->user->held = true;
+		p->db->held = true;
+	}
+	list_for_each(it, &w->all_clients) {
+		struct client *c = container_of(it, struct client, all_node);
+		if (c->login_user)
+			c->login_user->held = true;
+		if (c->db)
+			c->db->held = true;
+	}
+}
+
+void pool_sweep(struct world *w)
+{
+	struct list *it, *tmp;
+	list_for_each_safe(it, tmp, &w->pools) {
+		struct pool *p = container_of(it, struct pool, node);
+		if (p->db->dead && p->n_clients == 0 && !pool_in_use(p))
+			pool_destroy(p);
+	}
+	mark_held(w);
+	list_for_each_safe(it, tmp, &w->users) {
+		struct puser *u = container_of(it, struct puser, node);
+		if (!u->held && u->n_servers == 0 && u->n_clients == 0)
+			user_free(w, u);
+	}
+	list_for_each_safe(it, tmp, &w->databases) {
+		struct database *db = container_of(it, struct database, node);
+		if (db->dead && !db->held && !db->admin && db->n_servers == 0 && db->n_clients == 0)
+			db_free(db);
+	}
+}
+
 /* ---- reload ---- */
 
 void pool_apply_config(struct world *w, const struct config *cfg)
@@ -1728,10 +1849,9 @@ void pool_free_all(struct world *w)
 		pool_free(container_of(it, struct pool, node));
 	while ((it = list_first(&w->databases)) != NULL)
 		db_free(container_of(it, struct database, node));
-	while ((it = list_first(&w->users)) != NULL) {
-		struct puser *u = container_of(it, struct puser, node);
-		list_del(&u->node);
-		pool_user_clear(u);
-		free(u);
-	}
+	while ((it = list_first(&w->users)) != NULL)
+		user_free(w, container_of(it, struct puser, node));
+	hmap_free(&w->db_map);
+	hmap_free(&w->user_map);
+	hmap_free(&w->pool_map);
 }

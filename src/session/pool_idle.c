@@ -1,8 +1,9 @@
 /* pgcrew — pool_idle_timeout. A pool that no client has used for that long
  * has its servers closed (min_pool_size notwithstanding) and is freed once
  * they are gone, so that deployments with ever new users do not pile up
- * pools until a restart. Run by the janitor; nothing in the session core
- * calls it, it only reads the pool's use counts (pool.c). */
+ * pools until a restart; and a pool that has had nothing in this worker for
+ * a while gives its shared cell back. Run by the janitor; nothing in the
+ * session core calls it, it only reads the pool's use counts (pool.c). */
 #include "pool_idle.h"
 #include "config.h"
 #include "hist.h"
@@ -23,26 +24,6 @@ static usec_t unused_since(const struct pool *p)
 	if (p->n_clients > 0 || hist_pool_used_elsewhere(p->hist, &elsewhere))
 		return 0;
 	return elsewhere > p->last_used ? elsewhere : p->last_used;
-}
-
-/* Something other than a client still points at p, or an answer for it is
- * on its way: a server (one closed in this loop turn waits on the justfree
- * list until the reaper), an auth_query lookup, a request to the
- * supervisor (answers find the pool by name and would count against a
- * new one). */
-static bool pool_held(const struct pool *p)
-{
-	struct list *it;
-	if (p->n_idle + p->n_active + p->n_tested + p->n_login + p->n_canceled > 0)
-		return true;
-	if (p->n_auth_waiting > 0 || p->n_slot_wait > 0 || p->n_repl_slot_wait > 0 ||
-	    p->n_repl_withdrawing > 0 || p->welcome_asked == 1)
-		return true;
-	list_for_each(it, &p->db->world->justfree_servers) {
-		if (container_of(it, struct server, node)->pool == p)
-			return true;
-	}
-	return false;
 }
 
 static void close_list(struct list *servers)
@@ -69,8 +50,23 @@ static void drop(struct pool *p, usec_t unused)
 	}
 	close_list(&p->idle_servers);
 	close_list(&p->login_servers);
-	if (!pool_held(p))
+	if (!pool_in_use(p))
 		pool_destroy(p);
+}
+
+/* A pool with nothing in this worker (no client, no server, nothing on
+ * its way) lets go of its shared cell after this long, or after
+ * pool_idle_timeout when that is longer (its last use must stay visible to
+ * the other workers until then): a pool that stays, as PgBouncer keeps
+ * them without pool_idle_timeout, holds no slot of max_pools for ever.
+ * The next client takes one again. */
+#define CELL_KEEP_USEC (60 * USEC_PER_SEC)
+
+static void release_unused_cell(struct pool *p, usec_t now, usec_t timeout)
+{
+	usec_t keep = timeout > CELL_KEEP_USEC ? timeout : CELL_KEEP_USEC;
+	if (p->hist && p->n_clients == 0 && !pool_in_use(p) && now - p->last_used >= keep)
+		pool_cell_release(p);
 }
 
 void pool_idle_drop(struct world *w, usec_t now)
@@ -87,9 +83,11 @@ void pool_idle_drop(struct world *w, usec_t now)
 		if (p->db->admin || p->paused)
 			continue;
 		usec_t since = unused_since(p);
-		if (t > 0 && since && now - since > t)
+		if (t > 0 && since && now - since > t) {
 			drop(p, now - since);
-		else
-			p->dropping = false;   /* pool_idle_timeout raised or a client came elsewhere */
+			continue;
+		}
+		p->dropping = false;   /* pool_idle_timeout raised or a client came elsewhere */
+		release_unused_cell(p, now, t);
 	}
 }

@@ -61,8 +61,24 @@ static uint64_t per(uint64_t v, uint64_t n);
 
 /* Worker 0, every stats_period: per-database averages over the period, as
  * PgBouncer computes them (rates per second; times per transaction, query,
- * assignment). */
-static uint64_t (*db_last)[SHM_STATS];
+ * assignment). The totals at the last period's end, per name slot; a slot
+ * another database took since (another generation) starts from zero. */
+struct db_snap {
+	uint32_t gen;
+	uint64_t v[SHM_STATS];
+};
+static struct db_snap *db_last;
+
+static struct db_snap *last_of(int i, uint32_t gen)
+{
+	if (!db_last)
+		db_last = xcalloc(shm_names_capacity() ? shm_names_capacity() : 1, sizeof(*db_last));
+	if (db_last[i].gen != gen) {
+		memset(&db_last[i], 0, sizeof(db_last[i]));
+		db_last[i].gen = gen;
+	}
+	return &db_last[i];
+}
 
 /* Averages of the counts d over dur microseconds: rates per second; times
  * per transaction, query and assignment. */
@@ -79,19 +95,19 @@ static void averages(const uint64_t d[SHM_STATS], usec_t dur, uint64_t avg[SHM_S
 static void per_db_averages(usec_t dur)
 {
 	char name[64];
+	uint32_t gen, high = shm_names_high();
 	uint64_t now[SHM_STATS], avg[SHM_STATS];
-	if (!db_last)
-		db_last = xcalloc(SHM_NAMES, sizeof(*db_last));
-	for (int i = 0; i < SHM_NAMES; i++) {
-		if (!shm_name_at(i, SHM_DB, name, sizeof(name)))
+	for (uint32_t i = 0; i < high; i++) {
+		if (!shm_name_at((int)i, SHM_DB, name, sizeof(name), &gen))
 			continue;
-		shm_stats_total(i, now);
+		struct db_snap *prev = last_of((int)i, gen);
+		shm_stats_total((int)i, now);
 		uint64_t d[SHM_STATS];
 		for (int k = 0; k < SHM_STATS; k++)
-			d[k] = now[k] - db_last[i][k];
+			d[k] = now[k] - prev->v[k];
 		averages(d, dur, avg);
-		shm_avg_set(i, avg);
-		memcpy(db_last[i], now, sizeof(now));
+		shm_avg_set((int)i, avg);
+		memcpy(prev->v, now, sizeof(now));
 	}
 }
 
@@ -118,11 +134,10 @@ void stats_avg_since_start(const uint64_t tot[SHM_STATS], uint64_t avg[SHM_STATS
 static void snapshot_db_last(void)
 {
 	char name[64];
-	if (!db_last)
-		db_last = xcalloc(SHM_NAMES, sizeof(*db_last));
-	for (int i = 0; i < SHM_NAMES; i++)
-		if (shm_name_at(i, SHM_DB, name, sizeof(name)))
-			shm_stats_total(i, db_last[i]);
+	uint32_t gen, high = shm_names_high();
+	for (uint32_t i = 0; i < high; i++)
+		if (shm_name_at((int)i, SHM_DB, name, sizeof(name), &gen))
+			shm_stats_total((int)i, last_of((int)i, gen)->v);
 }
 
 void stats_free(void)
@@ -135,12 +150,13 @@ void stats_free(void)
 static void sum(uint64_t t[SHM_STATS])
 {
 	char name[64];
+	uint32_t high = shm_names_high();
 	uint64_t one[SHM_STATS];
 	memset(t, 0, sizeof(uint64_t) * SHM_STATS);
-	for (int i = 0; i < SHM_NAMES; i++) {
-		if (!shm_name_at(i, SHM_DB, name, sizeof(name)))
+	for (uint32_t i = 0; i < high; i++) {
+		if (!shm_name_at((int)i, SHM_DB, name, sizeof(name), NULL))
 			continue;
-		shm_stats_total(i, one);
+		shm_stats_total((int)i, one);
 		for (int k = 0; k < SHM_STATS; k++)
 			t[k] += one[k];
 	}

@@ -9,6 +9,9 @@ void world_init(struct world *w, int id, const struct world_hooks *hooks)
 	list_init(&w->databases);
 	list_init(&w->users);
 	list_init(&w->pools);
+	hmap_init(&w->db_map);
+	hmap_init(&w->user_map);
+	hmap_init(&w->pool_map);
 	list_init(&w->login_clients);
 	list_init(&w->cancel_clients);
 	list_init(&w->justfree_clients);

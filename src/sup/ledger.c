@@ -1,20 +1,30 @@
-/* pgcrew — the supervisor's slot ledger (see ledger.h). Lists, not hashes:
- * it changes only when a server connection opens or closes, and the number
- * of pools is small next to the traffic that never reaches it. */
+/* pgcrew — the supervisor's slot ledger (see ledger.h). It changes only
+ * when a server connection opens, closes or moves; an entry for a pool, a
+ * database or a user lives while it counts a slot, a queued request or a
+ * want told to a worker, and is found by name in constant time, so ever
+ * new tenants neither pile up entries nor slow it down. */
 #include "ledger.h"
+#include "hmap.h"
+#include "shm.h"
 #include "util.h"
 
 struct lcount {
 	struct list node;
+	struct hnode hn;
 	char name[LEDGER_NAME];
 	int total;
+	int n_pools;               /* lpools pointing here */
+	bool hot;                  /* a queued request's database or user (want_changes) */
 };
 
 struct lpool {
 	struct list node;
+	struct hnode hn;
 	char db[LEDGER_NAME], user[LEDGER_NAME];
 	struct lcount *dbc, *userc;
 	int total;
+	int n_queued;              /* requests in the queue for it */
+	bool told_any;             /* some worker's last want is not "none" */
 	int *count;                /* per worker */
 	struct pool_want *told;    /* per worker: the last want sent (counts only) */
 	int limit;                 /* pool_limit of the latest request (fair share) */
@@ -47,6 +57,7 @@ static bool close_pending(const struct lreq *q)
 struct ledger {
 	int n;
 	struct list pools, dbs, users, queue;
+	struct hmap pool_map, db_map, user_map;
 };
 
 struct ledger *ledger_new(int n_workers)
@@ -57,6 +68,9 @@ struct ledger *ledger_new(int n_workers)
 	list_init(&l->dbs);
 	list_init(&l->users);
 	list_init(&l->queue);
+	hmap_init(&l->pool_map);
+	hmap_init(&l->db_map);
+	hmap_init(&l->user_map);
 	return l;
 }
 
@@ -84,28 +98,52 @@ void ledger_free(struct ledger *l)
 	free_list(&l->dbs, offsetof(struct lcount, node));
 	free_list(&l->users, offsetof(struct lcount, node));
 	free_list(&l->queue, offsetof(struct lreq, node));
+	hmap_free(&l->pool_map);
+	hmap_free(&l->db_map);
+	hmap_free(&l->user_map);
 	free(l);
 }
 
-static struct lcount *get_count(struct list *head, const char *name)
+static struct lcount *find_count(const struct hmap *map, const char *name)
 {
-	struct list *it;
-	list_for_each(it, head) {
-		struct lcount *c = container_of(it, struct lcount, node);
+	for (struct hnode *n = hmap_first(map, hmap_hash_str(name)); n; n = hmap_next(n)) {
+		struct lcount *c = container_of(n, struct lcount, hn);
 		if (strcmp(c->name, name) == 0)
 			return c;
 	}
-	struct lcount *c = xcalloc(1, sizeof(*c));
+	return NULL;
+}
+
+static struct lcount *get_count(struct list *head, struct hmap *map, const char *name)
+{
+	struct lcount *c = find_count(map, name);
+	if (c)
+		return c;
+	c = xcalloc(1, sizeof(*c));
 	strlcpy_(c->name, name, sizeof(c->name));
 	list_append(head, &c->node);
+	hmap_add(map, &c->hn, hmap_hash_str(c->name));
 	return c;
+}
+
+static void put_count(struct hmap *map, struct lcount *c)
+{
+	if (--c->n_pools > 0 || c->total != 0)
+		return;
+	list_del(&c->node);
+	hmap_del(map, &c->hn);
+	free(c);
+}
+
+static uint32_t pool_hash(const char *db, const char *user)
+{
+	return hmap_hash(hmap_hash_str(db), user, strlen(user));
 }
 
 static struct lpool *find_pool(const struct ledger *l, const char *db, const char *user)
 {
-	struct list *it;
-	list_for_each(it, &l->pools) {
-		struct lpool *p = container_of(it, struct lpool, node);
+	for (struct hnode *n = hmap_first(&l->pool_map, pool_hash(db, user)); n; n = hmap_next(n)) {
+		struct lpool *p = container_of(n, struct lpool, hn);
 		if (strcmp(p->db, db) == 0 && strcmp(p->user, user) == 0)
 			return p;
 	}
@@ -120,12 +158,49 @@ static struct lpool *get_pool(struct ledger *l, const char *db, const char *user
 	p = xcalloc(1, sizeof(*p));
 	strlcpy_(p->db, db, sizeof(p->db));
 	strlcpy_(p->user, user, sizeof(p->user));
-	p->dbc = get_count(&l->dbs, db);
-	p->userc = get_count(&l->users, user);
+	p->dbc = get_count(&l->dbs, &l->db_map, db);
+	p->userc = get_count(&l->users, &l->user_map, user);
+	p->dbc->n_pools++;
+	p->userc->n_pools++;
 	p->count = xcalloc((size_t)l->n, sizeof(int));
 	p->told = xcalloc((size_t)l->n, sizeof(*p->told));
 	list_append(&l->pools, &p->node);
+	hmap_add(&l->pool_map, &p->hn, pool_hash(p->db, p->user));
 	return p;
+}
+
+/* p counts nothing any more (no slot, no queued request, no want told):
+ * it goes, and its database's and user's counts with it when they are
+ * left with nothing. A request being helped by closing one of p's servers
+ * forgets that (the slot came back or went with its worker). */
+static void maybe_free(struct ledger *l, struct lpool *p)
+{
+	struct list *it;
+	if (p->total != 0 || p->n_queued > 0 || p->told_any)
+		return;
+	list_for_each(it, &l->queue) {
+		struct lreq *q = container_of(it, struct lreq, node);
+		if (q->close_from == p)
+			q->close_from = NULL;
+	}
+	list_del(&p->node);
+	hmap_del(&l->pool_map, &p->hn);
+	put_count(&l->db_map, p->dbc);
+	put_count(&l->user_map, p->userc);
+	free(p->count);
+	free(p->told);
+	free(p);
+}
+
+/* A queued request leaves the queue (granted, denied, withdrawn, its
+ * worker gone); its pool may go with it. */
+static void dequeue(struct ledger *l, struct lreq *q)
+{
+	struct lpool *p = q->pool;
+	list_del(&q->node);
+	free(q);
+	p->n_queued--;
+	maybe_free(l, p);
 }
 
 static bool under(int have, int32_t limit)
@@ -189,8 +264,10 @@ enum ledger_result ledger_request_idle(struct ledger *l, int worker, uint32_t re
 	bool await_move = req->wait && idle_elsewhere && !req->own;
 	/* Only a move serves a request for the reuse order: with no idle
 	 * server elsewhere any more, the worker uses its own at once. */
-	if (req->move && !await_move)
+	if (req->move && !await_move) {
+		maybe_free(l, p);
 		return LEDGER_DENIED;
+	}
 	/* A request that would not wait (min_pool_size, the reserve) is
 	 * answered now; it cannot take a slot a queued one fits in, as
 	 * those are granted the moment they fit. A waiter's request waits
@@ -200,8 +277,10 @@ enum ledger_result ledger_request_idle(struct ledger *l, int worker, uint32_t re
 		take(p, worker, 1);
 		return LEDGER_GRANTED;
 	}
-	if (!req->wait)
+	if (!req->wait) {
+		maybe_free(l, p);
 		return LEDGER_DENIED;
+	}
 	struct lreq *q = xcalloc(1, sizeof(*q));
 	q->worker = worker;
 	q->reqid = reqid;
@@ -210,6 +289,7 @@ enum ledger_result ledger_request_idle(struct ledger *l, int worker, uint32_t re
 	q->since = util_monotonic();
 	q->await_move = await_move;
 	list_append(&l->queue, &q->node);
+	p->n_queued++;
 	return LEDGER_QUEUED;
 }
 
@@ -220,8 +300,7 @@ bool ledger_withdraw(struct ledger *l, int worker, const char *db, const char *u
 		struct lreq *q = container_of(it, struct lreq, node);
 		if (q->worker == worker && q->reqid == reqid && strcmp(q->pool->db, db) == 0 &&
 		    strcmp(q->pool->user, user) == 0) {
-			list_del(&q->node);
-			free(q);
+			dequeue(l, q);
 			return true;
 		}
 	}
@@ -259,6 +338,7 @@ bool ledger_release(struct ledger *l, int worker, const char *db, const char *us
 		}
 	}
 	take(p, worker, -1);
+	maybe_free(l, p);
 	return true;
 }
 
@@ -303,8 +383,7 @@ bool ledger_next_grant(struct ledger *l, int *worker, uint32_t *reqid, struct sl
 		*worker = q->worker;
 		*reqid = q->reqid;
 		*req = q->req;
-		list_del(&q->node);
-		free(q);
+		dequeue(l, q);
 		return true;
 	}
 	return false;
@@ -321,8 +400,7 @@ bool ledger_next_expired(struct ledger *l, int *worker, uint32_t *reqid, struct 
 		*worker = q->worker;
 		*reqid = q->reqid;
 		*req = q->req;
-		list_del(&q->node);
-		free(q);
+		dequeue(l, q);
 		return true;
 	}
 	return false;
@@ -337,14 +415,20 @@ void ledger_worker_gone(struct ledger *l, int worker)
 		struct lpool *p = container_of(it, struct lpool, node);
 		take(p, worker, -p->count[worker]);
 		memset(&p->told[worker], 0, sizeof(p->told[worker]));
+		p->told_any = false;
+		for (int w = 0; w < l->n; w++)
+			p->told_any |= p->told[w].n != 0;
 	}
 	list_for_each_safe(it, tmp, &l->queue) {
 		struct lreq *q = container_of(it, struct lreq, node);
 		if (q->worker == worker) {
 			list_del(&q->node);
+			q->pool->n_queued--;
 			free(q);
 		}
 	}
+	list_for_each_safe(it, tmp, &l->pools)
+		maybe_free(l, container_of(it, struct lpool, node));
 }
 
 /* Would closing a server of p help queued request q? Yes for its own pool,
@@ -423,8 +507,7 @@ static uint32_t take_request(struct ledger *l, struct lpool *p, int w)
 		struct lreq *q = container_of(it, struct lreq, node);
 		if (q->pool == p && q->worker == w && !close_pending(q)) {
 			uint32_t id = q->reqid;
-			list_del(&q->node);
-			free(q);
+			dequeue(l, q);
 			return id;
 		}
 	}
@@ -466,7 +549,7 @@ enum ledger_move ledger_handover(struct ledger *l, int giver, const char *db, co
  */
 static int fair_share(const struct ledger *l, const struct lpool *p, int *least)
 {
-	bool *seen = xcalloc((size_t)l->n, sizeof(bool));
+	bool seen[SHM_MAX_WORKERS];
 	int demand = 0;
 	struct list *it;
 
@@ -479,7 +562,6 @@ static int fair_share(const struct ledger *l, const struct lpool *p, int *least)
 	}
 	for (int v = 0; v < l->n; v++)
 		demand += seen[v];
-	free(seen);
 	*least = demand > 0 ? p->limit / demand : p->limit;
 	return demand > 0 ? (p->limit + demand - 1) / demand : p->limit;
 }
@@ -524,7 +606,7 @@ static bool starve_rank(const struct ledger *l, const struct lpool *p, int w)
 {
 	usec_t now = util_monotonic();
 	int starving = 0, ahead = 0;
-	bool *counted = xcalloc((size_t)l->n, sizeof(bool));
+	bool counted[SHM_MAX_WORKERS] = { false };
 	struct list *it;
 
 	list_for_each(it, &l->queue) {
@@ -535,7 +617,6 @@ static bool starve_rank(const struct ledger *l, const struct lpool *p, int w)
 			starving++;
 		}
 	}
-	free(counted);
 	if (starving == 0 || p->count[w] == 0)
 		return false;
 	for (int v = 0; v < l->n; v++)
@@ -562,36 +643,62 @@ static int over_share(const struct ledger *l, const struct lpool *p, int w, int 
 	return over <= 0 ? 0 : (over < queued_elsewhere ? over : queued_elsewhere);
 }
 
+/* One pool's wants, told where they changed; true when some worker's is
+ * not "none". */
+static bool tell_wants(struct ledger *l, struct lpool *p, ledger_want_fn fn, void *arg)
+{
+	int least, share = fair_share(l, p, &least);     /* the same for every worker */
+	bool any = false;
+	for (int w = 0; w < l->n; w++) {
+		struct pool_want want;
+		memset(&want, 0, sizeof(want));
+		if (p->count[w] > 0)
+			wanted_from(l, p, w, least, &want);
+		if (want.n > 0)
+			want.over = over_share(l, p, w, share);
+		struct pool_want *told = &p->told[w];
+		any |= want.n != 0;
+		if (want.n == told->n && want.soon == told->soon && want.over == told->over &&
+		    want.other_since == told->other_since)
+			continue;
+		*told = want;
+		strlcpy_(want.pool.db, p->db, sizeof(want.pool.db));
+		strlcpy_(want.pool.user, p->user, sizeof(want.pool.user));
+		fn(w, &want, arg);
+	}
+	return any;
+}
+
+/* Only a pool of a queued request's database or user can be wanted, and
+ * only one told a want before can need a "none": the others are skipped,
+ * so a pass costs little however many pools there are. */
 void ledger_want_changes(struct ledger *l, ledger_want_fn fn, void *arg)
 {
-	struct list *it;
-	list_for_each(it, &l->pools) {
+	struct list *it, *tmp;
+	list_for_each(it, &l->queue) {
+		struct lreq *q = container_of(it, struct lreq, node);
+		q->pool->dbc->hot = q->pool->userc->hot = true;
+	}
+	list_for_each_safe(it, tmp, &l->pools) {
 		struct lpool *p = container_of(it, struct lpool, node);
-		int least, share = fair_share(l, p, &least);     /* the same for every worker */
-		for (int w = 0; w < l->n; w++) {
-			struct pool_want want;
-			memset(&want, 0, sizeof(want));
-			if (p->count[w] > 0)
-				wanted_from(l, p, w, least, &want);
-			if (want.n > 0)
-				want.over = over_share(l, p, w, share);
-			struct pool_want *told = &p->told[w];
-			if (want.n == told->n && want.soon == told->soon && want.over == told->over &&
-			    want.other_since == told->other_since)
-				continue;
-			*told = want;
-			strlcpy_(want.pool.db, p->db, sizeof(want.pool.db));
-			strlcpy_(want.pool.user, p->user, sizeof(want.pool.user));
-			fn(w, &want, arg);
-		}
+		if (!p->told_any && !p->dbc->hot && !p->userc->hot)
+			continue;
+		p->told_any = tell_wants(l, p, fn, arg);
+		maybe_free(l, p);
+	}
+	list_for_each(it, &l->queue) {
+		struct lreq *q = container_of(it, struct lreq, node);
+		q->pool->dbc->hot = q->pool->userc->hot = false;
 	}
 }
 
 void ledger_retell(struct ledger *l, int worker, const char *db, const char *user)
 {
 	struct lpool *p = find_pool(l, db, user);
-	if (p && worker >= 0 && worker < l->n)
+	if (p && worker >= 0 && worker < l->n) {
 		p->told[worker].n = -1;      /* never a real count: the next pass tells */
+		p->told_any = true;
+	}
 }
 
 int ledger_pool_count(const struct ledger *l, const char *db, const char *user, int worker)
@@ -602,19 +709,19 @@ int ledger_pool_count(const struct ledger *l, const char *db, const char *user, 
 	return worker < 0 ? p->total : (worker < l->n ? p->count[worker] : 0);
 }
 
-static int count_of(const struct list *head, const char *name)
+static int count_of(const struct hmap *map, const char *name)
 {
-	const struct list *it;
-	list_for_each(it, head) {
-		const struct lcount *c = container_of(it, struct lcount, node);
-		if (strcmp(c->name, name) == 0)
-			return c->total;
-	}
-	return 0;
+	const struct lcount *c = find_count(map, name);
+	return c ? c->total : 0;
 }
 
-int ledger_db_count(const struct ledger *l, const char *db) { return count_of(&l->dbs, db); }
-int ledger_user_count(const struct ledger *l, const char *user) { return count_of(&l->users, user); }
+int ledger_db_count(const struct ledger *l, const char *db) { return count_of(&l->db_map, db); }
+int ledger_user_count(const struct ledger *l, const char *user) { return count_of(&l->user_map, user); }
+
+int ledger_entries(const struct ledger *l)
+{
+	return (int)(l->pool_map.n + l->db_map.n + l->user_map.n);
+}
 
 int ledger_queued(const struct ledger *l)
 {

@@ -4,6 +4,7 @@
  * memory holds: per-database counters, latency histograms, worker restarts.
  * Names follow the community pgbouncer_exporter; pgcrew's own are pgcrew_*. */
 #include "metrics.h"
+#include "welcome.h"
 #include "admin.h"
 #include "build-config.h"
 #include "config.h"
@@ -131,10 +132,11 @@ static void render_stats(struct evbuffer *b)
 	uint64_t t[SHM_STATS];
 	for (size_t k = 0; k < ARRAY_SIZE(stat_counters); k++) {
 		family(b, stat_counters[k].name, "counter", stat_counters[k].help);
-		for (int i = 0; i < SHM_NAMES; i++) {
-			if (!shm_name_at(i, SHM_DB, name, sizeof(name)))
+		uint32_t high = shm_names_high();
+		for (uint32_t i = 0; i < high; i++) {
+			if (!shm_name_at((int)i, SHM_DB, name, sizeof(name), NULL))
 				continue;
-			shm_stats_total(i, t);
+			shm_stats_total((int)i, t);
 			uint64_t v = t[stat_counters[k].col];
 			esc(name, lname, sizeof(lname));
 			if (stat_counters[k].usec)
@@ -178,13 +180,14 @@ static void render_histograms(struct evbuffer *b)
 	struct hist_total h;
 	for (int k = 0; k < HIST_POOL_KINDS; k++) {
 		family(b, pool_hists[k].name, "histogram", pool_hists[k].help);
-		for (int i = 0; i < HIST_POOLS; i++) {
-			if (!hist_pool_at(i, db, sizeof(db), user, sizeof(user)))
+		uint32_t high = hist_pools_high();
+		for (uint32_t i = 0; i < high; i++) {
+			if (!hist_pool_at((int)i, db, sizeof(db), user, sizeof(user)))
 				continue;
 			esc(db, edb, sizeof(edb));
 			esc(user, euser, sizeof(euser));
 			snprintf(labels, sizeof(labels), "database=\"%s\",user=\"%s\",", edb, euser);
-			hist_pool_total(i, (enum hist_pool_kind)k, &h);
+			hist_pool_total((int)i, (enum hist_pool_kind)k, &h);
 			histogram(b, pool_hists[k].name, labels, &h);
 		}
 	}
@@ -227,6 +230,30 @@ static void render_logins(struct evbuffer *b)
 		for (int minor = 0; minor < SHM_PROTO_MINORS; minor++)
 			evbuffer_add_printf(b, "%s{protocol=\"3.%d\"} %llu\n", fams[f].name, minor,
 					    (unsigned long long)shm_logins_total(fams[f].kind, minor));
+	}
+}
+
+/* The instance-wide tables' use: they grow and shrink with the tenants
+ * (doc/config.md, "Thousands of tenants"). */
+static void render_tables(struct evbuffer *b)
+{
+	const struct {
+		const char *name, *help;
+		long long v;
+	} g[] = {
+		{ "pgcrew_shared_pools_used", "Pools some worker holds a shared slot for", hist_pools_used() },
+		{ "pgcrew_shared_pools_max", "Shared pool slots (max_pools)", hist_pools_capacity() },
+		{ "pgcrew_shared_names_used", "Database and user names some worker holds a shared slot for",
+		  shm_names_used() },
+		{ "pgcrew_shared_names_max", "Shared name slots (2 x max_pools)", shm_names_capacity() },
+		{ "pgcrew_ledger_entries", "Pools, databases and users the slot ledger counts for",
+		  m.src->ledger_entries ? m.src->ledger_entries() : 0 },
+		{ "pgcrew_supervisor_pool_entries", "Welcome parameters and failed logins the supervisor keeps",
+		  (long long)welcome_count() },
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(g); i++) {
+		family(b, g[i].name, "gauge", g[i].help);
+		evbuffer_add_printf(b, "%s %lld\n", g[i].name, g[i].v);
 	}
 }
 
@@ -422,6 +449,7 @@ static void render(struct evbuffer *b, const struct scrape *s)
 	render_histograms(b);
 	render_workers(b);
 	render_logins(b);
+	render_tables(b);
 }
 
 /* ---- scrapes ---- */

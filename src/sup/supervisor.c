@@ -3,6 +3,7 @@
  * turns signals into orders for the workers. It never touches client
  * traffic, so a crash of one worker costs only that worker's clients. */
 #include "supervisor.h"
+#include "welcome.h"
 #include "tls.h"
 #include "build-config.h"
 #include "config.h"
@@ -52,8 +53,7 @@ static struct {
 	struct event *sig[8];
 	int n_sig;
 	struct ledger *ledger;
-	struct list welcomes;      /* struct welcome: pools' server parameters */
-	struct list failures;      /* struct failure: pools' last failed server login */
+	struct event *sweep;       /* welcome_sweep */
 	struct list fans;          /* struct fan: console commands out to every worker */
 	uint32_t next_fan;
 	/* two-phase reload: every worker stages the new config, then all apply */
@@ -262,73 +262,31 @@ static void forward_cancel(int from, const struct ipc_hdr *hdr, const void *payl
 		log_warning("could not forward a cancel request to worker %d", owner);
 }
 
-/* ---- welcome parameters ---- */
-
-struct welcome {
-	struct list node;
-	uint32_t len;
-	uint8_t data[];            /* db[64] user[64] then name\0value\0 pairs */
-};
-
-#define WELCOME_KEY (2 * LEDGER_NAME)
+/* ---- welcome parameters and failed server logins (welcome.c) ---- */
 
 static void tell_recent_failure(int slot, const void *key);
-
-static struct welcome *find_welcome(const void *key)
-{
-	struct list *it;
-	list_for_each(it, &sup.welcomes) {
-		struct welcome *w = container_of(it, struct welcome, node);
-		if (memcmp(w->data, key, WELCOME_KEY) == 0)
-			return w;
-	}
-	return NULL;
-}
+static void arm_sweep(void);
 
 static void on_welcome_msg(int slot, const struct ipc_hdr *hdr, const void *payload)
 {
+	uint32_t len;
 	if (hdr->len < WELCOME_KEY)
 		return;
-	struct welcome *w = find_welcome(payload);
-	if (hdr->type == IPC_WELCOME_GET) {
-		tell_recent_failure(slot, payload);
-		if (w)
-			send_to(slot, IPC_WELCOME, 0, w->data, w->len);
-		else
-			send_to(slot, IPC_WELCOME, 0, payload, WELCOME_KEY);
+	if (hdr->type != IPC_WELCOME_GET) {
+		welcome_put(payload, hdr->len);
+		arm_sweep();
 		return;
 	}
-	if (w) {
-		list_del(&w->node);
-		free(w);
-	}
-	w = xmalloc(sizeof(*w) + hdr->len);
-	w->len = hdr->len;
-	memcpy(w->data, payload, hdr->len);
-	list_append(&sup.welcomes, &w->node);
+	tell_recent_failure(slot, payload);
+	const void *w = welcome_find(payload, &len);
+	if (w)
+		send_to(slot, IPC_WELCOME, 0, w, len);
+	else
+		send_to(slot, IPC_WELCOME, 0, payload, WELCOME_KEY);
 }
 
-/* ---- failed server logins ----
- * Told to every worker at once; kept so a worker that meets the pool later
+/* Told to every worker at once; kept so a worker that meets the pool later
  * (its first client comes after the failure) also waits server_login_retry. */
-
-struct failure {
-	struct list node;
-	usec_t at;
-	struct login_failure f;
-};
-
-static struct failure *find_failure(const void *key)
-{
-	struct list *it;
-	list_for_each(it, &sup.failures) {
-		struct failure *x = container_of(it, struct failure, node);
-		if (memcmp(&x->f.pool, key, WELCOME_KEY) == 0)
-			return x;
-	}
-	return NULL;
-}
-
 static void on_login_failed(int slot, const struct ipc_hdr *hdr, const void *payload)
 {
 	struct login_failure f;
@@ -337,40 +295,43 @@ static void on_login_failed(int slot, const struct ipc_hdr *hdr, const void *pay
 	for (int i = 0; i < sup.n_slots; i++)
 		if (i != slot)
 			send_to(i, IPC_LOGIN_FAILED, 0, &f, sizeof(f));
-	struct failure *x = find_failure(&f);
-	if (!x) {
-		x = xcalloc(1, sizeof(*x));
-		list_append(&sup.failures, &x->node);
-	}
-	x->f = f;
-	x->at = util_monotonic();
-}
-
-/* Server TLS settings reloaded: failures under the old ones are forgotten
- * (the workers forget theirs). */
-static void forget_failures(void)
-{
-	struct list *it;
-	while ((it = list_first(&sup.failures)) != NULL) {
-		list_del(it);
-		free(container_of(it, struct failure, node));
-	}
+	welcome_failure_put(&f, util_monotonic());
+	arm_sweep();
 }
 
 /* Before answering a WELCOME_GET: a recent failure goes first. */
 static void tell_recent_failure(int slot, const void *key)
 {
-	struct failure *x = find_failure(key);
+	usec_t age;
+	const struct login_failure *x = welcome_failure_recent(key, util_monotonic(),
+							       sup.cfg->server_login_retry, &age);
 	if (!x)
 		return;
-	usec_t age = util_monotonic() - x->at;
-	if (age >= sup.cfg->server_login_retry) {
-		list_del(&x->node);
-		free(x);
-		return;
-	}
-	x->f.age_usec = (int64_t)age;
-	send_to(slot, IPC_LOGIN_FAILED, 0, &x->f, sizeof(x->f));
+	struct login_failure f = *x;
+	f.age_usec = (int64_t)age;
+	send_to(slot, IPC_LOGIN_FAILED, 0, &f, sizeof(f));
+}
+
+/* Every few seconds while it keeps any: what the supervisor keeps for
+ * pools that no worker holds any more goes (their shared slots are free).
+ * One-shot, so an idle supervisor holds no timer. */
+#define SWEEP_SECS 5
+
+static void on_sweep(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	(void)welcome_sweep(hist_pool_held, util_monotonic(), sup.cfg->server_login_retry);
+	if (welcome_count() > 0)
+		arm_sweep();
+}
+
+static void arm_sweep(void)
+{
+	struct timeval tv = { SWEEP_SECS, 0 };
+	if (!event_pending(sup.sweep, EV_TIMEOUT, NULL))
+		event_add(sup.sweep, &tv);
 }
 
 /* ---- console fan-out ----
@@ -494,6 +455,11 @@ static void supervisor_fanout(const char *cmd, metrics_part_fn on_part, metrics_
 	f->on_done = on_done;
 	f->arg = arg;
 	fan_send(f, cmd, (uint32_t)strlen(cmd) + 1);
+}
+
+static int supervisor_ledger_entries(void)
+{
+	return sup.ledger ? ledger_entries(sup.ledger) : 0;
 }
 
 static const struct config *supervisor_config(void)
@@ -629,7 +595,7 @@ static void reload_finish(void)
 	} else {
 		broadcast(IPC_RELOAD_COMMIT, NULL, 0);
 		if (worker_server_tls_changed(sup.cfg, sup.staged))
-			forget_failures();
+			welcome_forget_failures();
 		config_free(sup.cfg);
 		sup.cfg = sup.staged;
 		/* Workers started meanwhile run the old config: bring them along. */
@@ -898,7 +864,7 @@ static void worker_died(int slot, int status)
 	if (sup.shutting_down && sup.mode == SHUTDOWN_HANDOVER)
 		ipc_chan_read_rest(s->ch);
 	shm_worker_reset(slot);
-	hist_clear_waits(slot);
+	hist_worker_gone(slot);
 	ledger_worker_gone(sup.ledger, slot);
 	ipc_chan_free(s->ch);
 	s->ch = NULL;
@@ -1078,7 +1044,8 @@ int supervisor_run(const struct run_options *opt, struct config *cfg)
 		config_free(cfg);
 		return 1;
 	}
-	if (shm_create(sup.n_slots) < 0 || hist_create(sup.n_slots) < 0) {
+	if (shm_create(sup.n_slots, 2 * (uint32_t)cfg->max_pools) < 0 ||
+	    hist_create(sup.n_slots, (uint32_t)cfg->max_pools) < 0) {
 		log_error("cannot map shared memory for %d workers", sup.n_slots);
 		goto fail_shm;
 	}
@@ -1104,6 +1071,7 @@ int supervisor_run(const struct run_options *opt, struct config *cfg)
 	}
 	static const struct metrics_source metrics_src = {
 		.config = supervisor_config, .fanout = supervisor_fanout,
+		.ledger_entries = supervisor_ledger_entries,
 	};
 	if (metrics_start(sup.base, cfg, &metrics_src, sup.takeover) < 0)
 		goto fail_metrics;
@@ -1112,8 +1080,10 @@ int supervisor_run(const struct run_options *opt, struct config *cfg)
 		add_signal(sigs[i]);
 	sup.slots = xcalloc((size_t)sup.n_slots, sizeof(*sup.slots));
 	sup.ledger = ledger_new(sup.n_slots);
-	list_init(&sup.welcomes);
-	list_init(&sup.failures);
+	welcome_init();
+	sup.sweep = event_new(sup.base, -1, 0, on_sweep, NULL);
+	if (!sup.sweep)
+		fatal("supervisor: out of memory for its sweep timer");
 	list_init(&sup.fans);
 	log_info("process up: %s, libevent %s, c-ares, workers=%d", PACKAGE_STRING, event_get_version(), sup.n_slots);
 	for (int i = 0; i < sup.n_slots; i++)
@@ -1136,13 +1106,10 @@ int supervisor_run(const struct run_options *opt, struct config *cfg)
 		event_free(sup.ledger_tick);
 	ledger_free(sup.ledger);
 	struct list *it;
-	while ((it = list_first(&sup.welcomes)) != NULL) {
-		list_del(it);
-		free(container_of(it, struct welcome, node));
-	}
+	event_free(sup.sweep);
+	welcome_free_all();
 	while ((it = list_first(&sup.fans)) != NULL)
 		fan_free(container_of(it, struct fan, node));
-	forget_failures();
 	config_free(sup.staged);
 	listen_close(&sup.ls);
 	event_base_free(sup.base);

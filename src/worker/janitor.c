@@ -166,6 +166,17 @@ static void open_forced_pools(struct world *w)
 	}
 }
 
+/* What nothing holds any more goes every few seconds (pool.c). */
+#define SWEEP_USEC (5 * USEC_PER_SEC)
+
+static void sweep(struct world *w, usec_t now)
+{
+	if (now - w->last_sweep < SWEEP_USEC)
+		return;
+	w->last_sweep = now;
+	pool_sweep(w);
+}
+
 void janitor_pass(struct world *w)
 {
 	usec_t now = util_monotonic();
@@ -173,6 +184,7 @@ void janitor_pass(struct world *w)
 
 	check_login_clients(w, now);
 	pool_idle_drop(w, now);
+	sweep(w, now);
 	open_forced_pools(w);
 	list_for_each(it, &w->pools) {
 		struct pool *p = container_of(it, struct pool, node);

@@ -39,6 +39,18 @@ test_unit_test_ledger_CFLAGS = $(UNIT_CFLAGS)
 test_unit_test_ledger_LDFLAGS = $(FAKECLOCK_LINK_FLAGS)
 test_unit_test_ledger_LDADD = $(UNIT_LDADD)
 
+check_PROGRAMS += test/unit/test_welcome
+TESTS += test/unit/test_welcome
+test_unit_test_welcome_SOURCES = test/unit/test_welcome.c
+test_unit_test_welcome_CFLAGS = $(UNIT_CFLAGS)
+test_unit_test_welcome_LDADD = $(UNIT_LDADD)
+
+check_PROGRAMS += test/unit/test_shtab
+TESTS += test/unit/test_shtab
+test_unit_test_shtab_SOURCES = test/unit/test_shtab.c
+test_unit_test_shtab_CFLAGS = $(UNIT_CFLAGS)
+test_unit_test_shtab_LDADD = $(UNIT_LDADD)
+
 check_PROGRAMS += test/unit/test_shm
 TESTS += test/unit/test_shm
 test_unit_test_shm_SOURCES = test/unit/test_shm.c

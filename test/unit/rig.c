@@ -293,7 +293,7 @@ void rig_start_with(const struct rig_setup *s)
 	world_init(rig_w, 0, &hooks);
 	rig_w->cfg = load_config(s);
 	load_hba(s);
-	REQUIRE_EQ(shm_create(s->workers), 0);
+	REQUIRE_EQ(shm_create(s->workers, 2 * (uint32_t)rig_w->cfg->max_pools), 0);
 	shm_attach_worker(0);
 	REQUIRE_EQ(crypto_init(), 0);
 	REQUIRE(crypto_random(rig_w->secret, sizeof(rig_w->secret)));

@@ -143,7 +143,7 @@ static const struct {
 	{ "max_db_client_connections", "0", "0" },
 	{ "max_db_connections", "0", "0" },
 	{ "max_packet_size", "2147483647", "2147483647" },
-	{ "max_pools", "1024", "1024" },
+	{ "max_pools", "16384", "16384" },
 	{ "max_prepared_statements", "200", "200" },
 	{ "max_user_client_connections", "0", "0" },
 	{ "max_user_connections", "0", "0" },
@@ -261,7 +261,7 @@ static void test_default_fields(void **state)
 	assert_false(cfg->so_reuseport);
 	assert_int_equal(cfg->workers, 0);
 	assert_int_equal(cfg->server_login_concurrency, 2);
-	assert_int_equal(cfg->max_pools, 1024);
+	assert_int_equal(cfg->max_pools, 16384);
 	assert_string_equal(cfg->metrics_listen, "");
 	assert_string_equal(cfg->conffile, ini_path);       /* "" becomes the main file */
 	assert_string_equal(cfg->path, ini_path);

@@ -16,11 +16,12 @@
 #include "hist.h"
 
 #define N_WORKERS 3
+#define MAX_POOLS 1024
 
 static int setup(void **state)
 {
 	(void)state;
-	if (hist_create(N_WORKERS) < 0)
+	if (hist_create(N_WORKERS, MAX_POOLS) < 0)
 		return -1;
 	hist_attach_worker(0);
 	return 0;
@@ -53,7 +54,7 @@ static void test_buckets(void **state)
 static int slot_of(const char *db, const char *user)
 {
 	char d[64], u[64];
-	for (int i = 0; i < HIST_POOLS; i++)
+	for (int i = 0; i < (int)hist_pools_high(); i++)
 		if (hist_pool_at(i, d, sizeof(d), u, sizeof(u)) && strcmp(d, db) == 0 && strcmp(u, user) == 0)
 			return i;
 	return -1;
@@ -62,11 +63,11 @@ static int slot_of(const char *db, const char *user)
 static void test_pools_sum_over_workers(void **state)
 {
 	(void)state;
-	struct hist_pool_cell *c = hist_pool_cell("db1", "alice");
+	struct hist_pool_cell *c = hist_pool_hold("db1", "alice");
 	assert_non_null(c);
-	assert_ptr_equal(hist_pool_cell("db1", "alice"), c);            /* stable */
-	assert_ptr_not_equal(hist_pool_cell("db1", "bob"), c);
-	assert_ptr_not_equal(hist_pool_cell("db1a", "lice"), c);        /* not a concatenation */
+	assert_ptr_equal(hist_pool_hold("db1", "alice"), c);            /* stable */
+	assert_ptr_not_equal(hist_pool_hold("db1", "bob"), c);
+	assert_ptr_not_equal(hist_pool_hold("db1a", "lice"), c);        /* not a concatenation */
 	hist_pool_observe(c, HIST_XACT, 10);
 	hist_pool_observe(c, HIST_XACT, 2000);
 	hist_pool_observe(NULL, HIST_XACT, 5);                          /* table full: no-op */
@@ -76,7 +77,7 @@ static void test_pools_sum_over_workers(void **state)
 		assert_true(pid >= 0);
 		if (pid == 0) {
 			hist_attach_worker(w);
-			struct hist_pool_cell *mine = hist_pool_cell("db1", "alice");
+			struct hist_pool_cell *mine = hist_pool_hold("db1", "alice");
 			for (int i = 0; i < 1000; i++)
 				hist_pool_observe(mine, HIST_XACT, 60000000);    /* +Inf */
 			_exit(mine && mine != c ? 0 : 1);
@@ -115,7 +116,7 @@ static void test_pool_use_elsewhere(void **state)
 {
 	usec_t last;
 	(void)state;
-	struct hist_pool_cell *mine = hist_pool_cell("dbu", "carol");
+	struct hist_pool_cell *mine = hist_pool_hold("dbu", "carol");
 	assert_non_null(mine);
 	assert_false(hist_pool_used_elsewhere(mine, &last));
 	assert_int_equal(last, 0);                          /* nobody else ever had it */
@@ -124,9 +125,9 @@ static void test_pool_use_elsewhere(void **state)
 	assert_int_equal(last, 0);
 	/* Workers 1 and 2 (the cells are written as theirs would be). */
 	hist_attach_worker(1);
-	struct hist_pool_cell *w1 = hist_pool_cell("dbu", "carol");
+	struct hist_pool_cell *w1 = hist_pool_hold("dbu", "carol");
 	hist_attach_worker(2);
-	struct hist_pool_cell *w2 = hist_pool_cell("dbu", "carol");
+	struct hist_pool_cell *w2 = hist_pool_hold("dbu", "carol");
 	hist_attach_worker(0);
 	hist_pool_set_use(w1, 0, 700);
 	hist_pool_set_use(w2, 0, 900);
@@ -134,27 +135,71 @@ static void test_pool_use_elsewhere(void **state)
 	assert_int_equal(last, 900);
 	hist_pool_set_use(w1, 1, 1000);
 	assert_true(hist_pool_used_elsewhere(mine, &last));
-	hist_clear_waits(1);                                 /* worker 1 died */
+	hist_worker_gone(1);                                 /* worker 1 died */
 	assert_false(hist_pool_used_elsewhere(mine, &last));
 	assert_int_equal(last, 1000);
 	assert_false(hist_pool_used_elsewhere(NULL, &last));   /* table full: no cell */
 	assert_int_equal(last, 0);
 }
 
+/* max_pools pools at once: the next one gets no cell (its clients are
+ * refused, pool.c); a pool let go of by every worker frees its slot for
+ * another, whose counts start from zero; names too long get none. */
 static void test_table_full(void **state)
 {
 	(void)state;
 	char db[32];
+	struct hist_pool_cell *cells[MAX_POOLS];
 	int made = 0;
-	for (int i = 0; i < HIST_POOLS + 10; i++) {
+	for (int i = 0; i < MAX_POOLS + 10; i++) {
 		snprintf(db, sizeof(db), "full%d", i);
-		made += hist_pool_cell(db, "u") != NULL;
+		struct hist_pool_cell *c = hist_pool_hold(db, "u");
+		if (c)
+			cells[made++] = c;
 	}
-	assert_true(made < HIST_POOLS && made > HIST_POOLS - 10);
+	/* The other tests' pools are still held. */
+	assert_int_equal(hist_pools_used(), MAX_POOLS);
+	assert_true(hist_pool_full());
+	assert_true(made < MAX_POOLS && made > MAX_POOLS - 10);
+	assert_null(hist_pool_hold("one", "more"));
+	hist_pool_observe(cells[0], HIST_QUERY, 7);
+	hist_pool_release(cells[0]);
+	struct hist_pool_cell *fresh = hist_pool_hold("one", "more");
+	assert_ptr_equal(fresh, cells[0]);
+	struct hist_total t;
+	hist_pool_total(slot_of("one", "more"), HIST_QUERY, &t);
+	assert_int_equal(t.n[0], 0);
+	assert_int_equal(slot_of("full0", "u"), -1);
 	char longname[100];
 	memset(longname, 'x', sizeof(longname) - 1);
 	longname[sizeof(longname) - 1] = 0;
-	assert_null(hist_pool_cell(longname, "u"));
+	assert_null(hist_pool_hold(longname, "u"));
+	for (int i = 1; i < made; i++)
+		hist_pool_release(cells[i]);
+}
+
+/* Held by two workers: one letting go leaves the other's counts, and
+ * says "nothing here" for its part; the last one frees the slot. */
+static void test_release_by_workers(void **state)
+{
+	(void)state;
+	usec_t last;
+	struct hist_pool_cell *mine = hist_pool_hold("rel", "u");
+	hist_attach_worker(1);
+	struct hist_pool_cell *w1 = hist_pool_hold("rel", "u");
+	hist_pool_set_use(w1, 2, 100);
+	hist_pool_set_wait(w1, 50);
+	hist_attach_worker(0);
+	assert_true(hist_pool_used_elsewhere(mine, &last));
+	assert_int_equal(hist_pool_wait_elsewhere(mine), 50);
+	hist_attach_worker(1);
+	hist_pool_release(w1);
+	hist_attach_worker(0);
+	assert_false(hist_pool_used_elsewhere(mine, &last));
+	assert_int_equal(hist_pool_wait_elsewhere(mine), 0);
+	assert_true(slot_of("rel", "u") >= 0);
+	hist_pool_release(mine);
+	assert_int_equal(slot_of("rel", "u"), -1);
 }
 
 int main(void)
@@ -164,6 +209,7 @@ int main(void)
 		cmocka_unit_test(test_pools_sum_over_workers),
 		cmocka_unit_test(test_phases),
 		cmocka_unit_test(test_pool_use_elsewhere),
+		cmocka_unit_test(test_release_by_workers),
 		cmocka_unit_test(test_table_full),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

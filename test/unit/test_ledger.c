@@ -1127,9 +1127,58 @@ static void test_close_pending_expires(void **state)
 
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
+/* Tenants come and go: an entry lives while it counts a slot, a queued
+ * request or a want told to a worker, and goes after; 10,000 pools one
+ * after another leave nothing, and a pool coming back starts afresh. */
+static void test_entries_freed(void **state)
+{
+	struct ledger *l = *state;
+	struct notices ns;
+	char user[32];
+	for (int i = 0; i < 10000; i++) {
+		snprintf(user, sizeof(user), "role%d", i);
+		struct slot_req r = mkreq("tenants", user, 1, 0, 0, 1);
+		assert_int_equal(ledger_request(l, i % N_WORKERS, 1, &r), LEDGER_GRANTED);
+		assert_true(ledger_release(l, i % N_WORKERS, "tenants", user));
+	}
+	assert_int_equal(ledger_entries(l), 0);
+
+	/* A refused request leaves nothing behind either. */
+	struct slot_req full = mkreq("d", "u", 1, 0, 0, 0);
+	assert_int_equal(ledger_request(l, 0, 1, &full), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 1, 2, &full), LEDGER_DENIED);
+	assert_int_equal(ledger_entries(l), 3);       /* the pool, "d", "u" */
+
+	/* Queued, then withdrawn; queued, told as a want, granted, released:
+	 * the entry stays until the "none" is told, then goes. */
+	struct slot_req w = mkreq("d", "u", 1, 0, 0, 1);
+	assert_int_equal(ledger_request(l, 1, 3, &w), LEDGER_QUEUED);
+	assert_true(ledger_withdraw(l, 1, "d", "u", 3));
+	assert_int_equal(ledger_request(l, 2, 4, &w), LEDGER_QUEUED);
+	collect(l, &ns);
+	assert_int_equal(got(&ns, 0, "d", "u").n, 1);
+	assert_true(ledger_release(l, 0, "d", "u"));
+	expect_grant(l, 2, 4, "d", "u");
+	assert_true(ledger_release(l, 2, "d", "u"));
+	assert_int_equal(ledger_entries(l), 3);       /* worker 0 still has a want told */
+	collect(l, &ns);
+	assert_int_equal(got(&ns, 0, "d", "u").n, 0);
+	assert_int_equal(ledger_entries(l), 0);
+	assert_int_equal(ledger_pool_count(l, "d", "u", -1), 0);
+
+	/* A dead worker's slots and requests go, and their entries. */
+	struct slot_req x = mkreq("x", "y", 1, 0, 0, 1);
+	assert_int_equal(ledger_request(l, 1, 5, &x), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 1, 6, &x), LEDGER_QUEUED);
+	ledger_worker_gone(l, 1);
+	assert_int_equal(ledger_entries(l), 0);
+	assert_int_equal(ledger_queued(l), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_entries_freed, setup, teardown),
 		T(test_pool_limit_then_queue_or_deny),
 		T(test_db_limit_across_pools),
 		T(test_user_limit_across_pools),

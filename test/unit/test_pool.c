@@ -374,9 +374,9 @@ static void test_reuse_order_two_workers(void **state)
 	char names[2 * LEDGER_NAME];
 	struct msg m;
 	(void)state;
-	assert_int_equal(hist_create(2), 0);
+	assert_int_equal(hist_create(2, 64), 0);
 	hist_attach_worker(1);
-	struct hist_pool_cell *other = hist_pool_cell("db", "alice");
+	struct hist_pool_cell *other = hist_pool_hold("db", "alice");
 	hist_attach_worker(0);
 	rig_start_workers(2, "pool_mode = transaction\ndefault_pool_size = 2", DBS);
 	rig_client(&c, "alice", "db");

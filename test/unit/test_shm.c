@@ -19,6 +19,7 @@
 
 #include "shm.h"
 
+#define NAMES 4096               /* the name table's capacity (2 x max_pools) */
 #define N_WORKERS 5
 #define N_CHILDREN 4             /* workers 1..4; the parent is worker 0 */
 #define CHILD_ITERS 100000
@@ -33,7 +34,7 @@
 static int setup(void **state)
 {
 	(void)state;
-	if (shm_create(N_WORKERS) < 0)
+	if (shm_create(N_WORKERS, NAMES) < 0)
 		return -1;
 	shm_attach_worker(0);
 	return 0;
@@ -56,21 +57,21 @@ static void test_create_destroy(void **state)
 	assert_int_equal(shm_n_workers(), 1);
 	assert_int_equal(shm_clients_total(), 0);
 	assert_int_equal(shm_clients_of(0), 0);
-	assert_int_equal(shm_name_index(SHM_DB, "x"), -1);
+	assert_int_equal(shm_name_hold(SHM_DB, "x"), -1);
 
-	assert_int_equal(shm_create(0), -1);
-	assert_int_equal(shm_create(-3), -1);
-	assert_int_equal(shm_create(SHM_MAX_WORKERS + 1), -1);
+	assert_int_equal(shm_create(0, NAMES), -1);
+	assert_int_equal(shm_create(-3, NAMES), -1);
+	assert_int_equal(shm_create(SHM_MAX_WORKERS + 1, NAMES), -1);
 	assert_int_equal(shm_n_workers(), 1);
 
-	assert_int_equal(shm_create(SHM_MAX_WORKERS), 0);
+	assert_int_equal(shm_create(SHM_MAX_WORKERS, NAMES), 0);
 	assert_int_equal(shm_n_workers(), SHM_MAX_WORKERS);
 	shm_attach_worker(SHM_MAX_WORKERS - 1);
 	assert_true(shm_client_take(1));
 	assert_int_equal(shm_clients_of(SHM_MAX_WORKERS - 1), 1);
 	assert_int_equal(shm_clients_total(), 1);
-	int idx = shm_name_index(SHM_USER, "last");
-	assert_true(idx >= 0 && idx < SHM_NAMES);
+	int idx = shm_name_hold(SHM_USER, "last");
+	assert_true(idx >= 0 && idx < NAMES);
 	assert_true(shm_name_take(idx, 1));
 	assert_int_equal(shm_name_total(idx), 1);
 	shm_destroy();
@@ -79,12 +80,12 @@ static void test_create_destroy(void **state)
 	shm_destroy();                          /* twice is harmless */
 
 	/* A new mapping starts from zero. */
-	assert_int_equal(shm_create(1), 0);
+	assert_int_equal(shm_create(1, NAMES), 0);
 	assert_int_equal(shm_n_workers(), 1);
 	shm_attach_worker(0);
 	assert_int_equal(shm_clients_total(), 0);
 	assert_int_equal(shm_next_id(), 1);
-	idx = shm_name_index(SHM_USER, "last");
+	idx = shm_name_hold(SHM_USER, "last");
 	assert_true(idx >= 0);
 	assert_int_equal(shm_name_total(idx), 0);
 	shm_destroy();
@@ -190,7 +191,7 @@ static void test_client_columns(void **state)
 	assert_int_equal(shm_clients_of(4), 4);
 
 	/* Worker 4 dies: its column goes, the others stay. */
-	int idx = shm_name_index(SHM_DB, "db");
+	int idx = shm_name_hold(SHM_DB, "db");
 	assert_true(idx >= 0);
 	shm_attach_worker(4);
 	assert_true(shm_name_take(idx, 0));
@@ -219,12 +220,12 @@ static void test_name_index(void **state)
 {
 	(void)state;
 	char name[80];
-	int a = shm_name_index(SHM_DB, "alpha");
-	int b = shm_name_index(SHM_DB, "beta");
-	int ua = shm_name_index(SHM_USER, "alpha");
-	assert_true(a >= 0 && a < SHM_NAMES);
-	assert_true(b >= 0 && b < SHM_NAMES);
-	assert_true(ua >= 0 && ua < SHM_NAMES);
+	int a = shm_name_hold(SHM_DB, "alpha");
+	int b = shm_name_hold(SHM_DB, "beta");
+	int ua = shm_name_hold(SHM_USER, "alpha");
+	assert_true(a >= 0 && a < NAMES);
+	assert_true(b >= 0 && b < NAMES);
+	assert_true(ua >= 0 && ua < NAMES);
 	assert_int_not_equal(a, b);
 	assert_int_not_equal(a, ua);
 	assert_int_not_equal(b, ua);
@@ -232,40 +233,40 @@ static void test_name_index(void **state)
 	/* Stable, also after many other names arrived. */
 	for (int i = 0; i < 500; i++) {
 		snprintf(name, sizeof(name), "other%d", i);
-		int k = shm_name_index(i % 2 ? SHM_DB : SHM_USER, name);
+		int k = shm_name_hold(i % 2 ? SHM_DB : SHM_USER, name);
 		assert_true(k >= 0);
 		assert_int_not_equal(k, a);
 		assert_int_not_equal(k, b);
 		assert_int_not_equal(k, ua);
 	}
-	assert_int_equal(shm_name_index(SHM_DB, "alpha"), a);
-	assert_int_equal(shm_name_index(SHM_DB, "beta"), b);
-	assert_int_equal(shm_name_index(SHM_USER, "alpha"), ua);
-	assert_int_equal(shm_name_index(SHM_USER, "other0"), shm_name_index(SHM_USER, "other0"));
-	assert_int_not_equal(shm_name_index(SHM_USER, "other0"), shm_name_index(SHM_DB, "other0"));
+	assert_int_equal(shm_name_hold(SHM_DB, "alpha"), a);
+	assert_int_equal(shm_name_hold(SHM_DB, "beta"), b);
+	assert_int_equal(shm_name_hold(SHM_USER, "alpha"), ua);
+	assert_int_equal(shm_name_hold(SHM_USER, "other0"), shm_name_hold(SHM_USER, "other0"));
+	assert_int_not_equal(shm_name_hold(SHM_USER, "other0"), shm_name_hold(SHM_DB, "other0"));
 	/* Case matters. */
-	assert_int_not_equal(shm_name_index(SHM_DB, "Alpha"), a);
+	assert_int_not_equal(shm_name_hold(SHM_DB, "Alpha"), a);
 
 	/* 63 bytes fit, 64 do not. */
 	memset(name, 'n', 63);
 	name[63] = 0;
-	int k63 = shm_name_index(SHM_DB, name);
+	int k63 = shm_name_hold(SHM_DB, name);
 	assert_true(k63 >= 0);
-	assert_int_equal(shm_name_index(SHM_DB, name), k63);
+	assert_int_equal(shm_name_hold(SHM_DB, name), k63);
 	name[63] = 'n';
 	name[64] = 0;
-	assert_int_equal(shm_name_index(SHM_DB, name), -1);
-	assert_int_equal(shm_name_index(SHM_USER, name), -1);
+	assert_int_equal(shm_name_hold(SHM_DB, name), -1);
+	assert_int_equal(shm_name_hold(SHM_USER, name), -1);
 	memset(name, 'z', 79);
 	name[79] = 0;
-	assert_int_equal(shm_name_index(SHM_USER, name), -1);
+	assert_int_equal(shm_name_hold(SHM_USER, name), -1);
 }
 
 static void test_name_take_put(void **state)
 {
 	(void)state;
-	int d = shm_name_index(SHM_DB, "d");
-	int u = shm_name_index(SHM_USER, "d");
+	int d = shm_name_hold(SHM_DB, "d");
+	int u = shm_name_hold(SHM_USER, "d");
 	assert_true(d >= 0 && u >= 0);
 
 	assert_int_equal(shm_name_total(d), 0);
@@ -308,27 +309,27 @@ static void test_name_take_put(void **state)
 static void test_names_fill_up(void **state)
 {
 	(void)state;
-	static uint8_t used[SHM_NAMES];
+	static uint8_t used[NAMES];
 	char name[32];
 	memset(used, 0, sizeof(used));
-	for (int i = 0; i < SHM_NAMES; i++) {
+	for (int i = 0; i < NAMES; i++) {
 		snprintf(name, sizeof(name), "n%d", i);
-		int k = shm_name_index(i % 3 ? SHM_DB : SHM_USER, name);
-		assert_true(k >= 0 && k < SHM_NAMES);
+		int k = shm_name_hold(i % 3 ? SHM_DB : SHM_USER, name);
+		assert_true(k >= 0 && k < NAMES);
 		assert_int_equal(used[k], 0);
 		used[k] = 1;
 	}
 	/* Full: any new name is refused, of either kind. */
 	for (int i = 0; i < 20; i++) {
 		snprintf(name, sizeof(name), "late%d", i);
-		assert_int_equal(shm_name_index(SHM_DB, name), -1);
-		assert_int_equal(shm_name_index(SHM_USER, name), -1);
+		assert_int_equal(shm_name_hold(SHM_DB, name), -1);
+		assert_int_equal(shm_name_hold(SHM_USER, name), -1);
 	}
-	assert_int_equal(shm_name_index(SHM_DB, "n0"), -1);   /* n0 is a user name */
+	assert_int_equal(shm_name_hold(SHM_DB, "n0"), -1);   /* n0 is a user name */
 	/* The names already in still resolve, and still count. */
-	for (int i = 0; i < SHM_NAMES; i += 97) {
+	for (int i = 0; i < NAMES; i += 97) {
 		snprintf(name, sizeof(name), "n%d", i);
-		int k = shm_name_index(i % 3 ? SHM_DB : SHM_USER, name);
+		int k = shm_name_hold(i % 3 ? SHM_DB : SHM_USER, name);
 		assert_true(k >= 0);
 		assert_int_equal(used[k], 1);
 		assert_true(shm_name_take(k, 1));
@@ -445,13 +446,13 @@ static int race_child(struct race *r, int w)
 	 * of its own that race with the others' for free slots. */
 	for (int j = 0; j < RACE_NAMES; j++) {
 		race_name(name, sizeof(name), j);
-		r->name_idx[w][j] = shm_name_index(SHM_USER, name);
+		r->name_idx[w][j] = shm_name_hold(SHM_USER, name);
 	}
 	for (int j = 0; j < OWN_NAMES; j++) {
 		own_name(name, sizeof(name), w, j);
-		r->own_idx[w][j] = shm_name_index(j % 2 ? SHM_DB : SHM_USER, name);
+		r->own_idx[w][j] = shm_name_hold(j % 2 ? SHM_DB : SHM_USER, name);
 	}
-	int idx = shm_name_index(SHM_DB, "race-shared");
+	int idx = shm_name_hold(SHM_DB, "race-shared");
 	atomic_store(&r->shared_idx[w], idx);
 	if (idx < 0)
 		return 3;
@@ -602,15 +603,15 @@ static void test_race_limits(void **state)
 	/* Every child found the same index for every shared name, and so do
 	 * we; no two names share an index. */
 	char name[32];
-	static uint8_t used[SHM_NAMES];
+	static uint8_t used[NAMES];
 	memset(used, 0, sizeof(used));
-	idx = shm_name_index(SHM_DB, "race-shared");
+	idx = shm_name_hold(SHM_DB, "race-shared");
 	assert_true(idx >= 0);
 	assert_int_equal(shm_name_total(idx), 0);
 	used[idx] = 1;
 	for (int j = 0; j < RACE_NAMES; j++) {
 		race_name(name, sizeof(name), j);
-		int k = shm_name_index(SHM_USER, name);
+		int k = shm_name_hold(SHM_USER, name);
 		assert_true(k >= 0);
 		assert_int_equal(used[k], 0);
 		used[k] = 1;
@@ -620,7 +621,7 @@ static void test_race_limits(void **state)
 	for (int w = 1; w <= N_CHILDREN; w++) {
 		for (int j = 0; j < OWN_NAMES; j++) {
 			own_name(name, sizeof(name), w, j);
-			int k = shm_name_index(j % 2 ? SHM_DB : SHM_USER, name);
+			int k = shm_name_hold(j % 2 ? SHM_DB : SHM_USER, name);
 			assert_true(k >= 0);
 			assert_int_equal(r->own_idx[w][j], k);
 			assert_int_equal(used[k], 0);
@@ -636,7 +637,7 @@ static void test_race_limits(void **state)
 static void test_dead_worker_reset(void **state)
 {
 	(void)state;
-	int idx = shm_name_index(SHM_USER, "u");
+	int idx = shm_name_hold(SHM_USER, "u");
 	assert_true(idx >= 0);
 	fflush(stdout);
 	fflush(stderr);
@@ -664,11 +665,61 @@ static void test_dead_worker_reset(void **state)
 	assert_false(shm_client_take(3));
 }
 
+/* Names come and go (rotating roles): a name's slot is freed when the
+ * last worker holding it lets go, or when that worker dies, and the next
+ * name to take it starts from zero (counts, statistics, host state), with
+ * another generation; readers see the new name. */
+static void test_name_release_reuse(void **state)
+{
+	(void)state;
+	char name[64];
+	uint32_t gen1 = 0, gen2 = 0;
+	uint64_t d[SHM_STATS] = { 5 }, t[SHM_STATS];
+	int a = shm_name_hold(SHM_USER, "tenant_a");
+	assert_true(shm_name_take(a, 0));
+	shm_stats_add(a, d);
+	shm_host_set(a, 3);
+	assert_true(shm_name_at(a, SHM_USER, name, sizeof(name), &gen1));
+	assert_string_equal(name, "tenant_a");
+	shm_attach_worker(2);
+	assert_int_equal(shm_name_hold(SHM_USER, "tenant_a"), a);   /* another worker: the same */
+	shm_attach_worker(0);
+	shm_name_put(a);
+	shm_name_release(a);
+	assert_true(shm_name_at(a, SHM_USER, name, sizeof(name), NULL));   /* worker 2 holds it */
+	assert_int_equal(shm_names_used(), 1);
+	shm_worker_reset(2);                                          /* worker 2 dies */
+	assert_false(shm_name_at(a, SHM_USER, name, sizeof(name), NULL));
+	assert_int_equal(shm_names_used(), 0);
+
+	int b = shm_name_hold(SHM_DB, "tenant_b");
+	assert_int_equal(b, a);                                       /* the freed slot */
+	assert_true(shm_name_at(b, SHM_DB, name, sizeof(name), &gen2));
+	assert_string_equal(name, "tenant_b");
+	assert_int_not_equal(gen2, gen1);
+	assert_false(shm_name_at(b, SHM_USER, name, sizeof(name), NULL));
+	assert_int_equal(shm_name_total(b), 0);
+	shm_stats_total(b, t);
+	assert_int_equal(t[0], 0);
+	assert_int_equal(shm_host(b, 0), 0);
+	assert_int_equal(shm_names_high(), 1);
+
+	/* 100,000 names through a table of NAMES: never full. */
+	for (int i = 0; i < 100000; i++) {
+		snprintf(name, sizeof(name), "rotating_%d", i);
+		int k = shm_name_hold(SHM_USER, name);
+		assert_true(k >= 0);
+		shm_name_release(k);
+	}
+	assert_int_equal(shm_names_used(), 1);
+	assert_true(shm_names_high() <= 2);
+}
+
 /* A host name's address cursor is one for all workers, per host. */
 static void test_addr_next(void **state)
 {
 	(void)state;
-	int idx = shm_name_index(SHM_DB, "fleet");
+	int idx = shm_name_hold(SHM_DB, "fleet");
 	assert_true(idx >= 0);
 	assert_int_equal(shm_addr_next(idx, 0, 1), 0);
 	assert_int_equal(shm_addr_next(idx, 0, 1), 1);
@@ -695,6 +746,7 @@ int main(void)
 		T(test_names_fill_up),
 		T(test_race_limits),
 		T(test_dead_worker_reset),
+		T(test_name_release_reuse),
 		T(test_addr_next),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

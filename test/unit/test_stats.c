@@ -17,7 +17,7 @@ enum { XACT, QUERY, IN, OUT, XACT_TIME, QUERY_TIME, WAIT_TIME, ASSIGN };
 static int setup(void **state)
 {
 	(void)state;
-	assert_int_equal(shm_create(1), 0);
+	assert_int_equal(shm_create(1, 64), 0);
 	shm_attach_worker(0);
 	return 0;
 }
@@ -32,7 +32,7 @@ static int teardown(void **state)
 static void test_averages_before_first_period(void **state)
 {
 	uint64_t d[SHM_STATS] = { 0 }, avg[SHM_STATS];
-	int idx = shm_name_index(SHM_DB, "db");
+	int idx = shm_name_hold(SHM_DB, "db");
 	(void)state;
 	assert_true(idx >= 0);
 	d[XACT] = 6;
@@ -59,7 +59,7 @@ static void test_averages_before_first_period(void **state)
 static void test_period_averages_win(void **state)
 {
 	uint64_t d[SHM_STATS] = { 0 }, set[SHM_STATS] = { 0 }, avg[SHM_STATS];
-	int idx = shm_name_index(SHM_DB, "db");
+	int idx = shm_name_hold(SHM_DB, "db");
 	(void)state;
 	d[IN] = 5000;
 	shm_stats_add(idx, d);

@@ -1,0 +1,40 @@
+/* pgcrew — what the supervisor keeps per pool between workers: its welcome
+ * (the server parameters a client gets at login, learned by the first
+ * worker's server login) and its last failed server login, so that a
+ * worker that meets the pool later welcomes its clients at once or waits
+ * server_login_retry like the others. Found by pool name in constant time;
+ * an entry goes when no worker holds the pool any more (welcome_sweep), so
+ * ever new tenants leave nothing behind. */
+#ifndef PGCREW_WELCOME_H
+#define PGCREW_WELCOME_H
+
+#include "ipc.h"
+#include "types.h"
+
+/* The key of both: database then user, LEDGER_NAME bytes each. */
+#define WELCOME_KEY (2 * LEDGER_NAME)
+
+void welcome_init(void);
+void welcome_free_all(void);
+
+/* A pool's welcome as a worker sent it (the key, then name\0value\0
+ * pairs); the one kept, or NULL (its length in *len). */
+void welcome_put(const void *data, uint32_t len);
+const void *welcome_find(const void *key, uint32_t *len);
+
+/* A pool's last failed server login, and when it was seen. */
+void welcome_failure_put(const struct login_failure *f, usec_t now);
+/* The failure of key if it is younger than retry (its age in *age); an
+ * older one is forgotten. */
+const struct login_failure *welcome_failure_recent(const void *key, usec_t now, usec_t retry, usec_t *age);
+/* Server TLS settings reloaded: failures under the old ones go. */
+void welcome_forget_failures(void);
+
+/* Entries of pools no worker holds (held() says which are held) and
+ * failures older than retry go; returns how many went. */
+typedef bool (*welcome_held_fn)(const char *db, const char *user);
+int welcome_sweep(welcome_held_fn held, usec_t now, usec_t retry);
+/* Welcomes and failures kept (memory tests). */
+size_t welcome_count(void);
+
+#endif

@@ -1,0 +1,164 @@
+/* pgcrew — the supervisor's per-pool welcome parameters and last failed
+ * server logins (welcome.h): two hash tables keyed by the pool's names,
+ * swept of pools no worker holds. */
+#include "welcome.h"
+#include "hmap.h"
+#include "util.h"
+
+struct welcome {
+	struct list node;
+	struct hnode hn;
+	uint32_t len;
+	uint8_t data[];            /* db[64] user[64] then name\0value\0 pairs */
+};
+
+struct failure {
+	struct list node;
+	struct hnode hn;
+	usec_t at;
+	struct login_failure f;
+};
+
+static struct {
+	struct list welcomes, failures;
+	struct hmap welcome_map, failure_map;
+} wc;
+
+void welcome_init(void)
+{
+	list_init(&wc.welcomes);
+	list_init(&wc.failures);
+	hmap_init(&wc.welcome_map);
+	hmap_init(&wc.failure_map);
+}
+
+static uint32_t key_hash(const void *key)
+{
+	return hmap_hash(HMAP_SEED, key, WELCOME_KEY);
+}
+
+static struct welcome *find_welcome(const void *key)
+{
+	for (struct hnode *n = hmap_first(&wc.welcome_map, key_hash(key)); n; n = hmap_next(n)) {
+		struct welcome *w = container_of(n, struct welcome, hn);
+		if (memcmp(w->data, key, WELCOME_KEY) == 0)
+			return w;
+	}
+	return NULL;
+}
+
+static struct failure *find_failure(const void *key)
+{
+	for (struct hnode *n = hmap_first(&wc.failure_map, key_hash(key)); n; n = hmap_next(n)) {
+		struct failure *x = container_of(n, struct failure, hn);
+		if (memcmp(&x->f.pool, key, WELCOME_KEY) == 0)
+			return x;
+	}
+	return NULL;
+}
+
+static void drop_welcome(struct welcome *w)
+{
+	list_del(&w->node);
+	hmap_del(&wc.welcome_map, &w->hn);
+	free(w);
+}
+
+static void drop_failure(struct failure *x)
+{
+	list_del(&x->node);
+	hmap_del(&wc.failure_map, &x->hn);
+	free(x);
+}
+
+void welcome_put(const void *data, uint32_t len)
+{
+	if (len < WELCOME_KEY)
+		return;
+	struct welcome *w = find_welcome(data);
+	if (w)
+		drop_welcome(w);
+	w = xmalloc(sizeof(*w) + len);
+	w->len = len;
+	memcpy(w->data, data, len);
+	list_append(&wc.welcomes, &w->node);
+	hmap_add(&wc.welcome_map, &w->hn, key_hash(w->data));
+}
+
+const void *welcome_find(const void *key, uint32_t *len)
+{
+	struct welcome *w = find_welcome(key);
+	if (!w)
+		return NULL;
+	*len = w->len;
+	return w->data;
+}
+
+void welcome_failure_put(const struct login_failure *f, usec_t now)
+{
+	struct failure *x = find_failure(&f->pool);
+	if (!x) {
+		x = xcalloc(1, sizeof(*x));
+		x->f = *f;
+		list_append(&wc.failures, &x->node);
+		hmap_add(&wc.failure_map, &x->hn, key_hash(&x->f.pool));
+	}
+	x->f = *f;
+	x->at = now;
+}
+
+const struct login_failure *welcome_failure_recent(const void *key, usec_t now, usec_t retry, usec_t *age)
+{
+	struct failure *x = find_failure(key);
+	if (!x)
+		return NULL;
+	*age = now - x->at;
+	if (*age >= retry) {
+		drop_failure(x);
+		return NULL;
+	}
+	return &x->f;
+}
+
+void welcome_forget_failures(void)
+{
+	struct list *it;
+	while ((it = list_first(&wc.failures)) != NULL)
+		drop_failure(container_of(it, struct failure, node));
+}
+
+int welcome_sweep(welcome_held_fn held, usec_t now, usec_t retry)
+{
+	struct list *it, *tmp;
+	int gone = 0;
+	list_for_each_safe(it, tmp, &wc.welcomes) {
+		struct welcome *w = container_of(it, struct welcome, node);
+		if (!held((const char *)w->data, (const char *)w->data + LEDGER_NAME)) {
+			drop_welcome(w);
+			gone++;
+		}
+	}
+	list_for_each_safe(it, tmp, &wc.failures) {
+		struct failure *x = container_of(it, struct failure, node);
+		if (now - x->at >= retry || !held(x->f.pool.db, x->f.pool.user)) {
+			drop_failure(x);
+			gone++;
+		}
+	}
+	return gone;
+}
+
+size_t welcome_count(void)
+{
+	return wc.welcome_map.n + wc.failure_map.n;
+}
+
+void welcome_free_all(void)
+{
+	struct list *it;
+	while ((it = list_first(&wc.welcomes)) != NULL)
+		drop_welcome(container_of(it, struct welcome, node));
+	welcome_forget_failures();
+	hmap_free(&wc.welcome_map);
+	hmap_free(&wc.failure_map);
+}
