@@ -123,6 +123,7 @@ struct stream {
 	bool sniff_tls;            /* peek at the first byte for a direct-TLS ClientHello */
 	bool suspended;            /* SUSPEND: reads stay off until stream_unsuspend() */
 	bool torn;                 /* a message to us was cut off mid-way: no more output */
+	bool sent_mid;             /* our forward's last bytes sent ended inside a message */
 	uint32_t max_pkt;          /* max_packet_size for typed packets */
 	uint64_t bytes_in, bytes_out;
 	const char *errmsg;        /* static reason for SE_ERROR */

@@ -457,7 +457,10 @@ size_t stream_unprocessed(const struct stream *s)
  * holds back dst's own writes. */
 static void forward_sent(struct stream *src, struct stream *dst)
 {
-	if (dst->hold_src == src && !(src->pkt_remain && src->fwd_dst == dst))
+	/* All queued bytes are out: the wire is inside a message exactly
+	 * when one is still being forwarded (its rest to come). */
+	src->sent_mid = mid_message_to(src, dst);
+	if (dst->hold_src == src && !src->sent_mid)
 		release_hold(dst);
 }
 
@@ -954,19 +957,25 @@ static void on_write(evutil_socket_t fd, short what, void *arg)
 	fire(s, SE_FLUSHED);
 }
 
+/* Is the wire from s to dst inside a message? A send to dst was cut short
+ * (blocked), or the last bytes that went out ended inside one. Bytes only
+ * queued (a turn's send batch not run yet) are not on the wire. */
+static bool wire_mid(const struct stream *s, const struct stream *dst)
+{
+	return dst->blocked_src == s || (s->send_dst == dst && s->sent_mid);
+}
+
 void stream_forget_peer(struct stream *s, struct stream *gone)
 {
-	bool torn = mid_message_to(s, gone);
+	/* Bytes queued for gone are dropped (as PgBouncer drops a closing
+	 * client's unsent results); if the wire is inside a message, what
+	 * gone's owner queued behind it could only land inside it. */
+	bool torn = wire_mid(s, gone);
 	if (s->send_dst == gone) {
-		/* Whole messages queued for gone go before what its owner queued
-		 * behind them (a FATAL for a client that is going), so that lands
-		 * at a message boundary; otherwise they are dropped. */
-		if (!torn && gone->hold_src == s && gone->out.len > gone->out_mark && !gone->closed &&
-		    s->buf && s->buf->done < s->buf->parse && move_queued(s, gone))
-			(void)flush_out(gone);
 		if (s->buf)
 			s->buf->done = s->buf->parse;
 		s->send_dst = NULL;
+		s->sent_mid = false;
 	}
 	if (s->fwd_dst == gone)
 		s->fwd_dst = NULL;
