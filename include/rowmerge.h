@@ -28,6 +28,8 @@ struct rowset {
 	int ncols;
 	int nrows, cap;
 	char ***rows;              /* rows[i][j]: NUL-terminated, or NULL for SQL NULL */
+	int *index;                /* rows by the hash of their key columns (rowmerge.c) */
+	int index_cap;
 };
 
 void rowset_init(struct rowset *rs, const char *rule);

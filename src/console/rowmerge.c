@@ -1,6 +1,9 @@
-/* pgcrew — SHOW row merging (see rowmerge.h). Admin traffic is rare and
- * small, so rows are plain heap strings; clarity over speed here. */
+/* pgcrew — SHOW row merging (see rowmerge.h). Rows are plain heap strings;
+ * a row finds the one it merges into through a hash of its key columns, so
+ * a view of tens of thousands of pools from several workers merges in
+ * linear time. */
 #include "rowmerge.h"
+#include "hmap.h"
 #include "proto/build.h"
 #include "proto/packet.h"
 #include "log.h"
@@ -33,8 +36,11 @@ void rowset_free(struct rowset *rs)
 	for (int i = 0; i < rs->nrows; i++)
 		free_row(rs->rows[i], rs->ncols);
 	free(rs->rows);
+	free(rs->index);
 	rs->rows = NULL;
+	rs->index = NULL;
 	rs->nrows = rs->cap = 0;
+	rs->index_cap = 0;
 }
 
 static char rule_of(const struct rowset *rs, int col)
@@ -100,28 +106,70 @@ static void combine_pair(char **have, char **from)
 	}
 }
 
+static uint32_t key_hash(const struct rowset *rs, char **row)
+{
+	uint32_t h = HMAP_SEED;
+	for (int j = 0; j < rs->ncols; j++) {
+		if (rule_of(rs, j) != 'k' && rule_of(rs, j) != 'n')
+			continue;
+		h = row[j] ? hmap_hash(h, row[j], strlen(row[j]) + 1) : hmap_hash(h, "\xff", 1);
+	}
+	return h;
+}
+
+/* The index: open addressing over row numbers + 1 (0: empty), at most
+ * half full. */
+static void index_put(struct rowset *rs, int i, uint32_t h)
+{
+	uint32_t mask = (uint32_t)rs->index_cap - 1;
+	while (rs->index[h & mask])
+		h++;
+	rs->index[h & mask] = i + 1;
+}
+
+static void index_grow(struct rowset *rs)
+{
+	free(rs->index);
+	rs->index_cap = rs->index_cap ? 2 * rs->index_cap : 64;
+	rs->index = xcalloc((size_t)rs->index_cap, sizeof(*rs->index));
+	for (int i = 0; i < rs->nrows; i++)
+		index_put(rs, i, key_hash(rs, rs->rows[i]));
+}
+
+static char **find_same(const struct rowset *rs, char **row, uint32_t h)
+{
+	uint32_t mask = (uint32_t)rs->index_cap - 1;
+	for (int at; rs->index && (at = rs->index[h & mask]) != 0; h++)
+		if (same_key(rs, rs->rows[at - 1], row))
+			return rs->rows[at - 1];
+	return NULL;
+}
+
 static void merge_row(struct rowset *rs, char **row)
 {
-	if (rs->rule) {
-		for (int i = 0; i < rs->nrows; i++) {
-			char **have = rs->rows[i];
-			if (!same_key(rs, have, row))
-				continue;
-			for (int j = 0; j < rs->ncols; j++) {
-				if (rule_of(rs, j) == 'W' && j + 1 < rs->ncols && rule_of(rs, j + 1) == 'w')
-					combine_pair(&have[j], &row[j]);
-				else
-					combine(&have[j], row[j], rule_of(rs, j), have[0]);
-			}
-			free_row(row, rs->ncols);
-			return;
+	uint32_t h = rs->rule ? key_hash(rs, row) : 0;
+	char **have = rs->rule ? find_same(rs, row, h) : NULL;
+	if (have) {
+		for (int j = 0; j < rs->ncols; j++) {
+			if (rule_of(rs, j) == 'W' && j + 1 < rs->ncols && rule_of(rs, j + 1) == 'w')
+				combine_pair(&have[j], &row[j]);
+			else
+				combine(&have[j], row[j], rule_of(rs, j), have[0]);
 		}
+		free_row(row, rs->ncols);
+		return;
 	}
 	if (rs->nrows == rs->cap) {
 		rs->cap = rs->cap ? 2 * rs->cap : 16;
 		rs->rows = xrealloc(rs->rows, sizeof(*rs->rows) * (size_t)rs->cap);
 	}
 	rs->rows[rs->nrows++] = row;
+	if (!rs->rule)
+		return;
+	if (2 * rs->nrows > rs->index_cap)
+		index_grow(rs);
+	else
+		index_put(rs, rs->nrows - 1, h);
 }
 
 static char **parse_datarow(const uint8_t *body, size_t len, int *ncols)
