@@ -156,3 +156,47 @@ def test_rotating_roles_leave_nothing(pg15, make_pooler, tenant_roles):
     assert row["cl_active"] + row["cl_waiting"] == 0
     stats = p.show("SERVERS")
     assert all(s["user"] == tenant_roles[7] for s in stats if s["database"] == "testdb")
+
+
+N_CONSOLE = 10000
+
+
+def failed_login(port, i):
+    """A login with a wrong password: the pool (database db<i>, user
+    u<i>) is made at the startup packet, no server is opened."""
+    with pytest.raises(psycopg.OperationalError):
+        psycopg.connect(host="127.0.0.1", port=port, dbname=f"db{i}", user=f"u{i}",
+                        password="wrong", connect_timeout=30).close()
+
+
+def test_console_at_ten_thousand_pools(pg15, make_pooler):
+    """10,000 pools (and as many auto-made databases and users), made the
+    cheap way: a failed password login makes its pool without a server.
+    Every SHOW view that lists them answers whole, from every worker, as
+    does /metrics (its time per pool is measured in bench/, not here)."""
+    userlist = {f"u{i}": f"pw{i}" for i in range(N_CONSOLE)}
+    userlist["trust_user"] = pg_cluster.password("trust_user")
+    metrics_port = util.free_port()
+    settings = {"auth_type": "plain", "max_client_conn": 2000,
+                "admin_users": "trust_user"}
+    p = make_pooler(pg15, settings=settings, start=False,
+                    databases={"*": f"host={pg15.sockdir} port={pg15.port} dbname=testdb"},
+                    userlist=userlist)
+    if p.kind == "pgcrew":
+        p.settings["metrics_listen"] = f"127.0.0.1:{metrics_port}"
+    p.start()
+    with concurrent.futures.ThreadPoolExecutor(8) as ex:
+        list(ex.map(lambda i: failed_login(p.port, i), range(N_CONSOLE)))
+    pw = pg_cluster.password("trust_user")
+    with psycopg.connect(host=p.host, port=p.port, dbname="pgbouncer", user="trust_user",
+                         password=pw, autocommit=True, connect_timeout=30) as adm:
+        counts = {v: len(adm.execute(f"SHOW {v}").fetchall())
+                  for v in ("POOLS", "DATABASES", "USERS", "STATS", "SERVERS", "CLIENTS")}
+    assert counts["POOLS"] >= N_CONSOLE, counts
+    assert counts["USERS"] >= N_CONSOLE, counts
+    if p.kind == "pgcrew":
+        # PgBouncer 1.18 lists auto-made databases only while in use.
+        assert counts["DATABASES"] >= N_CONSOLE, counts
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=60) as r:
+            text = r.read().decode()
+        assert len(re.findall(r'^pgbouncer_pools_client_active_connections\{', text, re.M)) >= N_CONSOLE
