@@ -1,7 +1,8 @@
 /* pgcrew — the session-core test rig (rig.h): builds a world as worker.c
- * does, minus the supervisor, listeners, TLS and DNS; plays PostgreSQL on
- * a Unix socket and clients on socketpairs; the clock is the tests' fake
- * one (fakeclock.c), which only the test moves. */
+ * does, minus the supervisor, listeners and DNS (client TLS and the
+ * console when the test asks); plays PostgreSQL on a Unix socket and
+ * clients on socketpairs; the clock is the tests' fake one (fakeclock.c),
+ * which only the test moves. */
 #include "rig.h"
 
 #include <errno.h>
@@ -18,6 +19,7 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
+#include "admin.h"
 #include "auth/crypto.h"
 #include "auth/hba.h"
 #include "authquery.h"
@@ -25,6 +27,7 @@
 #include "ipc.h"
 #include "client.h"
 #include "config.h"
+#include "control.h"
 #include "fakeclock.h"
 #include "janitor.h"
 #include "log.h"
@@ -64,6 +67,16 @@ static struct sup_msg {
 } sup_log[SUP_LOG];
 static int n_sup;
 static rig_sup_fn sup_handler;     /* instead of sup_log, when set */
+
+/* The console (rig_setup.console): its fan-outs in flight, by the id the
+ * supervisor gave them, with the asking client's request id. */
+#define MAX_FANS 16
+static bool console;
+static struct fan {
+	uint32_t id, origin_req;
+} fans[MAX_FANS];
+static int n_fans;
+static uint32_t next_fan;
 
 /* A broken expectation: the message goes to the program's rig_failed(). */
 static NORETURN PRINTF(1, 2) void fail(const char *fmt, ...)
@@ -185,6 +198,11 @@ static void on_sup_msg(struct ipc_chan *ch, const struct ipc_hdr *hdr, const voi
 		sup_handler(hdr->type, hdr->reqid, payload, hdr->len, fd);
 		return;
 	}
+	if (console && rig_sup_console(hdr->type, hdr->reqid, payload, hdr->len)) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
 	if (n_sup == SUP_LOG) {
 		if (fd >= 0)
 			close(fd);
@@ -199,16 +217,40 @@ static void on_sup_msg(struct ipc_chan *ch, const struct ipc_hdr *hdr, const voi
 		memcpy(m->payload, payload, m->len);
 }
 
+/* The console's part of what the worker loop does with the supervisor's
+ * messages (worker.c on_ipc); false for the others. */
+static bool console_ipc(const struct ipc_hdr *hdr, const void *payload)
+{
+	if (!console)
+		return false;
+	switch (hdr->type) {
+	case IPC_ADMIN_RUN:
+		admin_remote_run(rig_w, hdr->reqid, payload, hdr->len);
+		return true;
+	case IPC_ADMIN_PART:
+		admin_fanout_part(rig_w, hdr->reqid, payload, hdr->len);
+		return true;
+	case IPC_ADMIN_DONE:
+		admin_fanout_done(rig_w, hdr->reqid, payload, hdr->len);
+		return true;
+	default:
+		return false;
+	}
+}
+
 /* What the worker loop does with the supervisor's messages, for those
- * the session layer takes; the rest (reload, shutdown, console) are not
- * the rig's business. */
+ * the session layer takes and, with the console, the console's; the rest
+ * (reload, shutdown) are not the rig's business. */
 static void on_worker_msg(struct ipc_chan *ch, const struct ipc_hdr *hdr, const void *payload,
 			  int fd, void *arg)
 {
 	(void)ch;
 	(void)arg;
-	if (!session_ipc(rig_w, hdr, payload, fd) && fd >= 0)
+	if (session_ipc(rig_w, hdr, payload, fd))
+		return;
+	if (fd >= 0)
 		close(fd);
+	(void)console_ipc(hdr, payload);
 }
 
 static void open_sup_channel(void)
@@ -273,6 +315,66 @@ void rig_sup_handler(rig_sup_fn fn)
 	sup_handler = fn;
 }
 
+static void console_done(uint32_t reqid, const char *err)
+{
+	(void)rig_sup_post(IPC_ADMIN_DONE, reqid, err, strlen(err) + 1, -1);
+}
+
+static struct fan *find_fan(uint32_t id)
+{
+	for (int i = 0; i < n_fans; i++)
+		if (fans[i].id == id)
+			return &fans[i];
+	return NULL;
+}
+
+/* A command for every worker goes to worker 0 (the only one the rig
+ * runs) under a fan-out id of its own. */
+static void console_request(uint32_t reqid, const void *payload, size_t len)
+{
+	struct ipc_hdr h = { .type = IPC_ADMIN_REQ, .len = (uint32_t)len, .reqid = reqid };
+	const char *text;
+	if (!ipc_get_text(&h, payload, &text))
+		return;
+	if (strcmp(text, ADMIN_RELOAD_REQ) == 0 || n_fans == MAX_FANS) {
+		console_done(reqid, n_fans == MAX_FANS ? "too many console commands at once" : "");
+		return;
+	}
+	fans[n_fans] = (struct fan){ .id = ++next_fan, .origin_req = reqid };
+	(void)rig_sup_post(IPC_ADMIN_RUN, fans[n_fans++].id, payload, len, -1);
+}
+
+/* Worker 0 answered: "?..." is "not here" (no such database in this
+ * worker), an error only when no worker had it, as fan_finish() has it. */
+static void console_answered(struct fan *f, const void *payload, size_t len)
+{
+	const char *err = len > 0 && ((const char *)payload)[len - 1] == 0 ? payload : "";
+	if (*err == '?')
+		err = shm_n_workers() > 1 ? "" : err + 1;
+	console_done(f->origin_req, err);
+	*f = fans[--n_fans];
+}
+
+bool rig_sup_console(int type, uint32_t reqid, const void *payload, size_t len)
+{
+	struct fan *f;
+	switch (type) {
+	case IPC_ADMIN_REQ:
+		console_request(reqid, payload, len);
+		return true;
+	case IPC_ADMIN_PART:
+		if ((f = find_fan(reqid)) != NULL)
+			(void)rig_sup_post(IPC_ADMIN_PART, f->origin_req, payload, len, -1);
+		return true;
+	case IPC_ADMIN_DONE:
+		if ((f = find_fan(reqid)) != NULL)
+			console_answered(f, payload, len);
+		return true;
+	default:
+		return false;
+	}
+}
+
 void rig_start(const char *settings, const char *databases)
 {
 	rig_start_workers(1, settings, databases);
@@ -299,11 +401,16 @@ void rig_start_with(const struct rig_setup *s)
 	REQUIRE(crypto_random(rig_w->secret, sizeof(rig_w->secret)));
 	rig_w->base = event_base_new();
 	REQUIRE(rig_w->base != NULL);
+	rig_w->client_tls = s->client_tls;
 	stream_base = rig_w->base;
 	stream_cache_init((uint32_t)rig_w->cfg->pkt_buf);
 	varcache_set_tracked(rig_w->cfg->track_extra_parameters);
 	cancel_set_server_done(server_client_gone);
 	pool_set_mover(server_give);
+	console = s->console;
+	n_fans = 0;
+	if (console)
+		admin_register();
 	pool_apply_config(rig_w, rig_w->cfg);
 	reaper = event_new(rig_w->base, -1, 0, on_reap, NULL);
 	open_sup_channel();
@@ -324,10 +431,16 @@ void rig_reload(const struct rig_setup *s)
 	config_free(old);
 }
 
+/* Loop turns as the worker runs them, each followed by the stream layer's
+ * end of turn. With io_uring batches on (a fuzz target's choice), a turn
+ * is one round of callbacks as in worker.c's run_loop (EVLOOP_ONCE): a
+ * readable socket's callback only gathers it for the turn's end, so a
+ * loop that ran until nothing was ready would never end. */
 void rig_pump(void)
 {
-	for (int i = 0; i < 4; i++) {
-		event_base_loop(rig_w->base, EVLOOP_NONBLOCK);
+	bool once = stream_batching();
+	for (int i = 0; i < (once ? 16 : 4); i++) {
+		event_base_loop(rig_w->base, once ? EVLOOP_ONCE | EVLOOP_NONBLOCK : EVLOOP_NONBLOCK);
 		stream_turn_end();        /* the worker's loop does so after every turn */
 	}
 }
@@ -366,6 +479,12 @@ void rig_stop(void)
 	peer_free_all();
 	session_reap(rig_w);
 	check_closed();
+	if (console) {
+		client_set_console(NULL);
+		control_free();
+		console = false;
+	}
+	rig_w->client_tls = NULL;        /* the test's */
 	cancel_free_all();
 	server_linger_free_all();
 	authquery_free_all();

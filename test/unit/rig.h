@@ -47,6 +47,10 @@ struct rig_setup {
 	const char *userlist;     /* auth_file's text; NULL: alice/secret, bob/hunter2 */
 	const char *hba;          /* auth_hba_file's text, loaded as worker.c does; NULL: none */
 	const char *tmp;          /* where the world's directory goes; NULL: /tmp */
+	struct tls_ctx *client_tls; /* the world's client TLS (the caller's, kept past
+				       rig_stop); NULL: none, as the rig's default */
+	bool console;             /* the admin console, as worker.c registers it; the
+				     rig as supervisor runs its fan-outs (rig_sup_console) */
 };
 void rig_start_with(const struct rig_setup *s);
 /* RELOAD as a worker applies it (worker_apply_config): the files
@@ -147,6 +151,15 @@ bool rig_sup_post(int type, uint32_t reqid, const void *payload, size_t len, int
  * owns fd) instead of the log above; NULL logs again. rig_stop resets it. */
 typedef void (*rig_sup_fn)(int type, uint32_t reqid, const void *payload, size_t len, int fd);
 void rig_sup_handler(rig_sup_fn fn);
+/* A world with the console: the supervisor's part of a console command
+ * for every worker (IPC_ADMIN_REQ, then the worker's IPC_ADMIN_PART and
+ * IPC_ADMIN_DONE), as the supervisor's fan-out does it; true when the
+ * message was one of those. Worker 0 runs the command; any other worker
+ * counts as having answered with no rows and no error. A RELOAD is
+ * answered at once without reloading (rig_reload is the test's). Called
+ * for the messages the rig logs; a handler (rig_sup_handler) calls it
+ * itself. */
+bool rig_sup_console(int type, uint32_t reqid, const void *payload, size_t len);
 
 /* Big-endian 32-bit integers, as the protocol has them. */
 uint32_t rig_be32(const uint8_t *b);

@@ -1,9 +1,10 @@
 /* pgcrew — the session core's invariants, as the rig (rig.h) checks them:
  * every client and server on the one list of its state, the counters equal
  * to the lists, links paired both ways, the per-database and per-user
- * counts equal to the connections that hold them; once everything is
- * closed, every count is zero. The fuzz target checks them after every
- * action, rig_stop at the end of every test. */
+ * counts equal to the connections that hold them, every stream's buffer
+ * offsets inside its buffer and one cached buffer lent per stream holding
+ * one; once everything is closed, every count is zero. The fuzz target
+ * checks them after every action, rig_stop at the end of every test. */
 #include "rig.h"
 
 #include <stdarg.h>
@@ -12,6 +13,7 @@
 #include "client.h"
 #include "server.h"
 #include "shm.h"
+#include "stream.h"
 #include "world.h"
 
 struct verdict {
@@ -224,6 +226,40 @@ static void check_counts(struct verdict *v, const struct world *w)
 	}
 }
 
+/* A connection's stream: its buffer's offsets in order and inside it (a
+ * rewritten head may put done and parse in the headroom, never below
+ * its start), its output queue's offsets inside the queue, nothing held
+ * once closed. Returns whether it holds a buffer. */
+static bool check_stream(struct verdict *v, const struct stream *s, char kind, unsigned long long id)
+{
+	const struct iobuf *b = s->buf;
+	if (s->out_sent > s->out.len || s->out_mark > s->out.len)
+		bad(v, "%c-%llu: output offsets %u and %u past its %zu bytes", kind, id, s->out_sent,
+		    s->out_mark, s->out.len);
+	if (s->closed && b)
+		bad(v, "%c-%llu: closed with a buffer", kind, id);
+	if (b && (b->done > b->parse || b->parse > b->recv || b->recv > STREAM_HEADROOM + b->cap))
+		bad(v, "%c-%llu: buffer offsets done %u parse %u recv %u past %d + %u", kind, id, b->done,
+		    b->parse, b->recv, STREAM_HEADROOM, b->cap);
+	return b != NULL;
+}
+
+static void check_streams(struct verdict *v, const struct world *w)
+{
+	const struct list *it;
+	size_t held = 0;
+	list_for_each(it, &w->all_clients) {
+		const struct client *c = container_of(it, struct client, all_node);
+		held += check_stream(v, &c->s, 'C', (unsigned long long)c->id);
+	}
+	list_for_each(it, &w->all_servers) {
+		const struct server *sv = container_of(it, struct server, all_node);
+		held += check_stream(v, &sv->s, 'S', (unsigned long long)sv->id);
+	}
+	if (stream_cache_used() != held)
+		bad(v, "streams: %zu buffers lent, %zu held by connections", stream_cache_used(), held);
+}
+
 bool rig_consistent(char *why, size_t len)
 {
 	struct verdict v = { .why = why, .len = len };
@@ -238,5 +274,6 @@ bool rig_consistent(char *why, size_t len)
 	check_servers(&v, rig_w);
 	check_counts(&v, rig_w);
 	check_pool_refs(&v, rig_w);
+	check_streams(&v, rig_w);
 	return !v.bad;
 }
