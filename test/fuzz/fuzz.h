@@ -34,4 +34,15 @@ size_t in_take(struct input *in, const uint8_t **bytes, size_t max);
 /* One of n table entries. */
 size_t in_pick(struct input *in, size_t n);
 
+/* A growing byte buffer (malloc'd; aborts when memory runs out). */
+struct bytes {
+	uint8_t *p;
+	size_t len, cap;
+};
+
+void bytes_add(struct bytes *b, const void *p, size_t n);
+/* Drops the first n bytes. */
+void bytes_drop(struct bytes *b, size_t n);
+void bytes_free(struct bytes *b);
+
 #endif

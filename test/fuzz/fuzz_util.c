@@ -64,3 +64,37 @@ size_t in_pick(struct input *in, size_t n)
 {
 	return in_byte(in) % n;
 }
+
+void bytes_add(struct bytes *b, const void *p, size_t n)
+{
+	if (n == 0)
+		return;
+	if (b->len + n > b->cap) {
+		size_t cap = b->cap ? b->cap : 4096;
+		while (cap < b->len + n)
+			cap *= 2;
+		b->p = realloc(b->p, cap);
+		if (!b->p)
+			abort();
+		b->cap = cap;
+	}
+	memcpy(b->p + b->len, p, n);
+	b->len += n;
+}
+
+void bytes_drop(struct bytes *b, size_t n)
+{
+	if (n >= b->len) {
+		b->len = 0;
+		return;
+	}
+	memmove(b->p, b->p + n, b->len - n);
+	b->len -= n;
+}
+
+void bytes_free(struct bytes *b)
+{
+	free(b->p);
+	b->p = NULL;
+	b->len = b->cap = 0;
+}
