@@ -1,11 +1,12 @@
 /* pgcrew — fuzz target: the session core (client, server and pool state
- * machines, authentication, cancel routing, the janitor's timeouts, the
- * ledger handshake of several workers) on a world of the unit rig. The
- * first bytes choose the configuration; the rest is a sequence of actions
- * of up to FZ_CLIENTS fake clients, FZ_SERVERS fake PostgreSQL backends,
- * the clock and the supervisor, the loop pumped after each. After every
- * action the session core's invariants must hold (rig_consistent); at the
- * end everything is closed and the world freed, so ASan's leak check and
+ * machines, authentication, client TLS, the console, cancel routing, the
+ * janitor's timeouts, the ledger handshake of several workers) on a world
+ * of the unit rig. The first bytes choose the configuration; the rest is a
+ * sequence of actions of up to FZ_CLIENTS fake clients, FZ_SERVERS fake
+ * PostgreSQL backends, the clock and the supervisor, the loop pumped after
+ * each. After every action the session core's invariants must hold
+ * (rig_consistent, and idle servers at a message boundary); at the end
+ * everything is closed and the world freed, so ASan's leak check and
  * rig_stop's "nothing still counted" cover every path. Input format and
  * seeds: test/fuzz/session_seeds.py. */
 #include "fuzz.h"
@@ -25,117 +26,12 @@
 #include "janitor.h"
 #include "log.h"
 #include "shm.h"
+#include "stream.h"
+#include "uring.h"
 #include "world.h"
 
 #define MAX_ACTIONS 64
 #define SETTLE_ROUNDS 3
-
-/* ---- reading what the pooler sends ---- */
-
-uint32_t get32(const uint8_t *b)
-{
-	return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
-}
-
-/* The next whole message at the front of the buffer, or 0 bytes. */
-static size_t next_msg(struct reader *r, msg_fn fn, void *arg)
-{
-	if (r->answers > 0 && r->len >= 1 && (r->buf[0] == 'N' || r->buf[0] == 'S')) {
-		r->answers--;
-		fn(arg, ' ', r->buf, 1);
-		return 1;
-	}
-	r->answers = 0;
-	size_t hdr = r->typed ? 5 : 4;
-	if (r->len < hdr)
-		return 0;
-	uint32_t len = get32(r->buf + hdr - 4);
-	if (len < 4) {
-		r->len = 0;          /* no message: nothing after it can be framed */
-		return 0;
-	}
-	size_t whole = hdr + len - 4;
-	if (whole > sizeof(r->buf)) {
-		r->skip = whole;
-		return 0;
-	}
-	if (r->len < whole)
-		return 0;
-	char type = r->typed ? (char)r->buf[0] : 0;
-	r->typed = true;
-	fn(arg, type, r->buf + hdr, whole - hdr);
-	return whole;
-}
-
-static void drop(struct reader *r, size_t n)
-{
-	r->len -= n;
-	memmove(r->buf, r->buf + n, r->len);
-}
-
-static void dispatch(struct reader *r, msg_fn fn, void *arg)
-{
-	for (;;) {
-		if (r->skip) {
-			size_t n = r->skip < r->len ? r->skip : r->len;
-			drop(r, n);
-			r->skip -= n;
-			if (r->skip)
-				return;
-		}
-		size_t n = next_msg(r, fn, arg);
-		if (n == 0 && !r->skip)
-			return;
-		drop(r, n);
-	}
-}
-
-ssize_t reader_drain(struct reader *r, int fd, msg_fn fn, void *arg)
-{
-	ssize_t total = 0;
-	for (;;) {
-		ssize_t n = recv(fd, r->buf + r->len, sizeof(r->buf) - r->len, MSG_DONTWAIT);
-		if (n == 0)
-			return -1;
-		if (n < 0)
-			return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? total : -1;
-		total += n;
-		r->len += (size_t)n;
-		dispatch(r, fn, arg);
-	}
-}
-
-/* ---- sending ---- */
-
-void out_init(struct out *o)
-{
-	pktbuf_init_fixed(&o->pb, o->storage, sizeof(o->storage));
-}
-
-void send_bytes(int fd, const void *b, size_t n)
-{
-	if (fd >= 0 && n > 0)
-		(void)send(fd, b, n, MSG_NOSIGNAL | MSG_DONTWAIT);
-}
-
-void out_send(struct out *o, int fd)
-{
-	if (!pktbuf_failed(&o->pb))
-		send_bytes(fd, o->pb.buf, o->pb.len);
-	pktbuf_reset(&o->pb);
-}
-
-void out_message(struct out *o, struct input *in, const char *types)
-{
-	size_t nt = strlen(types);
-	uint8_t t = in_byte(in);
-	const uint8_t *b;
-	size_t n = in_take(in, &b, in_byte(in));
-	out_init(o);
-	pktbuf_begin(&o->pb, t < 2 * nt ? (uint8_t)types[t / 2] : t);
-	pktbuf_put_bytes(&o->pb, b, n);
-	pktbuf_finish(&o->pb);
-}
 
 /* ---- users: the userlist and the passwords clients type ---- */
 
@@ -164,6 +60,38 @@ const char *fz_password(const char *user)
 /* The worlds' files and sockets: on tmpfs when there is one (a world's
  * directory is made and removed per input). */
 static const char *tmp_dir;
+
+/* Made once per process: client TLS (NULL when OpenSSL could not) and the
+ * lines naming its files; whether the kernel gives an io_uring ring. */
+static struct tls_ctx *client_tls;
+static char tls_lines[600];
+static bool ring;
+
+/* The world's seventh byte, read at its start (a RELOAD keeps what it
+ * chose): client TLS, the console, io_uring batches. */
+enum extras {
+	X_TLS = 0x01,             /* client_tls_sslmode = allow */
+	X_TLS_REQUIRE = 0x02,     /* with X_TLS: require */
+	X_CONSOLE = 0x04,         /* admin_users alice, stats_users bob */
+	X_URING = 0x08,           /* the stream layer's io_uring batches, when there is a ring */
+};
+static uint8_t extras;
+static char extra_lines[800];
+
+static void choose_extras(uint8_t b6)
+{
+	extras = b6;
+	extra_lines[0] = 0;
+	if ((extras & X_TLS) && client_tls) {
+		snprintf(extra_lines, sizeof(extra_lines), "client_tls_sslmode = %s\n%s",
+			 extras & X_TLS_REQUIRE ? "require" : "allow", tls_lines);
+	} else {
+		extras &= (uint8_t)~(X_TLS | X_TLS_REQUIRE);
+	}
+	if (extras & X_CONSOLE)
+		strncat(extra_lines, "admin_users = alice\nstats_users = bob\n",
+			sizeof(extra_lines) - strlen(extra_lines) - 1);
+}
 
 static const char *const AUTH_TYPES[] = {
 	"trust", "any", "plain", "md5", "scram-sha-256", "hba", "cert",
@@ -284,6 +212,7 @@ static void choose_world(struct input *in, struct world_choice *w)
 		w->hba = HBA_TEXTS[(b0 >> 3) % (sizeof(HBA_TEXTS) / sizeof(HBA_TEXTS[0]))];
 	w->workers = b1 & 8 ? 2 : 1;
 	w->sup_holds = b4 & 4;
+	strncat(w->settings, extra_lines, sizeof(w->settings) - strlen(w->settings) - 1);
 	object_settings(w, b3, b4, b5);
 }
 
@@ -292,6 +221,7 @@ static struct rig_setup setup_of(const struct world_choice *wc, int workers)
 	return (struct rig_setup){
 		.workers = workers, .settings = wc->settings, .databases = wc->databases,
 		.userlist = fz_userlist, .hba = wc->hba, .tmp = tmp_dir,
+		.client_tls = extras & X_TLS ? client_tls : NULL, .console = extras & X_CONSOLE,
 	};
 }
 
@@ -316,12 +246,22 @@ static void clock_op(struct input *in)
 	janitor_pass(rig_w);
 }
 
-static const enum client_op CLIENT_OPS[16] = {
-	CO_STEP, CO_STEP, CO_STEP, CO_STARTUP, CO_SSL, CO_GSSENC, CO_CANCEL, CO_AUTH_GOOD,
-	CO_AUTH_BAD, CO_QUERY, CO_EXTENDED, CO_MESSAGE, CO_BYTES, CO_TERMINATE, CO_HANGUP, CO_QUERY,
-};
-static const enum server_op SERVER_OPS[10] = {
-	SO_STEP, SO_STEP, SO_STEP, SO_STEP, SO_STEP, SO_STEP, SO_MESSAGE, SO_MESSAGE, SO_HANGUP, SO_HANGUP,
+enum action_kind { A_CLIENT, A_SERVER, A_CLOCK, A_SUP, A_RELOAD };
+
+/* What an action byte's low 5 bits say (session_seeds.py's OP). */
+static const struct action {
+	uint8_t kind, op;
+} ACTIONS[32] = {
+	{ A_CLIENT, CO_STEP }, { A_CLIENT, CO_TLS }, { A_CLIENT, CO_BIG }, { A_CLIENT, CO_STARTUP },
+	{ A_CLIENT, CO_SSL }, { A_CLIENT, CO_GSSENC }, { A_CLIENT, CO_CANCEL },
+	{ A_CLIENT, CO_AUTH_GOOD }, { A_CLIENT, CO_AUTH_BAD }, { A_CLIENT, CO_QUERY },
+	{ A_CLIENT, CO_EXTENDED }, { A_CLIENT, CO_MESSAGE }, { A_CLIENT, CO_BYTES },
+	{ A_CLIENT, CO_TERMINATE }, { A_CLIENT, CO_HANGUP }, { A_CLIENT, CO_CONSOLE },
+	{ A_SERVER, SO_STEP }, { A_SERVER, SO_BIG }, { A_SERVER, SO_STEP }, { A_SERVER, SO_PIECE },
+	{ A_SERVER, SO_STEP }, { A_SERVER, SO_STEP }, { A_SERVER, SO_MESSAGE },
+	{ A_SERVER, SO_MESSAGE }, { A_SERVER, SO_HANGUP }, { A_SERVER, SO_HANGUP },
+	{ A_CLOCK, 0 }, { A_CLIENT, CO_PIECE }, { A_CLOCK, 0 }, { A_SUP, 0 }, { A_SUP, 0 },
+	{ A_RELOAD, 0 },
 };
 
 /* FUZZ_SESSION_LOG=2: each action is told before it runs. */
@@ -331,25 +271,23 @@ static bool trace;
 static void act(struct input *in)
 {
 	uint8_t b = in_byte(in);
-	unsigned what = b & 31, slot = b >> 5;
+	const struct action *a = &ACTIONS[b & 31];
+	unsigned slot = b >> 5;
 	if (trace)
-		fprintf(stderr, "fuzz_session: action %u slot %u (%zu bytes left)\n", what, slot, in->n);
-	if (what < 16)
-		fz_client_op(CLIENT_OPS[what], (int)(slot % FZ_CLIENTS), in);
-	else if (what < 26)
-		fz_server_op(SERVER_OPS[what - 16], (int)(slot % FZ_SERVERS), in);
-	else if (what < 29)
-		clock_op(in);
-	else if (what < 31)
-		fz_sup_op(in);
-	else
-		reload_op(in);
+		fprintf(stderr, "fuzz_session: action %u slot %u (%zu bytes left)\n", b & 31u, slot, in->n);
+	switch (a->kind) {
+	case A_CLIENT: fz_client_op((enum client_op)a->op, (int)(slot % FZ_CLIENTS), in); break;
+	case A_SERVER: fz_server_op((enum server_op)a->op, (int)(slot % FZ_SERVERS), in); break;
+	case A_CLOCK: clock_op(in); break;
+	case A_SUP: fz_sup_op(in); break;
+	default: reload_op(in); break;
+	}
 }
 
 static void check(const char *when)
 {
 	char why[256];
-	if (rig_consistent(why, sizeof(why)))
+	if (rig_consistent(why, sizeof(why)) && fz_servers_at_boundary(why, sizeof(why)))
 		return;
 	fprintf(stderr, "fuzz_session: %s: %s\n", when, why);
 	abort();
@@ -389,18 +327,24 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	log_setup(&ls);
 	signal(SIGPIPE, SIG_IGN);
 	tmp_dir = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : NULL;
+	client_tls = fz_tls_server(NULL, tls_lines, sizeof(tls_lines));
+	ring = uring_init() == URING_READY;
 	return 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct input in = { data, size };
+	struct input in = { data, size }, first = in;
 	struct world_choice wc;
+	const uint8_t *skip;
 
-	choose_world(&in, &wc);
+	(void)in_take(&in, &skip, 6);
+	choose_extras(in_byte(&in));
+	choose_world(&first, &wc);
 	struct rig_setup setup = setup_of(&wc, wc.workers);
 	fakeclock_reset();
 	rig_start_with(&setup);
+	stream_set_batching(ring && (extras & X_URING));
 	log_verbose = rig_w->cfg->verbose;
 	if (wc.workers > 1)
 		fz_sup_start(wc.sup_holds);
@@ -414,6 +358,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fz_clients_close();
 	fz_servers_close();
 	settle();
+	stream_set_batching(false);
 	rig_stop();
 	fz_sup_stop();
 	log_verbose = 0;

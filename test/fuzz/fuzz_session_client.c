@@ -1,26 +1,48 @@
 /* pgcrew — the session fuzz target's fake clients: startup packets made of
  * the parameters PostgreSQL drivers send (and garbage), SSL/GSSENC/cancel
- * requests, right and wrong answers to every authentication exchange
+ * requests, TLS handshakes driven a step at a time (completed, stopped,
+ * cut, garbage), right and wrong answers to every authentication exchange
  * (cleartext, md5, SCRAM with pgcrew's own SCRAM client), simple and
- * extended queries, raw messages and bytes, Terminate and hang-ups. */
+ * extended queries, named statements with large Bind/Execute/Describe
+ * messages sent in pieces, console commands, raw messages and bytes,
+ * Terminate and hang-ups. */
 #include "fuzz_session.h"
 #include "rig.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "auth/md5.h"
 #include "auth/scram.h"
 #include "proto/cancelkey.h"
+#include "tls.h"
 #include "world.h"
 
 #define MAX_CONNECTS 16          /* connections per input, cancels included */
+#define HANDSHAKE_ROUNDS 6       /* a TLS handshake completed at once: loop pumps at most */
+#define SSL_REQUEST 80877103
 #define LONG_NAME "a_name_longer_than_namedatalen_which_is_sixty_four_bytes_long_xxxxxxxx"
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
+/* Where a client's TLS is. */
+enum ftls {
+	FT_NONE,                      /* plain */
+	FT_ASKED,                     /* SSLRequest sent over TCP */
+	FT_ACCEPTED,                  /* 'S' came: TLS bytes from here on */
+	FT_SHAKING,                   /* ClientHello sent, handshake under way */
+	FT_UP,                        /* everything goes through TLS */
+	FT_BROKEN,                    /* cut, garbage or failed: what comes is dropped */
+};
+
 struct fclient {
 	int fd;                       /* -1: the slot is free */
+	enum ftls tls_state;
+	struct fz_tls *tls;
+	struct outq q;                /* everything it sends, in order */
 	bool started;                 /* sent a startup packet */
 	bool ready;                   /* saw ReadyForQuery */
 	char user[80];                /* the user it sent: which password it types */
@@ -102,6 +124,9 @@ static bool open_conn(int *fd, bool tcp)
 	else
 		rig_client_raw(&p);
 	*fd = p.fd;
+	/* A TCP client's end comes blocking: the fakes never wait. */
+	if (tcp)
+		(void)fcntl(p.fd, F_SETFL, O_NONBLOCK);
 	return true;
 }
 
@@ -111,13 +136,21 @@ static void reset_client(struct fclient *c)
 	c->fd = -1;
 	c->auth = -1;
 	c->rd.typed = true;           /* the pooler sends no startup packet */
+	c->rd.check_fill = true;
 }
 
 static void hang_up(struct fclient *c)
 {
 	if (c->fd >= 0)
 		close(c->fd);
+	outq_free(&c->q);
+	fz_tls_free(c->tls);
 	reset_client(c);
+}
+
+static void send_out(struct fclient *c, struct out *o)
+{
+	out_queue(o, &c->q, c->fd);
 }
 
 static bool ensure_conn(struct fclient *c, bool tcp)
@@ -178,7 +211,7 @@ static void send_startup(struct fclient *c, struct input *in)
 	if (!(b & 0x20))
 		pktbuf_put_u8(&o.pb, 0);
 	pktbuf_finish(&o.pb);
-	out_send(&o, c->fd);
+	send_out(c, &o);
 	c->started = true;
 }
 
@@ -188,8 +221,10 @@ static void send_request(struct fclient *c, uint32_t code)
 			 (uint8_t)(code >> 8), (uint8_t)code };
 	if (!ensure_conn(c, false))
 		return;
-	send_bytes(c->fd, b, sizeof(b));
+	outq_send(&c->q, c->fd, b, sizeof(b));
 	c->rd.answers++;
+	if (code == SSL_REQUEST && c->tls_state == FT_NONE)
+		c->tls_state = FT_ASKED;
 }
 
 /* A key one of the fakes was given, one the pooler holds for a client
@@ -330,7 +365,7 @@ static void auth_op(struct fclient *c, bool good, struct input *in)
 		answer_auth(c, &o.pb, fz_password(c->user));
 	else
 		answer_badly(c, &o.pb, in);
-	out_send(&o, c->fd);
+	send_out(c, &o);
 }
 
 /* ---- queries ---- */
@@ -348,7 +383,7 @@ static void query_op(struct fclient *c, struct input *in)
 	struct out o;
 	out_init(&o);
 	pkt_write_query(&o.pb, QUERIES[in_pick(in, ARRAY_LEN(QUERIES))]);
-	out_send(&o, c->fd);     /* nowhere without a connection */
+	send_out(c, &o);         /* nowhere without a connection */
 }
 
 /* One extended-protocol message of type t for statement name. */
@@ -402,14 +437,14 @@ static void extended_op(struct fclient *c, struct input *in)
 	out_init(&o);
 	for (; *seq; seq++)
 		put_extended(&o.pb, *seq, name, sql);
-	out_send(&o, c->fd);
+	send_out(c, &o);
 }
 
 static void message_op(struct fclient *c, struct input *in)
 {
 	struct out o;
 	out_message(&o, in, "QPBDESCHXpFdcf");
-	out_send(&o, c->fd);
+	send_out(c, &o);
 }
 
 static void bytes_op(struct fclient *c, struct input *in)
@@ -417,7 +452,7 @@ static void bytes_op(struct fclient *c, struct input *in)
 	const uint8_t *b;
 	size_t n = in_take(in, &b, in_byte(in));
 	if (ensure_conn(c, false))
-		send_bytes(c->fd, b, n);
+		outq_send(&c->q, c->fd, b, n);
 }
 
 /* What a real client does next: connect and start, authenticate, query. */
@@ -440,7 +475,271 @@ static void terminate(struct fclient *c)
 		return;
 	out_init(&o);
 	pkt_write_terminate(&o.pb);
-	out_send(&o, c->fd);
+	send_out(c, &o);
+}
+
+/* ---- TLS, a step at a time ---- */
+
+static ssize_t client_read(struct fclient *c);
+
+/* One step of the handshake; what OpenSSL wrote goes on the wire. */
+static void tls_step(struct fclient *c)
+{
+	switch (fz_tls_handshake(c->tls)) {
+	case TLS_OK:
+		c->tls_state = FT_UP;
+		c->q.tls = c->tls;
+		break;
+	case TLS_WANT_READ:
+		c->tls_state = FT_SHAKING;
+		break;
+	default:
+		c->tls_state = FT_BROKEN;
+		break;
+	}
+	fz_tls_take(c->tls, &c->q.wire);
+	outq_flush(&c->q, c->fd);
+}
+
+/* A real client: steps and loop pumps until the handshake is done (or
+ * the pooler gave up). */
+static void tls_complete(struct fclient *c)
+{
+	for (int i = 0; i < HANDSHAKE_ROUNDS; i++) {
+		tls_step(c);
+		if (c->tls_state != FT_SHAKING)
+			return;
+		rig_pump();
+		if (client_read(c) < 0) {
+			hang_up(c);
+			return;
+		}
+	}
+}
+
+/* Only the first k bytes of the ClientHello go. */
+static void tls_cut_hello(struct fclient *c, uint8_t k)
+{
+	struct bytes hello = { 0 };
+	(void)fz_tls_handshake(c->tls);
+	fz_tls_take(c->tls, &hello);
+	if (hello.len > 1)
+		outq_raw(&c->q, c->fd, hello.p, 1 + k % (hello.len - 1));
+	bytes_free(&hello);
+	c->tls_state = FT_BROKEN;
+}
+
+/* Two bytes (how: step, complete, garbage, cut or stop; a length) and up
+ * to 15 garbage bytes, always read. Without a connection: a TCP one and
+ * its SSLRequest; once 'S' came, the handshake as the input says. */
+static void tls_op(struct fclient *c, struct input *in)
+{
+	uint8_t m = in_byte(in), k = in_byte(in);
+	const uint8_t *junk;
+	size_t nj = in_take(in, &junk, m >> 4);
+	if (c->fd < 0) {
+		if (ensure_conn(c, true))
+			send_request(c, SSL_REQUEST);
+		return;
+	}
+	if (c->tls_state != FT_ACCEPTED && c->tls_state != FT_SHAKING && c->tls_state != FT_UP)
+		return;
+	if (!c->tls && !(c->tls = fz_tls_new())) {
+		c->tls_state = FT_BROKEN;
+		return;
+	}
+	switch (c->tls_state == FT_UP ? 2 : m & 3) {
+	case 0: tls_step(c); break;
+	case 1: tls_complete(c); break;
+	case 2:
+		if (m & 4 || c->tls_state != FT_UP) {    /* records the pooler cannot read */
+			outq_raw(&c->q, c->fd, junk, nj);
+			c->tls_state = FT_BROKEN;
+		}
+		break;
+	default:
+		if (c->tls_state == FT_ACCEPTED)
+			tls_cut_hello(c, k);
+		break;                    /* mid-way: stops there */
+	}
+}
+
+/* ---- a named statement and a large message for it, in pieces ---- */
+
+static size_t msg_start(struct bytes *b, char type)
+{
+	uint8_t h[5] = { (uint8_t)type };
+	bytes_add(b, h, sizeof(h));
+	return b->len - sizeof(h);
+}
+
+static void msg_end(struct bytes *b, size_t at)
+{
+	uint32_t n = (uint32_t)(b->len - at - 1);
+	uint8_t *l = b->p + at + 1;
+	l[0] = (uint8_t)(n >> 24);
+	l[1] = (uint8_t)(n >> 16);
+	l[2] = (uint8_t)(n >> 8);
+	l[3] = (uint8_t)n;
+}
+
+static void add_u16(struct bytes *b, uint16_t v)
+{
+	uint8_t x[2] = { (uint8_t)(v >> 8), (uint8_t)v };
+	bytes_add(b, x, sizeof(x));
+}
+
+static void add_u32(struct bytes *b, uint32_t v)
+{
+	uint8_t x[4] = { (uint8_t)(v >> 24), (uint8_t)(v >> 16), (uint8_t)(v >> 8), (uint8_t)v };
+	bytes_add(b, x, sizeof(x));
+}
+
+/* A name: a string, or n bytes of filler (big_name) and its NUL. */
+static void add_name(struct bytes *b, const char *name, size_t big)
+{
+	if (big)
+		fill_add(b, big);
+	bytes_add(b, name, big ? 1 : strlen(name) + 1);
+}
+
+static void big_parse(struct bytes *b, const char *name, size_t big)
+{
+	size_t at = msg_start(b, 'P');
+	add_name(b, name, big);
+	bytes_add(b, "SELECT $1::text", 16);
+	add_u16(b, 0);
+	msg_end(b, at);
+}
+
+/* Bind of portal (big: filler of that size) to the statement, with one
+ * parameter (param bytes of filler, or "1"). */
+static void big_bind(struct bytes *b, const char *name, size_t big_portal, size_t param)
+{
+	size_t at = msg_start(b, 'B');
+	add_name(b, "", big_portal);
+	add_name(b, name, 0);
+	add_u16(b, 0);
+	add_u16(b, 1);
+	add_u32(b, param ? (uint32_t)param : 1);
+	if (param)
+		fill_add(b, param);
+	else
+		bytes_add(b, "1", 1);
+	add_u16(b, 0);
+	msg_end(b, at);
+}
+
+static void small_msg(struct bytes *b, char type, const char *portal, size_t big)
+{
+	size_t at = msg_start(b, type);
+	if (type == 'D')
+		bytes_add(b, "S", 1);
+	if (type == 'E' || type == 'D')
+		add_name(b, portal, big);
+	if (type == 'E')
+		add_u32(b, 0);
+	msg_end(b, at);
+}
+
+/* Three bytes: which (low 2 bits) and the statement's name (next 2); the
+ * size (up to about 98 kB). Held back for CO_PIECE: a Bind of the
+ * statement (Parsed before) whose parameter is that large, Execute and
+ * Sync (what issue 40's TLS client sent), the same after its Parse and a
+ * Sync, a Parse and Describe of a statement whose name is that large, or
+ * a Parse, then a Bind and Execute of a portal whose name is. */
+static void big_op(struct fclient *c, struct input *in)
+{
+	uint8_t k = in_byte(in), hi = in_byte(in), lo = in_byte(in);
+	size_t n = ((size_t)hi << 8 | lo) * 3 / 2;
+	const char *name = STATEMENTS[(k >> 2) & 3];
+	struct bytes b = { 0 };
+	switch (k & 3) {
+	case 0:
+	case 1:
+		if (k & 1) {
+			big_parse(&b, name, 0);
+			small_msg(&b, 'S', "", 0);
+		}
+		big_bind(&b, name, 0, n);
+		small_msg(&b, 'E', "", 0);
+		break;
+	case 2:
+		big_parse(&b, "", n);
+		small_msg(&b, 'D', "", n);
+		break;
+	default:
+		big_parse(&b, name, 0);
+		big_bind(&b, name, n, 0);
+		small_msg(&b, 'E', "", n);
+		break;
+	}
+	small_msg(&b, 'S', "", 0);
+	if (c->fd >= 0)
+		outq_hold(&c->q, b.p, b.len);
+	bytes_free(&b);
+}
+
+/* ---- the console ---- */
+
+/* Every SHOW view (src/console/admin.c views[]) and the control commands
+ * a session survives; not SUSPEND (the rig has no listener to pause) nor
+ * SHUTDOWN (it signals the parent process). KILL_CLIENT takes the id of
+ * one of the world's clients. */
+static const char *const CONSOLE_COMMANDS[] = {
+	"SHOW HELP", "SHOW VERSION", "SHOW CONFIG", "SHOW POOLS", "SHOW CLIENTS", "SHOW SERVERS",
+	"SHOW DATABASES", "SHOW USERS", "SHOW LISTS", "SHOW STATS", "SHOW STATS_TOTALS",
+	"SHOW STATS_AVERAGES", "SHOW TOTALS", "SHOW STATE", "SHOW DNS_HOSTS", "SHOW DNS_ZONES",
+	"SHOW WORKERS", "SHOW PEERS", "SHOW HOSTS", "SHOW PEER_POOLS", "SHOW FDS", "SHOW PROTOCOLS",
+	"SHOW SOCKETS", "SHOW ACTIVE_SOCKETS", "SHOW MEM", "PAUSE", "PAUSE db", "RESUME",
+	"RESUME db", "KILL db", "KILL sess", "KILL", "DISABLE db", "ENABLE db", "RECONNECT db",
+	"RECONNECT", "WAIT_CLOSE db", "KILL_CLIENT", "RELOAD", "SHOW nosuch", "PAUSE nosuch",
+	"SET nothing",
+};
+static const char *const CONSOLE_USERS[4] = { "alice", "bob", "pgbouncer", "carol" };
+
+static void console_command(struct fclient *c, uint8_t pick, uint8_t m)
+{
+	char sql[64];
+	struct out o;
+	const char *cmd = CONSOLE_COMMANDS[pick % ARRAY_LEN(CONSOLE_COMMANDS)];
+	snprintf(sql, sizeof(sql), "%s", cmd);
+	if (strcmp(cmd, "KILL_CLIENT") == 0) {
+		struct list *it;
+		int skip = m >> 3;
+		list_for_each(it, &rig_w->all_clients) {
+			const struct client *pc = container_of(it, struct client, all_node);
+			snprintf(sql, sizeof(sql), "KILL_CLIENT %llu", (unsigned long long)pc->id);
+			if (skip-- <= 0)
+				break;
+		}
+	}
+	out_init(&o);
+	pkt_write_query(&o.pb, sql);
+	send_out(c, &o);
+}
+
+/* Two bytes, always read: who logs in (alice an admin, bob a stats user,
+ * pgbouncer over the Unix socket, carol nobody) and over TCP or not; the
+ * command. A client that has not started logs in to the console (over
+ * its TLS when that is up); one that has runs the command, whatever its
+ * state. */
+static void console_op(struct fclient *c, struct input *in)
+{
+	uint8_t m = in_byte(in), pick = in_byte(in);
+	struct out o;
+	const char *kv[] = { "user", CONSOLE_USERS[m & 3], "database", "pgbouncer", NULL };
+	if (c->started) {
+		console_command(c, pick, m);
+		return;
+	}
+	if (!ensure_conn(c, m & 4))
+		return;
+	out_init(&o);
+	pkt_write_startup(&o.pb, 0, kv);
+	send_out(c, &o);
+	snprintf(c->user, sizeof(c->user), "%s", CONSOLE_USERS[m & 3]);
+	c->started = true;
 }
 
 /* An op reads its arguments whatever the client's state (CO_STEP aside:
@@ -452,7 +751,7 @@ void fz_client_op(enum client_op op, int slot, struct input *in)
 	switch (op) {
 	case CO_STEP: step(c, in); break;
 	case CO_STARTUP: send_startup(c, in); break;
-	case CO_SSL: send_request(c, 80877103); break;
+	case CO_SSL: send_request(c, SSL_REQUEST); break;
 	case CO_GSSENC: send_request(c, 80877104); break;
 	case CO_CANCEL: send_cancel(in); break;
 	case CO_AUTH_GOOD: auth_op(c, true, in); break;
@@ -463,6 +762,10 @@ void fz_client_op(enum client_op op, int slot, struct input *in)
 	case CO_BYTES: bytes_op(c, in); break;
 	case CO_TERMINATE: terminate(c); break;
 	case CO_HANGUP: hang_up(c); break;
+	case CO_TLS: tls_op(c, in); break;
+	case CO_BIG: big_op(c, in); break;
+	case CO_PIECE: outq_piece(&c->q, c->fd, piece_len(in)); break;
+	case CO_CONSOLE: console_op(c, in); break;
 	default: break;
 	}
 }
@@ -497,6 +800,10 @@ static void on_msg(void *arg, char type, const uint8_t *body, size_t len)
 	case 'Z':
 		c->ready = true;
 		break;
+	case ' ':
+		if (c->tls_state == FT_ASKED)
+			c->tls_state = body[0] == 'S' ? FT_ACCEPTED : FT_NONE;
+		break;
 	default:
 		break;
 	}
@@ -517,6 +824,42 @@ static int drain_cancels(void)
 	return n;
 }
 
+/* What TLS decrypted, to the reader; -1 once the session is over. */
+static ssize_t tls_plaintext(struct fclient *c)
+{
+	uint8_t buf[16384];
+	ssize_t n, total = 0;
+	while ((n = fz_tls_read(c->tls, buf, sizeof(buf))) > 0) {
+		reader_feed(&c->rd, buf, (size_t)n, on_msg, c);
+		total += n;
+		if (c->tls_state != FT_UP)
+			return total;
+	}
+	return n < 0 ? -1 : total;
+}
+
+/* What came for c: plain bytes to its reader; once TLS was accepted,
+ * records to OpenSSL and, when the session is up, what they decrypt to
+ * (while broken, dropped). Bytes read, or -1 at EOF. */
+static ssize_t client_read(struct fclient *c)
+{
+	uint8_t buf[16384];
+	ssize_t n, total = 0;
+	outq_flush(&c->q, c->fd);
+	if (c->tls_state < FT_ACCEPTED)
+		return reader_drain(&c->rd, c->fd, on_msg, c);
+	while ((n = recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0) {
+		total += n;
+		if (c->tls && c->tls_state != FT_BROKEN)
+			fz_tls_feed(c->tls, buf, (size_t)n);
+	}
+	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+		return -1;
+	if (c->tls_state == FT_UP && tls_plaintext(c) < 0)
+		return -1;
+	return total;
+}
+
 int fz_clients_drain(void)
 {
 	int n = 0;
@@ -524,7 +867,7 @@ int fz_clients_drain(void)
 		struct fclient *c = &clients[i];
 		if (c->fd < 0)
 			continue;
-		ssize_t got = reader_drain(&c->rd, c->fd, on_msg, c);
+		ssize_t got = client_read(c);
 		n += got != 0;
 		if (got < 0)
 			hang_up(c);

@@ -3,7 +3,9 @@
  * the input chooses (accepted, an md5, cleartext or SCRAM exchange, a
  * refusal, NegotiateProtocolVersion, a hang-up), answers requests in order
  * (auth_query rows included), with errors, notices, ParameterStatus or
- * garbage between them, or hangs up. */
+ * garbage between them, sends large filler messages in pieces, or hangs
+ * up. A server that kept to the protocol is checked to be at a message
+ * boundary whenever the pooler keeps it idle. */
 #include "fuzz_session.h"
 #include "rig.h"
 
@@ -15,14 +17,20 @@
 #include "auth/scram.h"
 #include "proto/error.h"
 #include "proto/packet.h"
+#include "server.h"
+#include "world.h"
 
 #define MAX_PENDING 32
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define BIG_MAX 100000
 
 enum phase { FS_FREE, FS_STARTUP, FS_LOGIN, FS_READY };
 
 struct fserver {
 	int fd;
+	struct outq q;                /* everything it sends, in order */
+	uint32_t pid;                 /* of its BackendKeyData, 0 before */
+	bool liar;                    /* sent what the protocol does not allow there */
 	enum phase phase;
 	char user[64];                /* of its startup packet */
 	char pending[MAX_PENDING];    /* requests owed an answer, in order (see note_request) */
@@ -46,6 +54,7 @@ static void hang_up(struct fserver *s)
 {
 	if (s->fd >= 0)
 		close(s->fd);
+	outq_free(&s->q);
 	memset(s, 0, sizeof(*s));
 	s->fd = -1;
 }
@@ -60,7 +69,7 @@ static void on_startup(struct fserver *s, const uint8_t *body, size_t len)
 		return;
 	}
 	if (code == 80877103) {            /* SSLRequest: no TLS here */
-		send_bytes(s->fd, "N", 1);
+		outq_send(&s->q, s->fd, "N", 1);
 		s->rd.typed = false;
 		return;
 	}
@@ -182,6 +191,7 @@ int fz_servers_drain(void)
 		struct fserver *s = &servers[i];
 		if (s->fd < 0)
 			continue;
+		outq_flush(&s->q, s->fd);
 		ssize_t got = reader_drain(&s->rd, s->fd, on_msg, s);
 		n += got > 0;
 		if (got < 0 || s->gone) {
@@ -210,7 +220,7 @@ static void welcome(struct fserver *s, struct pktbuf *pb, uint8_t variant)
 	pkt_write_parameter_status(pb, "in_hot_standby", variant & 1 ? "on" : "off");
 	if (variant & 2)
 		pkt_write_notice(pb, "WARNING", "01000", "a notice during login");
-	next_pid++;
+	s->pid = ++next_pid;
 	/* pgcrew asks for 3.2: PostgreSQL 18's 32-byte key, or an older
 	 * server's 4 bytes, every other server. */
 	struct cancelkey k = { .pid = next_pid, .len = next_pid & 1 ? 32 : 4 };
@@ -423,7 +433,10 @@ static bool ready_step(struct fserver *s, struct pktbuf *pb, uint8_t m)
 		pkt_write_error(pb, "FATAL", "57P01", "terminating connection due to administrator command");
 		return false;
 	case 10: answer_all(s, pb, m, 'E', MAX_PENDING); break;
-	case 11: pkt_write_ready(pb, s->status); break;
+	case 11:                               /* a ReadyForQuery nothing asked for */
+		s->liar = true;
+		pkt_write_ready(pb, s->status);
+		break;
 	default: answer_all(s, pb, m, 0, MAX_PENDING); break;
 	}
 	return true;
@@ -440,7 +453,7 @@ static void step(struct fserver *s, uint8_t m)
 	} else if (s->phase == FS_READY) {
 		stay = ready_step(s, &o.pb, m);
 	}
-	out_send(&o, s->fd);
+	out_queue(&o, &s->q, s->fd);
 	if (!stay && s->fd >= 0)
 		hang_up(s);
 }
@@ -449,7 +462,34 @@ static void message(struct fserver *s, struct input *in)
 {
 	struct out o;
 	out_message(&o, in, "RSKZENCDTI123AvGHWdcns");
-	out_send(&o, s->fd);
+	if (s->fd >= 0)
+		s->liar = true;
+	out_queue(&o, &s->q, s->fd);
+}
+
+/* Four bytes: which (CopyData, as in COPY TO STDOUT, or a DataRow), its
+ * size (up to about 98 kB), then a first piece: the message is held back
+ * and sent piece by piece (SO_PIECE); what the server says after it
+ * waits behind it. */
+static void big(struct fserver *s, struct input *in)
+{
+	uint8_t k = in_byte(in), hi = in_byte(in), lo = in_byte(in);
+	size_t n = ((size_t)hi << 8 | lo) * 3 / 2, first = piece_len(in);
+	uint8_t hdr[5] = { k & 1 ? 'D' : 'd' };
+	struct bytes b = { 0 };
+	if (s->fd < 0)
+		return;
+	uint32_t len = (uint32_t)(4 + n);
+	hdr[1] = (uint8_t)(len >> 24);
+	hdr[2] = (uint8_t)(len >> 16);
+	hdr[3] = (uint8_t)(len >> 8);
+	hdr[4] = (uint8_t)len;
+	bytes_add(&b, hdr, sizeof(hdr));
+	fill_add(&b, n);
+	outq_hold(&s->q, b.p, b.len);
+	bytes_free(&b);
+	s->liar = true;      /* nobody asked for it */
+	outq_piece(&s->q, s->fd, first);
 }
 
 void fz_server_op(enum server_op op, int slot, struct input *in)
@@ -459,8 +499,33 @@ void fz_server_op(enum server_op op, int slot, struct input *in)
 	case SO_STEP: step(s, in_byte(in)); break;
 	case SO_MESSAGE: message(s, in); break;
 	case SO_HANGUP: hang_up(s); break;
+	case SO_BIG: big(s, in); break;
+	case SO_PIECE: outq_piece(&s->q, s->fd, piece_len(in)); break;
 	default: break;
 	}
+}
+
+static struct fserver *by_pid(uint32_t pid)
+{
+	for (int i = 0; i < FZ_SERVERS; i++)
+		if (servers[i].fd >= 0 && servers[i].pid == pid)
+			return &servers[i];
+	return NULL;
+}
+
+bool fz_servers_at_boundary(char *why, size_t len)
+{
+	struct list *it;
+	list_for_each(it, &rig_w->all_servers) {
+		const struct server *sv = container_of(it, struct server, all_node);
+		const struct fserver *s = sv->state == SERVER_IDLE ? by_pid(sv->be.pid) : NULL;
+		if (!s || s->liar || (!reader_mid_message(&s->rd) && s->n_pending == 0))
+			continue;
+		snprintf(why, len, "S-%llu is idle, and its server %s", (unsigned long long)sv->id,
+			 s->n_pending ? "still owes an answer to a request" : "has part of a message");
+		return false;
+	}
+	return true;
 }
 
 bool fz_server_adopt(int fd)

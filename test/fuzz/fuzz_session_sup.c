@@ -4,7 +4,8 @@
  * supervisor does; the pools' welcome parameters are kept and shared.
  * Worker 1 is a phantom the input moves: it asks for slots and gives them
  * back, reports failed logins and forwards cancels. Answers go at once, or
- * wait for the input to deliver them ("hold"). */
+ * wait for the input to deliver them ("hold"). Console fan-outs go through
+ * the rig's (rig_sup_console). */
 #include "fuzz_session.h"
 #include "rig.h"
 
@@ -171,6 +172,13 @@ static void on_worker_msg(int type, uint32_t reqid, const void *payload, size_t 
 {
 	struct ipc_hdr h = { .type = (uint16_t)type, .len = (uint32_t)len, .reqid = reqid };
 	struct slot_req r;
+	/* Console commands for every worker: the rig's fan-out, the phantom
+	 * answering with no rows (a world without the console sends none). */
+	if (rig_sup_console(type, reqid, payload, len)) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
 	switch (type) {
 	case IPC_SLOT_REQ:
 	case IPC_SLOT_RELEASE:

@@ -50,6 +50,7 @@ test_fuzz_fuzz_stream_LDFLAGS = $(FUZZ_LINK)
 # the clock wrapped as for the session unit tests.
 test_fuzz_fuzz_session_SOURCES = test/fuzz/fuzz_session.c test/fuzz/fuzz_session_client.c \
 	test/fuzz/fuzz_session_server.c test/fuzz/fuzz_session_sup.c test/fuzz/fuzz_session.h \
+	test/fuzz/fuzz_session_io.c test/fuzz/fuzz_session_tls.c \
 	test/unit/rig.c test/unit/rig_check.c test/unit/rig.h \
 	test/unit/fakeclock.c test/unit/fakeclock.h $(FUZZ_COMMON)
 test_fuzz_fuzz_session_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/test/unit

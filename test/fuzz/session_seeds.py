@@ -12,7 +12,7 @@ usage: python3 test/fuzz/session_seeds.py
 
 The input format
 ----------------
-Five bytes choose the world:
+Six bytes choose the world:
   0  auth_type: AUTH index (low 3 bits, modulo 7); HBA text index (>> 3)
   1  pool mode (bits 0-1), max_prepared_statements 4 (0x04), 2 workers
      (0x08), min_pool_size 1 (0x10), reserve pool (0x20),
@@ -33,12 +33,17 @@ Five bytes choose the world:
      (0x04), server_fast_close (0x08), connect_query on "db" (0x10),
      [users] carol in statement mode with max_user_connections 1 (0x20),
      max_packet_size 300 (0x40), auth_dbname sess (0x80)
+  6  (read at the start only; a RELOAD keeps it) client TLS with
+     client_tls_sslmode allow (0x01), require instead (0x02, with 0x01), the
+     console with admin_users alice and stats_users bob (0x04), the stream
+     layer's io_uring batches where the kernel gives a ring (0x08)
 Then up to 64 actions, one byte each (what = low 5 bits, slot = high 3)
 followed by that action's arguments; see OP and the functions below. A
-RELOAD takes six bytes as above (the number of workers stays).
+RELOAD takes bytes 0-5 as above (the number of workers stays).
 """
 
 import os
+import re
 import struct
 import sys
 
@@ -50,12 +55,31 @@ CAPTURED = os.path.join(HERE, "corpus", "fuzz_client_stream")
 AUTH = {"trust": 0, "any": 1, "plain": 2, "md5": 3, "scram-sha-256": 4, "hba": 5, "cert": 6}
 POOL = {"session": 0, "transaction": 1, "statement": 2}
 OP = {
-    "step": 0, "startup": 3, "ssl": 4, "gssenc": 5, "cancel": 6, "auth_good": 7,
-    "auth_bad": 8, "query": 9, "extended": 10, "message": 11, "bytes": 12,
-    "terminate": 13, "hangup": 14,
-    "server_step": 16, "server_message": 22, "server_hangup": 24,
-    "clock": 26, "sup": 29, "reload": 31,
+    "step": 0, "tls": 1, "big": 2, "startup": 3, "ssl": 4, "gssenc": 5, "cancel": 6,
+    "auth_good": 7, "auth_bad": 8, "query": 9, "extended": 10, "message": 11, "bytes": 12,
+    "terminate": 13, "hangup": 14, "console": 15,
+    "server_step": 16, "server_big": 17, "server_piece": 19, "server_message": 22,
+    "server_hangup": 24,
+    "clock": 26, "piece": 27, "sup": 29, "reload": 31,
 }
+# The world's seventh byte (fuzz_session.c enum extras).
+X_TLS, X_TLS_REQUIRE, X_CONSOLE, X_URING = 0x01, 0x02, 0x04, 0x08
+# fuzz_session_client.c: tls_op's ways, big_op's kinds, CONSOLE_COMMANDS, CONSOLE_USERS
+TLS_STEP, TLS_COMPLETE, TLS_GARBAGE, TLS_CUT = 0, 1, 2, 3
+BIG_BIND, BIG_PARSE_BIND, BIG_DESCRIBE, BIG_EXECUTE = 0, 1, 2, 3
+
+
+def c_strings(path, array):
+    """The string literals of a C array of fuzz_session_client.c, in order
+    (read from the source, so the two cannot drift apart)."""
+    with open(os.path.join(HERE, path)) as f:
+        text = f.read()
+    body = text[text.index(array + "[] = {"):]
+    return re.findall(r'"((?:[^"\\]|\\.)*)"', body[:body.index("};")])
+
+
+CONSOLE_COMMANDS = c_strings("fuzz_session_client.c", "CONSOLE_COMMANDS")
+CONSOLE_USER = {"alice": 0, "bob": 1, "pgbouncer": 2, "carol": 3}
 # fuzz_session_client.c: VERSIONS, USERS, DATABASES, PARAMS, QUERIES, SEQS
 VERSION = {"3.0": 0, "3.2": 4, "2.0": 5, "3.5": 6, "4.0": 7}
 USER = {"alice": 0, "bob": 1, "carol": 2, "dave": 3, "mallory": 4, "": 5, "long": 6,
@@ -109,11 +133,12 @@ def world(auth="trust", hba=0, pool="session", prepared=False, workers=1, b1=0, 
 
 
 class Script:
-    """A world (world()'s arguments), then actions in the target's encoding."""
+    """A world (world()'s arguments and the extras byte), then actions in
+    the target's encoding."""
 
-    def __init__(self, auth="trust", **kw):
+    def __init__(self, auth="trust", extras=0, **kw):
         self.auth_type = auth
-        self.b = bytearray(world(auth, **kw))
+        self.b = bytearray(world(auth, **kw) + bytes([extras]))
 
     def op(self, name, slot=0, *args):
         self.b.append(OP[name] | slot << 5)
@@ -186,8 +211,54 @@ class Script:
         """A CancelRequest with the key fake client key_of was given."""
         return self.op("cancel", 0, key_of, 1 if tcp else 0)
 
+    def tls(self, slot=0, how=TLS_STEP, k=0, junk=b""):
+        """Without a connection: TCP and SSLRequest; then the handshake's
+        next step as `how` says (garbage: junk, up to 15 bytes)."""
+        junk = bytes(junk)[:15]
+        self.op("tls", slot, how | len(junk) << 4, k)
+        self.b.extend(junk)
+        return self
+
+    def big(self, size, slot=0, kind=BIG_BIND, name="s1"):
+        """A named Parse and a large message (size about n bytes, at most
+        98302), held."""
+        v = min(0xffff, size * 2 // 3)
+        return self.op("big", slot, kind | STATEMENT[name] << 2, v >> 8 & 0xff, v & 0xff)
+
+    def piece(self, n=None, slot=0):
+        """A piece of what the client holds back: n bytes (None: all)."""
+        return self.op("piece", slot, *piece_bytes(n))
+
+    def console(self, command=None, slot=0, user="alice", tcp=False):
+        """Log in to the console, or (logged in) run a command."""
+        m = CONSOLE_USER[user] | (4 if tcp else 0)
+        pick = CONSOLE_COMMANDS.index(command) if command else 0
+        return self.op("console", slot, m, pick)
+
+    def server_big(self, size, first=None, slot=0, datarow=False):
+        """A large filler message from a server (at most 98302 bytes),
+        held; `first` bytes go."""
+        v = min(0xffff, size * 2 // 3)
+        self.op("server_big", slot, 1 if datarow else 0, v >> 8 & 0xff, v & 0xff)
+        self.b.extend(piece_bytes(first))
+        return self
+
+    def server_piece(self, n=None, slot=0):
+        return self.op("server_piece", slot, *piece_bytes(n))
+
     def data(self):
         return bytes(self.b)
+
+
+def piece_bytes(n):
+    """piece_len()'s two bytes for n bytes (None: everything)."""
+    if n is None:
+        return [0xc0, 0]
+    if 1 <= n <= 64:
+        return [n - 1, 0]
+    if n <= 16384:
+        return [0x40 | (n - 1) >> 8, (n - 1) & 0xff]
+    return [0x80 | (n // 4096 - 1), 0]
 
 
 def exchanges(auth, user):
@@ -446,8 +517,77 @@ def write_corpus(out, seeds):
     print(f"{len(seeds)} seeds in {os.path.relpath(out)}", file=sys.stderr)
 
 
+# ---- issue 40: the reproductions of /work/shared/repro, as actions ----
+
+def issue40_seeds():
+    seeds = {}
+    # big_bind_overflow.py / tls_bind_stuck.py: a TLS client Parses a named
+    # statement, then Binds it with a parameter over 16 kB (transaction
+    # mode, max_prepared_statements, io_uring batches): compact() wrote
+    # past the buffer, or the client hung with its server linked.
+    for name, sync_first in (("issue40-tls-big-bind", True), ("issue40-tls-big-bind-one-batch", False)):
+        s = Script("md5", pool="transaction", prepared=True, extras=X_TLS | X_URING)
+        s.tls().tls(how=TLS_COMPLETE)
+        login(s, user="bob")
+        if sync_first:
+            s.extended("PS", name="s2").server(ANSWER)
+            s.big(98000, name="s2").piece()
+        else:
+            s.big(98000, kind=BIG_PARSE_BIND, name="s2").piece()
+        s.server(ANSWER).server(ANSWER)
+        seeds[name] = s.data()
+    s = Script("md5", pool="transaction", prepared=True, extras=X_TLS | X_URING)
+    s.tls().tls(how=TLS_COMPLETE)
+    login(s, user="bob")
+    s.extended("PS", name="s2").server(ANSWER).big(50000, name="s2")
+    for _ in range(6):
+        s.piece(8192)
+    seeds["issue40-tls-big-bind-pieces"] = s.server(ANSWER).hangup().data()
+    # show_sockets_tls_segv.py: SHOW SOCKETS and SHOW ACTIVE_SOCKETS while
+    # clients sit after 'S' with no ClientHello, with part of one, mid
+    # handshake, and up: tls_conn_info() crashed in libssl.
+    s = Script("trust", extras=X_TLS | X_CONSOLE)
+    s.tls(1).tls(2).tls(2, how=TLS_CUT, k=5).tls(3).tls(3, how=TLS_STEP)
+    s.console(user="alice").console("SHOW SOCKETS").console("SHOW ACTIVE_SOCKETS")
+    s.tls(3, how=TLS_COMPLETE).console("SHOW SOCKETS").console("SHOW CLIENTS")
+    seeds["issue40-show-sockets-mid-tls"] = s.data()
+    # half_message_server_reuse.py: a header announcing more than comes
+    # (CopyData of 16 MB with 33 bytes, a Query of 200 with 24; a Bind
+    # held back after its first piece), then a hang-up, the client linked:
+    # the server went back to the pool mid-message.
+    for name, raw in (("issue40-half-copydata-hangup", b"d" + struct.pack(">I", 16777216) + b"y" * 33),
+                      ("issue40-half-query-hangup",
+                       b"Q" + struct.pack(">I", 200) + b"select 'only part of it")):
+        s = Script("trust", pool="transaction")
+        login(s)
+        s.query("SELECT 1").server(ANSWER).op("bytes", 0, len(raw), *raw).hangup()
+        login(s, slot=1, server=False)
+        seeds[name] = s.query("SELECT 1", slot=1).server(ANSWER).data()
+    s = Script("trust", pool="transaction", prepared=True)
+    login(s)
+    s.extended("PS", name="s1").server(ANSWER).big(60000, name="s1").piece(5000).hangup()
+    seeds["issue40-half-bind-hangup"] = s.data()
+    # error_mid_message.py: the server streams a CopyData (held after its
+    # first piece) and the client sends a malformed Parse: the pooler's
+    # FATAL went out inside the relayed message.
+    s = Script("trust", pool="transaction", prepared=True)
+    login(s)
+    s.query("SELECT 1").server_big(98000, first=3000)
+    s.message("P", b"s1\0select 1\0\x00\x05\x00\x00\x00\x17")
+    seeds["issue40-fatal-inside-copydata"] = s.server_piece().data()
+    # The client leaves while the SET for its startup parameters (the
+    # server said DateStyle ISO, MDY) is unanswered: the server went back
+    # to the pool owing that answer to the next client.
+    s = Script("trust", pool="transaction")
+    login(s, params=[("DateStyle", "German")])
+    s.query("SELECT 1").hangup().server(ANSWER)
+    login(s, slot=1, server=False, params=[("DateStyle", "German")])
+    seeds["issue40-setvars-unanswered-hangup"] = s.query("SELECT 1", slot=1).server(ANSWER).data()
+    return seeds
+
+
 def main():
-    write_corpus(OUT, {**client_seeds(), **path_seeds(), **captured_seeds()})
+    write_corpus(OUT, {**client_seeds(), **path_seeds(), **captured_seeds(), **issue40_seeds()})
 
 
 if __name__ == "__main__":
