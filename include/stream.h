@@ -135,6 +135,7 @@ struct stream {
 	/* io_uring batching (stream_set_batching): this loop turn's receive,
 	 * and the forward [done, parse) left for the turn's send batch. */
 	struct list read_node, send_node;
+	struct list tls_node;      /* a buffered TLS stream's ciphertext left for the send batch */
 };
 
 void stream_init(struct stream *s, int fd, void *owner, stream_pkt_fn on_pkt, stream_event_fn on_event);

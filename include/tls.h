@@ -110,6 +110,25 @@ bool tls_conn_peer_cn(struct tls_conn *c, char *buf, size_t len) MUSTCHECK;
  * length on return. false when unavailable (e.g. Ed25519 certificate). */
 bool tls_conn_server_end_point(struct tls_conn *c, uint8_t *out, size_t *outlen) MUSTCHECK;
 
+/* Buffered connections (io_uring batches, stream.c). After the
+ * handshake, OpenSSL reads ciphertext from a buffer the caller fills
+ * (tls_in_space, then tls_in_added with what a receive gave: 0 is the
+ * socket's EOF) and writes it to one the caller drains (tls_out_data,
+ * then tls_out_sent), so tls_recv and tls_send make no system call;
+ * tls_send says TLS_WANT_WRITE while tls_out_full. False when the switch
+ * cannot be made (no memory; the handshake not over): the socket stays. */
+bool tls_conn_use_buffers(struct tls_conn *c) MUSTCHECK;
+bool tls_conn_buffered(const struct tls_conn *c);
+uint8_t *tls_in_space(struct tls_conn *c, size_t *len);
+void tls_in_added(struct tls_conn *c, ssize_t n);
+/* Ciphertext (or an EOF) waits that OpenSSL has not read yet. */
+bool tls_in_held(const struct tls_conn *c);
+const uint8_t *tls_out_data(const struct tls_conn *c, size_t *len);
+void tls_out_sent(struct tls_conn *c, size_t n);
+bool tls_out_full(const struct tls_conn *c);
+/* The spare ciphertext buffers kept for the next connections (exit). */
+void tls_buffers_free(void);
+
 /* Best-effort close_notify; never blocks, never retries. */
 void tls_conn_shutdown(struct tls_conn *c);
 /* Frees the TLS state; does not close fd; sends nothing by itself. */

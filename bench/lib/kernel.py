@@ -171,6 +171,8 @@ def main():
     ap.add_argument("--duration", type=int, default=10)
     ap.add_argument("--pgbouncer", default=benchenv.PGBOUNCER,
                     help="the PgBouncer binary of the pgbouncer targets")
+    ap.add_argument("--ssl", action="store_true",
+                    help="clients connect with TLS (PGSSLMODE=require): the ssl cells")
     args = ap.parse_args()
     targets = [t for t in args.targets.split(",") if t]
 
@@ -180,7 +182,8 @@ def main():
     inis = {t: target_ini(env, t) for t in targets}
     default_bin = env.pgcrew_bin
     bins = {t: target_binary(env, t) or default_bin for t in targets}
-    penv = dict(os.environ, PGPASSWORD=env.password, PGSSLMODE="disable", PGAPPNAME="")
+    penv = dict(os.environ, PGPASSWORD=env.password, PGSSLMODE="require" if args.ssl else "disable",
+                PGAPPNAME="")
     try:
         for proto in args.protocols.split(","):
             for clients in map(int, args.clients.split(",")):
@@ -198,8 +201,8 @@ def main():
                         results[t].append(row)
                         log(f"{proto} c={clients} round {rnd} {t}: tps {row['tps']:.0f} cpu "
                             f"{row['cpu_us']:.2f} us/tx, {row['sys_enter']:.2f} syscalls/tx")
-                report(f"{proto}, {clients} clients ({args.rounds} rounds of {args.duration} s)",
-                       results)
+                report(f"{proto}{', ssl' if args.ssl else ''}, {clients} clients "
+                       f"({args.rounds} rounds of {args.duration} s)", results)
     finally:
         env.close()
 

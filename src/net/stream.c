@@ -109,11 +109,40 @@ static ssize_t plain_send(struct stream *s, const void *buf, size_t len)
 
 static const struct stream_ops plain_ops = { plain_recv, plain_send };
 
+static void tls_flush_later(struct stream *s);
+static bool batching;
+static struct list turn_tls = { &turn_tls, &turn_tls };    /* ciphertext for the send batch */
+
+/* A buffered connection (tls_conn_use_buffers) read outside a batch (the
+ * ring was given up): the ciphertext is received here, with one recv,
+ * as OpenSSL's socket BIO would. */
+static void tls_fill(struct stream *s)
+{
+	size_t room;
+	if (batching || !tls_conn_buffered(s->tls) || tls_in_held(s->tls))
+		return;
+	uint8_t *at = tls_in_space(s->tls, &room);
+	ssize_t n = room ? recv(s->fd, at, room, 0) : -1;
+	if (n >= 0)
+		tls_in_added(s->tls, n);
+}
+
 static ssize_t tls_ops_recv(struct stream *s, void *buf, size_t len)
 {
 	enum tls_status st;
-	ssize_t n = tls_recv(s->tls, buf, len, &st);
-	if (n > 0 || (n == 0 && st == TLS_EOF))
+	size_t got = 0;
+	ssize_t n;
+	tls_fill(s);
+	/* SSL_read gives one record a call: a buffered connection's records
+	 * are all in memory, so take as many as fit now, not one per loop
+	 * turn (each turn is a wait for events). */
+	do
+		n = tls_recv(s->tls, (uint8_t *)buf + got, len - got, &st);
+	while (n > 0 && (got += (size_t)n) < len && tls_conn_buffered(s->tls));
+	tls_flush_later(s);        /* a read may have written (a KeyUpdate's answer) */
+	if (got > 0)
+		return (ssize_t)got;
+	if (n == 0 && st == TLS_EOF)
 		return n;
 	s->want_write_for_read = st == TLS_WANT_WRITE;
 	errno = (st == TLS_WANT_READ || st == TLS_WANT_WRITE) ? EAGAIN : EIO;
@@ -126,8 +155,10 @@ static ssize_t tls_ops_send(struct stream *s, const void *buf, size_t len)
 {
 	enum tls_status st;
 	ssize_t n = tls_send(s->tls, buf, len, &st);
-	if (n > 0)
+	if (n > 0) {
+		tls_flush_later(s);
 		return n;
+	}
 	errno = (st == TLS_WANT_READ || st == TLS_WANT_WRITE) ? EAGAIN : EPIPE;
 	if (st == TLS_FAIL)
 		s->errmsg = tls_conn_error(s->tls);
@@ -186,6 +217,10 @@ static void handshake_step(struct stream *s)
 		s->handshaking = false;
 		if (s->ev_write)
 			event_del(s->ev_write);
+		/* With io_uring batches the ciphertext joins them; kernel TLS,
+		 * which lets a server connection move, keeps its socket. */
+		if (batching && !tls_conn_in_kernel(s->tls) && !tls_conn_use_buffers(s->tls))
+			log_debug("stream: TLS keeps its socket (no memory for buffers)");
 		fire(s, SE_TLS_READY);
 		/* The client's first message may have come with its Finished. */
 		read_tls_held(s);
@@ -229,6 +264,7 @@ void stream_init(struct stream *s, int fd, void *owner, stream_pkt_fn on_pkt, st
 	s->max_whole = STREAM_WHOLE_MAX;
 	list_init(&s->read_node);
 	list_init(&s->send_node);
+	list_init(&s->tls_node);
 	if (fd >= 0)
 		event_assign(&s->ev_read, stream_base, fd, EV_READ | EV_PERSIST, on_read, s);
 }
@@ -422,9 +458,19 @@ bool stream_write(struct stream *s, const struct pktbuf *pb)
 	return stream_write_raw(s, pb->buf, pb->len);
 }
 
+/* Ciphertext a buffered TLS connection still has to send. */
+static size_t tls_unsent(const struct stream *s)
+{
+	size_t n = 0;
+	if (s->tls && tls_conn_buffered(s->tls))
+		(void)tls_out_data(s->tls, &n);
+	return n;
+}
+
 bool stream_has_pending_out(const struct stream *s)
 {
-	return s->out.len > s->out_sent || s->blocked_src != NULL || s->hold_src != NULL;
+	return s->out.len > s->out_sent || s->blocked_src != NULL || s->hold_src != NULL ||
+	       tls_unsent(s) > 0;
 }
 
 bool stream_has_pending_forward(const struct stream *s)
@@ -516,6 +562,47 @@ blocked:
 	stream_stop_reading(src);
 	event_add(write_ev(dst), NULL);
 	return false;
+}
+
+/* ---- buffered TLS: the ciphertext's way out ---- */
+
+/* Send what OpenSSL wrote, now, with one send per call. False when some
+ * is left (the write event is armed) or the socket broke (errmsg set;
+ * the caller fires SE_ERROR where it may). */
+static bool tls_send_now(struct stream *s)
+{
+	size_t len;
+	const uint8_t *p = tls_out_data(s->tls, &len);
+	while (len > 0) {
+		ssize_t n = send(s->fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+			event_add(write_ev(s), NULL);
+			return false;
+		}
+		if (n < 0) {
+			if (!s->errmsg)
+				s->errmsg = "send failed";
+			return false;
+		}
+		tls_out_sent(s->tls, (size_t)n);
+		p = tls_out_data(s->tls, &len);
+	}
+	list_del(&s->tls_node);
+	return true;
+}
+
+/* OpenSSL wrote ciphertext: it joins the turn's send batch, or (no
+ * batches) goes now. */
+static void tls_flush_later(struct stream *s)
+{
+	if (tls_unsent(s) == 0)
+		return;
+	if (batching) {
+		if (list_empty(&s->tls_node))
+			list_append(&turn_tls, &s->tls_node);
+		return;
+	}
+	(void)tls_send_now(s);
 }
 
 /* ---- input ---- */
@@ -725,13 +812,16 @@ static bool route_new(struct stream *s)
  * bytes wait in the source's buffer as they would for a short write, so
  * every path that looks at pending bytes (a destination closing, a hand
  * over, pooler messages queued behind a forward) works unchanged. */
-static bool batching;
 static struct list turn_reads = { &turn_reads, &turn_reads };
 static struct list turn_sends = { &turn_sends, &turn_sends };
 
+/* A buffered TLS stream's socket is read in the batch too, unless its
+ * ciphertext already waits: that is decrypted at once. */
 static bool read_batchable(const struct stream *s)
 {
-	return batching && s->ops == &plain_ops && s->fd >= 0 && !s->closed;
+	if (!batching || s->fd < 0 || s->closed)
+		return false;
+	return s->ops == &plain_ops || (s->tls && tls_conn_buffered(s->tls) && !tls_in_held(s->tls));
 }
 
 static void defer_read(struct stream *s)
@@ -931,6 +1021,8 @@ static void on_write(evutil_socket_t fd, short what, void *arg)
 		if (s->closed)
 			return;
 	}
+	if (tls_unsent(s) > 0 && !tls_send_now(s))
+		return;
 	struct stream *src = s->blocked_src;
 	if (src) {
 		/* Pooler bytes queued before the forward, the forward, then the rest. */
@@ -1078,7 +1170,12 @@ void stream_close(struct stream *s)
 		stream_forget_peer(s->blocked_src, s);
 	if (s->hold_src)
 		stream_forget_peer(s->hold_src, s);
+	list_del(&s->tls_node);
 	if (s->tls) {
+		/* What OpenSSL wrote last (a FATAL before the close) goes,
+		 * as far as the socket takes it. */
+		if (tls_unsent(s) > 0 && s->fd >= 0)
+			(void)tls_send_now(s);
 		tls_conn_free(s->tls);
 		s->tls = NULL;
 	}
@@ -1186,7 +1283,46 @@ static bool send_op(struct stream *src, struct uring_op *op, struct stream **dst
 	return true;
 }
 
-/* One batch of the gathered sends. */
+/* Its ciphertext is sent (or failed, or the socket is full): what waited
+ * for room (a blocked forward, the stream's own queue, an owner waiting
+ * for SE_FLUSHED) goes on from the loop, through on_write. */
+static void tls_settle(struct stream *s, int32_t res)
+{
+	if (s->closed)
+		return;
+	if (res < 0 && res != -EAGAIN && res != -EWOULDBLOCK && res != -EINTR) {
+		if (!s->errmsg)
+			s->errmsg = "send failed";
+		fire(s, SE_ERROR);
+		return;
+	}
+	if (tls_unsent(s) > 0)
+		event_add(write_ev(s), NULL);
+	else if (s->blocked_src || s->paused || s->out.len > s->out_sent)
+		event_active(write_ev(s), EV_WRITE, 0);
+}
+
+/* Buffered TLS streams' ciphertext joins the batch after the forwards
+ * (ops[n..)); returns the new count. */
+static int tls_send_ops(struct uring_op *ops, struct stream **ss, int n)
+{
+	struct list *it;
+	while (n < URING_BATCH && (it = list_first(&turn_tls)) != NULL) {
+		struct stream *s = container_of(it, struct stream, tls_node);
+		list_del(it);
+		size_t len;
+		const uint8_t *p = tls_out_data(s->tls, &len);
+		if (s->closed || s->fd < 0 || len == 0)
+			continue;
+		ops[n] = (struct uring_op){ .fd = s->fd, .send = true, .buf = (void *)p,
+					    .len = len > UINT32_MAX ? UINT32_MAX : (uint32_t)len };
+		ss[n++] = s;
+	}
+	return n;
+}
+
+/* One batch of the gathered sends: forwards to plain sockets, then TLS
+ * ciphertext. */
 static void send_batch(void)
 {
 	struct uring_op ops[URING_BATCH];
@@ -1204,19 +1340,57 @@ static void send_batch(void)
 			later[nl++] = src;
 		}
 	}
+	int nf = n;
+	n = tls_send_ops(ops, srcs, n);
 	run_ops(ops, n);
 	/* Count every byte sent before any owner runs: a callback may close
 	 * a stream of this batch, and its unsent rest moves on from there. */
 	for (int i = 0; i < n; i++) {
 		if (ops[i].res <= 0)
 			continue;
+		if (i >= nf) {
+			tls_out_sent(srcs[i]->tls, (size_t)ops[i].res);
+			continue;
+		}
 		srcs[i]->buf->done += (uint32_t)ops[i].res;
 		dsts[i]->bytes_out += (uint64_t)ops[i].res;
 	}
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < nf; i++)
 		send_settle(srcs[i], ops[i].res);
+	for (int i = nf; i < n; i++)
+		tls_settle(srcs[i], ops[i].res);
 	for (int i = 0; i < nl; i++)
 		send_settle(later[i], 0);
+}
+
+/* The receive a stream's batch entry makes: into its buffer, or a
+ * buffered TLS stream's ciphertext into OpenSSL's input. False: no room. */
+static bool read_op(struct stream *s, struct uring_op *op)
+{
+	struct iobuf *b = s->buf;
+	size_t room = BUF_END(b) - b->recv;
+	void *at = b->data + b->recv;
+	if (s->tls)
+		at = tls_in_space(s->tls, &room);
+	if (room == 0)
+		return false;
+	*op = (struct uring_op){ .fd = s->fd, .buf = at,
+				 .len = room > UINT32_MAX ? UINT32_MAX : (uint32_t)room };
+	return true;
+}
+
+/* A buffered TLS stream's ciphertext (or EOF) came in the batch: decrypt
+ * into the stream's buffer and route, as on_read would. */
+static void tls_read_done(struct stream *s)
+{
+	struct iobuf *b = s->buf;
+	ssize_t n = s->ops->recv(s, b->data + b->recv, BUF_END(b) - b->recv);
+	if (n > 0) {
+		b->recv += (uint32_t)n;
+		s->bytes_in += (uint64_t)n;
+		buf_check(b);
+	}
+	read_done(s, n, errno);
 }
 
 /* One batch of the gathered receives. Buffers are readied first (that
@@ -1247,21 +1421,30 @@ static void read_batch(void)
 		struct iobuf *b = s->buf;
 		if (b->recv == BUF_END(b))
 			continue;
-		ops[n] = (struct uring_op){ .fd = s->fd, .buf = b->data + b->recv,
-					    .len = BUF_END(b) - b->recv };
+		if (!read_op(s, &ops[n]))
+			continue;
 		ss[n++] = s;
 	}
 	run_ops(ops, n);
 	for (int i = 0; i < n; i++) {
+		if (ss[i]->tls) {
+			tls_in_added(ss[i]->tls, ops[i].res);   /* ciphertext, or the EOF */
+			continue;
+		}
 		if (ops[i].res <= 0)
 			continue;
 		ss[i]->buf->recv += (uint32_t)ops[i].res;
 		ss[i]->bytes_in += (uint64_t)ops[i].res;
 		buf_check(ss[i]->buf);
 	}
-	for (int i = 0; i < n; i++)
-		if (!ss[i]->closed)
+	for (int i = 0; i < n; i++) {
+		if (ss[i]->closed)
+			continue;
+		if (ss[i]->tls && (ops[i].res >= 0 || ops[i].res == -EAGAIN))
+			tls_read_done(ss[i]);
+		else
 			read_done(ss[i], ops[i].res < 0 ? -1 : ops[i].res, ops[i].res < 0 ? -ops[i].res : 0);
+	}
 }
 
 /* Bounded: what a turn's routing gathers anew beyond this waits for the
@@ -1273,7 +1456,7 @@ void stream_turn_end(void)
 	for (int r = 0; r < TURN_ROUNDS; r++) {
 		if (!list_empty(&turn_reads))
 			read_batch();
-		else if (!list_empty(&turn_sends))
+		else if (!list_empty(&turn_sends) || !list_empty(&turn_tls))
 			send_batch();
 		else
 			return;

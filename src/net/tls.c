@@ -30,8 +30,18 @@ struct tls_ctx {
 	bool verify_full;                    /* client ctx: check host names */
 };
 
+/* Ciphertext a buffered connection holds (tls_conn_use_buffers): bytes
+ * [off, len) of p. */
+struct tls_buf {
+	uint8_t *p;
+	size_t off, len, cap;
+};
+
 struct tls_conn {
 	SSL *ssl;
+	bool buffered;                       /* ciphertext through in/out, not the socket */
+	bool in_eof;                         /* the socket said EOF: no ciphertext after in */
+	struct tls_buf in, out;
 	int8_t ktls;                         /* both directions in the kernel: -1 not yet known */
 	/* No pointer to the tls_ctx: a RELOAD frees the worker's old one while
 	 * connections made with it live on (the SSL keeps its SSL_CTX). */
@@ -826,6 +836,10 @@ ssize_t tls_send(struct tls_conn *c, const void *buf, size_t len, enum tls_statu
 	}
 	if (len == 0)
 		return 0;
+	if (c->buffered && tls_out_full(c)) {
+		*st = TLS_WANT_WRITE;      /* drain tls_out_data first */
+		return -1;
+	}
 	ERR_clear_error();
 	errno = 0;
 	if (SSL_write_ex(c->ssl, buf, len, &n))
@@ -840,8 +854,10 @@ ssize_t tls_send(struct tls_conn *c, const void *buf, size_t len, enum tls_statu
 bool tls_pending(struct tls_conn *c)
 {
 	/* SSL_pending() counts only decrypted bytes; with read-ahead whole
-	 * records may wait undecrypted in the read buffer. */
-	return !c->failed && SSL_has_pending(c->ssl);
+	 * records may wait undecrypted in the read buffer; a buffered
+	 * connection may hold ciphertext OpenSSL has not read yet, or the
+	 * socket's EOF still to be said. */
+	return !c->failed && (SSL_has_pending(c->ssl) || tls_in_held(c));
 }
 
 const char *tls_conn_error(struct tls_conn *c)
@@ -980,13 +996,219 @@ bool tls_conn_in_kernel(struct tls_conn *c)
 	return c->ktls > 0 && !SSL_has_pending(c->ssl);
 }
 
+/*
+ * Buffered connections: OpenSSL reads and writes ciphertext through a BIO
+ * of ours backed by two buffers, which the stream layer fills and drains
+ * with the io_uring batch's receives and sends, so SSL_read and SSL_write
+ * never enter the kernel themselves.
+ */
+
+#define TLS_IN_CAP (34 * 1024)        /* two whole records, and their headers */
+#define TLS_OUT_FULL (64 * 1024)      /* SSL_write waits while this much is unsent */
+#define TLS_OUT_MIN (20 * 1024)       /* a record's worth, and more */
+#define SPARE_MAX 64                  /* empty buffers kept per kind, per process */
+
+/* An idle connection holds no ciphertext buffer: each is taken when bytes
+ * come and given back when they are gone, and a few empty ones are kept
+ * for the next (idle TLS clients stay as small as plain ones). */
+struct spares {
+	uint8_t *b[SPARE_MAX];
+	int n;
+};
+static struct spares spare_in, spare_out;
+
+static uint8_t *buf_take(struct spares *sp, size_t size)
+{
+	return sp->n > 0 ? sp->b[--sp->n] : malloc(size);
+}
+
+static void buf_give(struct spares *sp, struct tls_buf *b, size_t size)
+{
+	if (b->cap == size && sp->n < SPARE_MAX)
+		sp->b[sp->n++] = b->p;
+	else
+		free(b->p);
+	*b = (struct tls_buf){ 0 };
+}
+
 void tls_conn_free(struct tls_conn *c)
 {
 	if (c == NULL)
 		return;
 	SSL_free(c->ssl);
 	ERR_clear_error();
+	buf_give(&spare_in, &c->in, TLS_IN_CAP);
+	buf_give(&spare_out, &c->out, TLS_OUT_MIN);
 	free(c);
+}
+
+void tls_buffers_free(void)
+{
+	while (spare_in.n > 0)
+		free(spare_in.b[--spare_in.n]);
+	while (spare_out.n > 0)
+		free(spare_out.b[--spare_out.n]);
+}
+
+static int bio_write(BIO *b, const char *data, int len)
+{
+	struct tls_conn *c = BIO_get_data(b);
+	struct tls_buf *o = &c->out;
+	BIO_clear_retry_flags(b);
+	if (len <= 0)
+		return 0;
+	if (o->off > 0 && o->off == o->len)
+		o->off = o->len = 0;
+	if (!o->p && (size_t)len <= TLS_OUT_MIN) {
+		if (!(o->p = buf_take(&spare_out, TLS_OUT_MIN)))
+			return -1;
+		o->cap = TLS_OUT_MIN;
+	}
+	if (o->len + (size_t)len > o->cap) {
+		size_t cap = o->cap ? o->cap : TLS_OUT_MIN;
+		while (cap < o->len + (size_t)len)
+			cap *= 2;
+		uint8_t *p = realloc(o->p, cap);
+		if (!p)
+			return -1;
+		o->p = p;
+		o->cap = cap;
+	}
+	memcpy(o->p + o->len, data, (size_t)len);
+	o->len += (size_t)len;
+	return len;
+}
+
+static int bio_read(BIO *b, char *data, int len)
+{
+	struct tls_conn *c = BIO_get_data(b);
+	struct tls_buf *in = &c->in;
+	size_t have = in->len - in->off;
+	BIO_clear_retry_flags(b);
+	if (have == 0) {
+		if (c->in_eof)
+			return 0;
+		BIO_set_retry_read(b);
+		return -1;
+	}
+	size_t n = have < (size_t)len ? have : (size_t)len;
+	memcpy(data, in->p + in->off, n);
+	in->off += n;
+	if (in->off == in->len)
+		buf_give(&spare_in, in, TLS_IN_CAP);
+	return (int)n;
+}
+
+static long bio_ctrl(BIO *b, int cmd, long num, void *ptr)
+{
+	struct tls_conn *c = BIO_get_data(b);
+	(void)num;
+	(void)ptr;
+	switch (cmd) {
+	case BIO_CTRL_FLUSH:
+		return 1;
+	case BIO_CTRL_PENDING:
+		return (long)(c->in.len - c->in.off);
+	case BIO_CTRL_EOF:
+		return c->in_eof && c->in.len == c->in.off;
+	default:
+		return 0;
+	}
+}
+
+static int bio_create(BIO *b)
+{
+	BIO_set_init(b, 1);
+	return 1;
+}
+
+static const BIO_METHOD *buffer_method(void)
+{
+	static BIO_METHOD *m;
+	if (m)
+		return m;
+	m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "pgcrew buffers");
+	if (!m || !BIO_meth_set_write(m, bio_write) || !BIO_meth_set_read(m, bio_read) ||
+	    !BIO_meth_set_ctrl(m, bio_ctrl) || !BIO_meth_set_create(m, bio_create)) {
+		BIO_meth_free(m);
+		m = NULL;
+	}
+	return m;
+}
+
+bool tls_conn_use_buffers(struct tls_conn *c)
+{
+	const BIO_METHOD *m = buffer_method();
+	if (c->buffered)
+		return true;
+	if (!m || c->failed || !SSL_is_init_finished(c->ssl))
+		return false;
+	BIO *b = BIO_new(m);
+	if (!b) {
+		ERR_clear_error();
+		return false;
+	}
+	BIO_set_data(b, c);
+	/* The socket BIOs go (they do not close the socket); records OpenSSL
+	 * has read ahead stay in the SSL and are read first. One BIO for both
+	 * directions: SSL_set_bio then takes a single reference. */
+	SSL_set_bio(c->ssl, b, b);
+	c->buffered = true;
+	return true;
+}
+
+bool tls_conn_buffered(const struct tls_conn *c)
+{
+	return c->buffered;
+}
+
+uint8_t *tls_in_space(struct tls_conn *c, size_t *len)
+{
+	struct tls_buf *in = &c->in;
+	if (!in->p) {
+		*len = 0;
+		if (!(in->p = buf_take(&spare_in, TLS_IN_CAP)))
+			return NULL;
+		in->cap = TLS_IN_CAP;
+	}
+	if (in->off > 0) {
+		memmove(in->p, in->p + in->off, in->len - in->off);
+		in->len -= in->off;
+		in->off = 0;
+	}
+	*len = in->cap - in->len;
+	return in->p + in->len;
+}
+
+void tls_in_added(struct tls_conn *c, ssize_t n)
+{
+	if (n > 0)
+		c->in.len += (size_t)n;
+	else if (n == 0)
+		c->in_eof = true;
+}
+
+bool tls_in_held(const struct tls_conn *c)
+{
+	return c->buffered && (c->in.len > c->in.off || c->in_eof);
+}
+
+const uint8_t *tls_out_data(const struct tls_conn *c, size_t *len)
+{
+	*len = c->out.len - c->out.off;
+	return c->out.p + c->out.off;
+}
+
+void tls_out_sent(struct tls_conn *c, size_t n)
+{
+	c->out.off += n;
+	if (c->out.off == c->out.len)
+		buf_give(&spare_out, &c->out, TLS_OUT_MIN);
+}
+
+bool tls_out_full(const struct tls_conn *c)
+{
+	return c->out.len - c->out.off >= TLS_OUT_FULL;
 }
 
 /*

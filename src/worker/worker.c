@@ -556,6 +556,7 @@ static void worker_cleanup(void)
 	hba_ident_free(W->hba_ident);
 	proxy_accept_free_all();
 	stream_cache_free();
+	tls_buffers_free();
 	uring_free();
 	psrelay_free();
 	varcache_set_tracked(NULL);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -1088,6 +1089,167 @@ static void test_warm_up(void **state UNUSED)
 	tls_ctx_free(vctx);
 }
 
+/*
+ * Buffered connections (io_uring batches): ciphertext through memory
+ */
+
+/* Moves what the socket has into srv's input, at most `chunk` bytes
+ * (0: all there is); returns the bytes moved, -1 at EOF. */
+static ssize_t feed(struct pair *p, size_t chunk)
+{
+	size_t room;
+	uint8_t *at = tls_in_space(p->srv.tc, &room);
+	assert_non_null(at);
+	if (chunk && room > chunk)
+		room = chunk;
+	ssize_t n = recv(p->fd[0], at, room, 0);
+	if (n < 0) {
+		assert_true(errno == EAGAIN || errno == EWOULDBLOCK);
+		return 0;
+	}
+	tls_in_added(p->srv.tc, n);
+	return n == 0 ? -1 : n;
+}
+
+/* Sends what srv's OpenSSL wrote to the socket. */
+static void drain_out(struct pair *p)
+{
+	size_t len;
+	const uint8_t *d = tls_out_data(p->srv.tc, &len);
+	while (len > 0) {
+		ssize_t n = send(p->fd[0], d, len, MSG_NOSIGNAL);
+		assert_true(n > 0);
+		tls_out_sent(p->srv.tc, (size_t)n);
+		d = tls_out_data(p->srv.tc, &len);
+	}
+}
+
+static void buffered_pair(struct pair *p, struct tls_ctx *sctx, struct tls_ctx *cctx)
+{
+	handshake(p, sctx, cctx, "localhost");
+	assert_int_equal(p->srv.st, TLS_OK);
+	assert_int_equal(p->cli.st, TLS_OK);
+	assert_true(tls_conn_use_buffers(p->srv.tc));
+	assert_true(tls_conn_buffered(p->srv.tc));
+}
+
+/* The server end reads and writes through memory, the client through its
+ * socket: the same bytes arrive, whichever way the ciphertext is cut,
+ * down to one byte at a time (a record split at every byte), and the
+ * server's own writes never touch the socket until they are drained. */
+static void test_buffered_transfer(void **state UNUSED)
+{
+	struct tls_settings ss = srv_settings(TLS_SSLMODE_REQUIRE), cs = cli_settings(TLS_SSLMODE_REQUIRE, "");
+	struct tls_ctx *sctx = server_ctx(&ss), *cctx = client_ctx(&cs);
+	static const size_t chunks[] = { 0, 1, 7, 5000 };
+	enum tls_status st;
+	struct pair p;
+
+	buffered_pair(&p, sctx, cctx);
+	for (size_t k = 0; k < sizeof chunks / sizeof chunks[0]; k++) {
+		char msg[16000], got[16000];
+		size_t have = 0, len = chunks[k] == 1 ? 300 : sizeof msg;
+		for (size_t i = 0; i < len; i++)
+			msg[i] = (char)(i * 7 + k);
+		send_all(p.cli.tc, msg, len);         /* one record */
+		for (int i = 0; i < 100000 && have < len; i++) {
+			ssize_t n = tls_recv(p.srv.tc, got + have, len - have, &st);
+			if (n > 0) {
+				have += (size_t)n;
+				continue;
+			}
+			assert_int_equal(st, TLS_WANT_READ);
+			assert_false(tls_in_held(p.srv.tc));
+			assert_true(feed(&p, chunks[k]) >= 0);
+		}
+		assert_int_equal(have, len);
+		assert_memory_equal(got, msg, len);
+
+		/* And back: nothing more on the socket until drained. */
+		int before = 0, after = 0;
+		assert_int_equal(ioctl(p.fd[1], FIONREAD, &before), 0);
+		send_all(p.srv.tc, msg, len);
+		assert_int_equal(ioctl(p.fd[1], FIONREAD, &after), 0);
+		assert_int_equal(after, before);
+		size_t out;
+		(void)tls_out_data(p.srv.tc, &out);
+		assert_true(out > len);
+		drain_out(&p);
+		recv_exact(p.cli.tc, got, len);
+		assert_memory_equal(got, msg, len);
+	}
+	pair_close(&p);
+	tls_ctx_free(sctx);
+	tls_ctx_free(cctx);
+}
+
+/* Writes wait (TLS_WANT_WRITE) while 64 kB of ciphertext is unsent, and
+ * go on once it is drained. */
+static void test_buffered_out_full(void **state UNUSED)
+{
+	struct tls_settings ss = srv_settings(TLS_SSLMODE_REQUIRE), cs = cli_settings(TLS_SSLMODE_REQUIRE, "");
+	struct tls_ctx *sctx = server_ctx(&ss), *cctx = client_ctx(&cs);
+	static char block[16384];
+	enum tls_status st;
+	struct pair p;
+	int written = 0;
+
+	buffered_pair(&p, sctx, cctx);
+	while (tls_send(p.srv.tc, block, sizeof block, &st) > 0)
+		assert_true(++written < 10);
+	assert_int_equal(st, TLS_WANT_WRITE);
+	assert_true(tls_out_full(p.srv.tc));
+	assert_int_equal(written, 4);
+	size_t len;
+	const uint8_t *d = tls_out_data(p.srv.tc, &len);
+	ssize_t n = send(p.fd[0], d, 30000, MSG_NOSIGNAL);
+	assert_int_equal(n, 30000);
+	tls_out_sent(p.srv.tc, 30000);
+	assert_false(tls_out_full(p.srv.tc));
+	assert_int_equal(tls_send(p.srv.tc, block, sizeof block, &st), (ssize_t)sizeof block);
+	pair_close(&p);
+	tls_ctx_free(sctx);
+	tls_ctx_free(cctx);
+}
+
+/* close_notify, and a socket EOF without it (OpenSSL is told to take that
+ * as an end, as PgBouncer does): both say TLS_EOF; ciphertext held in
+ * memory counts as pending, so the stream reads it without a socket
+ * event. */
+static void test_buffered_eof(void **state UNUSED)
+{
+	struct tls_settings ss = srv_settings(TLS_SSLMODE_REQUIRE), cs = cli_settings(TLS_SSLMODE_REQUIRE, "");
+	struct tls_ctx *sctx = server_ctx(&ss), *cctx = client_ctx(&cs);
+	enum tls_status st;
+	struct pair p;
+	char buf[64];
+
+	buffered_pair(&p, sctx, cctx);
+	send_all(p.cli.tc, "hello", 5);
+	tls_conn_shutdown(p.cli.tc);
+	while (feed(&p, 0) > 0)
+		;
+	assert_true(tls_pending(p.srv.tc));
+	assert_int_equal(tls_recv(p.srv.tc, buf, sizeof buf, &st), 5);
+	assert_int_equal(tls_recv(p.srv.tc, buf, sizeof buf, &st), 0);
+	assert_int_equal(st, TLS_EOF);
+	pair_close(&p);
+
+	buffered_pair(&p, sctx, cctx);
+	send_all(p.cli.tc, "bye", 3);
+	shutdown(p.fd[1], SHUT_WR);
+	while (feed(&p, 0) > 0)
+		;
+	assert_true(tls_in_held(p.srv.tc));
+	assert_int_equal(tls_recv(p.srv.tc, buf, sizeof buf, &st), 3);
+	assert_int_equal(tls_recv(p.srv.tc, buf, sizeof buf, &st), 0);
+	assert_int_equal(st, TLS_EOF);
+	assert_int_equal(ERR_peek_error(), 0);
+	pair_close(&p);
+	tls_ctx_free(sctx);
+	tls_ctx_free(cctx);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1113,6 +1275,9 @@ int main(void)
 		cmocka_unit_test(test_ciphers_curves_dh),
 		cmocka_unit_test(test_status_names),
 		cmocka_unit_test(test_warm_up),
+		cmocka_unit_test(test_buffered_transfer),
+		cmocka_unit_test(test_buffered_out_full),
+		cmocka_unit_test(test_buffered_eof),
 	};
 
 	return cmocka_run_group_tests(tests, make_certs, remove_certs);
