@@ -35,7 +35,7 @@
 #define MAX_INJECTED 64
 #define MAX_DRIVER_OPS 96
 #define FINAL_TURNS 3000          /* the last phase's bound; it ends when nothing moves */
-#define QUIET_TURNS 30
+#define QUIET_TURNS 8
 #define SMALL_SOCKBUF 4096
 #define INJ_TYPE 'i'              /* pooler messages; forwarded ones are upper case */
 #define INJ_LEN 9
