@@ -120,16 +120,23 @@ if ! go_version_ok "$(command -v go || echo none)" && ! go_version_ok /usr/local
     fi
 fi
 
-# Python venv with the pinned requirements; rebuilt when the pins change.
+# Python venv with the pinned requirements. When the pins change, the
+# venv gets them in place (pytest-xdist, say), so a test run using it
+# meanwhile keeps its interpreter; a venv that cannot take them is made anew.
 req=test/integration/requirements.txt
 stamp=.venv/.requirements.sha256
+pip_req() { .venv/bin/pip install -q --disable-pip-version-check -r "$req"; }
 if [ ! -x .venv/bin/python ] || ! sha256sum --status -c "$stamp" 2>/dev/null; then
-    echo "deps: creating .venv from $req"
-    py=/usr/bin/python3
-    [ -x "$py" ] || py=$(command -v python3)
-    rm -rf .venv
-    "$py" -m venv .venv
-    .venv/bin/pip install -q --disable-pip-version-check -r "$req"
+    if [ -x .venv/bin/python ] && echo "deps: installing $req into .venv" && pip_req; then
+        :
+    else
+        echo "deps: creating .venv from $req"
+        py=/usr/bin/python3
+        [ -x "$py" ] || py=$(command -v python3)
+        rm -rf .venv
+        "$py" -m venv .venv
+        pip_req
+    fi
     sha256sum "$req" > "$stamp"
 fi
 

@@ -63,13 +63,27 @@ def pooler_workers(request):
 
 
 @pytest.fixture(scope="session")
+def worker_id(request):
+    """pytest-xdist's name for this runner (gw0, gw1, ...), "master" when
+    the suite runs in one process (pytest-xdist has a fixture of this name;
+    this one also works without the plugin)."""
+    wi = getattr(request.config, "workerinput", None)
+    return wi["workerid"] if wi else "master"
+
+
+@pytest.fixture(scope="session")
 def pooler_kind(pytestconfig):
     return pytestconfig.pooler_kind
 
 
 @pytest.fixture(scope="session")
-def session_dir(request):
-    path = tempfile.mkdtemp(prefix="pgcrew-it-")
+def session_dir(request, worker_id):
+    """The scratch directory of this pytest process. Under pytest-xdist each
+    worker is a process with its own session fixtures, so each has its own
+    directory, PostgreSQL clusters (pg15, pg18) and block of ports
+    (util.free_port): a test counting the backends of a cluster counts only
+    its own runner's."""
+    path = tempfile.mkdtemp(prefix=f"pgcrew-it-{worker_id}-")
     os.chmod(path, 0o755)
     yield path
     if request.session.testsfailed == 0:
@@ -131,8 +145,12 @@ def make_pooler(request, pytestconfig, session_dir, pooler_workers):
         if pooler_workers is not None and "workers" not in (settings or {}):
             settings = dict(settings or {}, workers=pooler_workers)
         # Only safe characters: the path goes into ASAN_OPTIONS, where spaces
-        # and colons separate options.
-        name = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{request.node.name}-{counter[0]}")[:120]
+        # and colons separate options. The workdir holds the pooler's Unix
+        # socket, so it and "/.s.PGSQL.<port>" must fit in sun_path (107
+        # characters): the test's name is cut to what room is left.
+        suffix = f"-{counter[0]}"
+        room = 107 - len(session_dir) - len("/-12345678/.s.PGSQL.65535") - len(suffix)
+        name = re.sub(r"[^A-Za-z0-9_.-]", "_", request.node.name)[:max(room, 8)] + suffix
         workdir = tempfile.mkdtemp(prefix=name + "-", dir=session_dir)
         os.chmod(workdir, 0o755)
         if databases is None:

@@ -2,6 +2,7 @@
 runs servers and the pooler, bounded waiting. Everything here is bounded in
 time and talks to 127.0.0.1 only."""
 
+import fcntl
 import os
 import pwd
 import shutil
@@ -9,6 +10,7 @@ import signal
 import socket
 import subprocess
 import stat
+import tempfile
 import threading
 import time
 
@@ -20,8 +22,74 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 SERVICE_USER = "postgres"
 
 
+# Ports for servers the tests start (poolers, PostgreSQL, slapd, etcd...).
+# Each pytest process (each xdist worker, or the one process of a serial
+# run) hands them out from a block of its own, claimed with a lock file held
+# for the process's life, so two runners never choose the same port between
+# choosing it and binding it, whatever the other test sessions on the
+# machine (another checkout, another run) do: they claim other blocks. The
+# blocks lie below the kernel's ephemeral range, where the local ports of
+# outgoing connections (and of bind to port 0) come from. Inside its block a
+# process goes round, skipping ports something still holds.
+PORT_BASE = 20000
+PORT_BLOCK = 400
+PORT_LOCK_DIR = os.path.join(tempfile.gettempdir(), "pgcrew-it-ports")
+_ports = {"lock": None, "base": None, "next": 0}
+
+
+def _ephemeral_low():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def _claim_port_block():
+    """Lock the first free block; its first port, or None if all are taken."""
+    os.makedirs(PORT_LOCK_DIR, exist_ok=True)
+    try:
+        os.chmod(PORT_LOCK_DIR, 0o1777)
+    except OSError:
+        pass                    # made by another user: usable as it is
+    for i in range((_ephemeral_low() - PORT_BASE) // PORT_BLOCK):
+        try:
+            f = open(os.path.join(PORT_LOCK_DIR, f"block-{i}"), "a")
+        except OSError:
+            continue
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.close()
+            continue
+        _ports["lock"] = f      # kept open: the lock lasts as long as the process
+        return PORT_BASE + i * PORT_BLOCK
+    return None
+
+
+def _port_unused(port):
+    """Nothing holds port on any address: a bind to the wildcard address
+    without SO_REUSEADDR fails on any listener, connection or TIME_WAIT."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("", port))
+            return True
+        except OSError:
+            return False
+
+
 def free_port():
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    """A TCP port, free on every address a moment ago, that no other test
+    process hands out (see PORT_BASE)."""
+    if _ports["base"] is None:
+        _ports["base"] = _claim_port_block() or 0
+    if _ports["base"]:
+        for _ in range(PORT_BLOCK):
+            port = _ports["base"] + _ports["next"]
+            _ports["next"] = (_ports["next"] + 1) % PORT_BLOCK
+            if _port_unused(port):
+                return port
+    # No block (every one taken, or a narrow port range): the kernel's choice.
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((HOST, 0))
         return s.getsockname()[1]
