@@ -2,9 +2,10 @@
 # ledger, shared memory, SHOW row merging, console parsers, admin_ext,
 # latency histograms, prepared statements, the server hand-over record,
 # the workers' scheduler slice).
+noinst_HEADERS += test/unit/streamfix.h
 check_PROGRAMS += test/unit/test_stream
 TESTS += test/unit/test_stream
-test_unit_test_stream_SOURCES = test/unit/test_stream.c
+test_unit_test_stream_SOURCES = test/unit/test_stream.c test/unit/streamfix.c
 test_unit_test_stream_CFLAGS = $(UNIT_CFLAGS)
 test_unit_test_stream_LDADD = $(UNIT_LDADD)
 

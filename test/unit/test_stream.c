@@ -21,258 +21,17 @@
 #include "proto/build.h"
 #include "proto/packet.h"
 #include "stream.h"
-#include "uring.h"
+#include "streamfix.h"
 
 #define BUFSIZE     16384
 #define MAX_ITER    200000      /* loop turns before a scenario counts as stuck */
-#define MAX_CALLS   8192
-#define SMALL_SOCKBUF 4096      /* the kernel doubles it; still far below our payloads */
-
-/* What the scripted owner does with the n-th message. */
-enum step {
-	STEP_FORWARD,
-	STEP_SKIP,
-	STEP_CONSUME,        /* NEED_FULL until complete, then capture it and CONSUMED */
-	STEP_CONSUME_NOW,    /* CONSUMED at the first offer, whatever is buffered */
-	STEP_FULL_FORWARD,   /* NEED_FULL until complete, then FORWARD */
-	STEP_PAUSE_ONCE,     /* PAUSE at the first offer, FORWARD after stream_resume */
-	STEP_CLOSE,          /* stream_close() inside the callback, then SA_STOP */
-	STEP_GROW,           /* NEED_MORE until 9 bytes, then the head grows by GROW_BY (0xEE) */
-	STEP_SHRINK,         /* NEED_MORE until 9 + SHRINK_BY bytes, then those are cut */
-	STEP_INJECT,         /* FLUSH while bytes are queued, then a pooler message, then FORWARD */
-	STEP_MORE_CONSUME,   /* NEED_MORE until complete (even beyond the buffer), then as CONSUME */
-	STEP_CLOSE_PEER,     /* a pooler message to the peer, then the peer is forgotten (it goes) */
-};
-
-#define GROW_BY   20
-#define SHRINK_BY 6
-static const uint8_t injected_msg[9] = { 'i', 0, 0, 0, 8, 1, 2, 3, 4 };
-
-struct bytes {
-	uint8_t *p;
-	size_t len, cap;
-};
-
-struct call {
-	uint8_t type;
-	uint32_t len, hdr_len;
-	size_t avail;
-	int64_t seq;         /* message sequence number, -1 if not buffered yet */
-};
-
-struct end {
-	struct stream s;
-	int fd;                      /* the test's end of the socketpair */
-	const enum step *script;     /* per message; dflt after the end */
-	size_t n_script;
-	enum step dflt;
-	size_t msg_idx;              /* messages decided so far */
-	size_t paused_for;           /* msg_idx + 1 of the message paused once */
-	struct call *calls;
-	size_t n_calls;
-	size_t ev_count[SE_COUNT];   /* events seen, by kind */
-	size_t n_events;
-	enum stream_event first_event;
-	const char *last_errmsg;
-	struct bytes consumed;       /* every consumed message, concatenated */
-	bool keep_open;              /* do not close on SE_EOF / SE_ERROR */
-};
 
 struct fx {
 	struct event_base *base;
 	struct end a, b, c;
 };
 
-/* ---- byte buffers and message generation ---- */
-
-static void bytes_add(struct bytes *b, const void *p, size_t n)
-{
-	if (b->len + n > b->cap) {
-		size_t cap = b->cap ? b->cap : 4096;
-		while (cap < b->len + n)
-			cap *= 2;
-		b->p = realloc(b->p, cap);
-		assert_non_null(b->p);
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, p, n);
-	b->len += n;
-}
-
-static void bytes_free(struct bytes *b)
-{
-	free(b->p);
-	memset(b, 0, sizeof(*b));
-}
-
-static uint8_t pattern(uint32_t seq, size_t i)
-{
-	return (uint8_t)(seq * 31u + i * 7u + (i >> 8));
-}
-
-/* A typed message of `len` wire bytes (type byte included, len >= 9) whose
- * body starts with its big-endian sequence number. */
-static void add_msg(struct bytes *b, uint8_t type, uint32_t seq, uint32_t len)
-{
-	uint32_t word = len - 1;
-	uint8_t hdr[9] = { type, (uint8_t)(word >> 24), (uint8_t)(word >> 16), (uint8_t)(word >> 8),
-			   (uint8_t)word, (uint8_t)(seq >> 24), (uint8_t)(seq >> 16),
-			   (uint8_t)(seq >> 8), (uint8_t)seq };
-	assert_true(len >= 9);
-	bytes_add(b, hdr, 9);
-	for (size_t i = 9; i < len; i++) {
-		uint8_t v = pattern(seq, i);
-		bytes_add(b, &v, 1);
-	}
-}
-
-static uint32_t be32(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-/* ---- the scripted owner ---- */
-
-static enum step step_for(const struct end *e)
-{
-	return e->msg_idx < e->n_script ? e->script[e->msg_idx] : e->dflt;
-}
-
-static void record_call(struct end *e, const struct pkt_hdr *h, const uint8_t *data, size_t avail)
-{
-	assert_true(e->n_calls < MAX_CALLS);
-	struct call *c = &e->calls[e->n_calls++];
-	c->type = h->type;
-	c->len = h->len;
-	c->hdr_len = h->hdr_len;
-	c->avail = avail;
-	c->seq = avail >= h->hdr_len + 4 ? (int64_t)be32(data + h->hdr_len) : -1;
-}
-
-static enum stream_action decided(struct end *e, enum stream_action act)
-{
-	e->msg_idx++;
-	return act;
-}
-
-/* The message's type, length and sequence number stay; GROW adds filler
- * after them, SHRINK drops the pattern bytes that follow them. */
-static enum stream_action rewrite_step(struct end *e, const struct pkt_hdr *h,
-				       const uint8_t *data, size_t avail)
-{
-	bool grow = step_for(e) == STEP_GROW;
-	uint32_t old_len = grow ? 9 : 9 + SHRINK_BY, new_len = grow ? 9 + GROW_BY : 9;
-	uint8_t head[9 + GROW_BY];
-	if (avail < old_len)
-		return SA_NEED_MORE;
-	uint32_t word = h->len - old_len + new_len - 1;
-	memcpy(head, data, 9);
-	head[1] = (uint8_t)(word >> 24);
-	head[2] = (uint8_t)(word >> 16);
-	head[3] = (uint8_t)(word >> 8);
-	head[4] = (uint8_t)word;
-	memset(head + 9, 0xEE, GROW_BY);
-	uint8_t *at = stream_rewrite_head(&e->s, old_len, new_len);
-	if (!at)
-		return SA_FLUSH;
-	memcpy(at, head, new_len);
-	return decided(e, SA_FORWARD);
-}
-
-static void notices(struct pktbuf *pb, int n);
-
-static enum stream_action on_pkt(struct stream *s, const struct pkt_hdr *h,
-				 const uint8_t *data, size_t avail)
-{
-	struct end *e = s->owner;
-
-	record_call(e, h, data, avail);
-	switch (step_for(e)) {
-	case STEP_FORWARD:
-		return decided(e, SA_FORWARD);
-	case STEP_SKIP:
-		return decided(e, SA_SKIP);
-	case STEP_CONSUME_NOW:
-		return decided(e, SA_CONSUMED);
-	case STEP_MORE_CONSUME:
-	case STEP_CONSUME:
-		if (avail < h->len)
-			return step_for(e) == STEP_MORE_CONSUME ? SA_NEED_MORE : SA_NEED_FULL;
-		bytes_add(&e->consumed, data, h->len);
-		return decided(e, SA_CONSUMED);
-	case STEP_FULL_FORWARD:
-		return avail < h->len ? SA_NEED_FULL : decided(e, SA_FORWARD);
-	case STEP_PAUSE_ONCE:
-		if (e->paused_for != e->msg_idx + 1) {
-			e->paused_for = e->msg_idx + 1;
-			return SA_PAUSE;
-		}
-		return decided(e, SA_FORWARD);
-	case STEP_CLOSE:
-		stream_close(s);
-		return decided(e, SA_STOP);
-	case STEP_GROW:
-	case STEP_SHRINK:
-		return rewrite_step(e, h, data, avail);
-	case STEP_INJECT:
-		if (stream_has_pending_forward(s))
-			return SA_FLUSH;
-		assert_true(stream_write_raw(s->peer, injected_msg, sizeof(injected_msg)));
-		return decided(e, SA_FORWARD);
-	case STEP_CLOSE_PEER: {
-		struct pktbuf pb;
-		notices(&pb, 1);
-		assert_true(stream_write(s->peer, &pb));
-		pktbuf_free(&pb);
-		stream_forget_peer(s, s->peer);
-		stream_consume(s, h->len);
-		return decided(e, SA_STOP);
-	}
-	}
-	fail();
-	return SA_STOP;
-}
-
-static void on_event(struct stream *s, enum stream_event ev)
-{
-	struct end *e = s->owner;
-
-	assert_true(ev < SE_COUNT);
-	if (e->n_events++ == 0)
-		e->first_event = ev;
-	e->ev_count[ev]++;
-	if (ev == SE_ERROR)
-		e->last_errmsg = s->errmsg;
-	if ((ev == SE_EOF || ev == SE_ERROR) && !e->keep_open)
-		stream_close(s);
-}
-
-static size_t count_events(const struct end *e, enum stream_event ev)
-{
-	return e->ev_count[ev];
-}
-
 /* ---- fixture ---- */
-
-static void end_open(struct end *e)
-{
-	int sv[2];
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
-	stream_init(&e->s, sv[0], e, on_pkt, on_event);
-	e->fd = sv[1];
-	e->calls = calloc(MAX_CALLS, sizeof(*e->calls));
-	assert_non_null(e->calls);
-	e->dflt = STEP_FORWARD;
-}
-
-static void end_close(struct end *e)
-{
-	stream_close(&e->s);
-	if (e->fd >= 0)
-		close(e->fd);
-	free(e->calls);
-	bytes_free(&e->consumed);
-}
 
 static int setup(void **state)
 {
@@ -309,13 +68,6 @@ static int teardown(void **state)
 	return rc;
 }
 
-static void small_sockbufs(struct end *e)
-{
-	int v = SMALL_SOCKBUF;
-	assert_int_equal(setsockopt(e->s.fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v)), 0);
-	assert_int_equal(setsockopt(e->fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v)), 0);
-}
-
 /* ---- driving the loop ---- */
 
 /* Feeds `in` into wfd (at most `chunk` bytes per turn, 0 = as much as
@@ -342,17 +94,6 @@ static void pump_write(struct pump *p)
 		p->in_off += (size_t)w;
 	else
 		assert_true(errno == EAGAIN || errno == EWOULDBLOCK);
-}
-
-static void drain_fd(int fd, struct bytes *out)
-{
-	uint8_t tmp[65536];
-	for (;;) {
-		ssize_t n = recv(fd, tmp, sizeof(tmp), 0);
-		if (n <= 0)
-			return;
-		bytes_add(out, tmp, (size_t)n);
-	}
 }
 
 /* One loop turn as the worker runs it: the events, then the turn's
@@ -413,20 +154,6 @@ static void expect_relay(struct fx *fx, const struct bytes *in, size_t chunk, co
 	assert_int_equal(p.out.len, want->len);
 	assert_memory_equal(p.out.p, want->p, want->len);
 	bytes_free(&p.out);
-}
-
-/* One callback per message, in order; the sequence number is checked
- * wherever the callback saw it (not with only the header buffered). */
-static void assert_calls_in_order(const struct end *e, size_t n_msgs)
-{
-	assert_int_equal(e->n_calls, n_msgs);
-	for (size_t i = 0; i < n_msgs; i++) {
-		const struct call *c = &e->calls[i];
-		if (c->avail >= c->hdr_len + 4)
-			assert_int_equal(c->seq, (int64_t)i);
-		else
-			assert_int_equal(c->seq, -1);
-	}
 }
 
 /* ---- forwarding ---- */
@@ -538,16 +265,7 @@ static void test_skip_drops_one_message(void **state)
 	struct fx *fx = *state;
 	struct bytes in = { 0 }, want = { 0 };
 	static const uint32_t lens[] = { 30, 25, 40000, 100, 20000, 12 };
-	for (uint32_t i = 0; i < ARRAY_SIZE(lens); i++) {
-		struct bytes one = { 0 };
-		add_msg(&one, 'D', i, lens[i]);
-		bytes_add(&in, one.p, one.len);
-		if (script[i] == STEP_FORWARD)
-			bytes_add(&want, one.p, one.len);
-		bytes_free(&one);
-	}
-	fx->a.script = script;
-	fx->a.n_script = ARRAY_SIZE(script);
+	script_case(&fx->a, 'D', script, lens, ARRAY_SIZE(lens), &in, &want, NULL);
 
 	expect_relay(fx, &in, 0, &want);
 	assert_calls_in_order(&fx->a, ARRAY_SIZE(lens));
@@ -562,15 +280,7 @@ static void test_consumed_gets_full_message(void **state)
 	struct fx *fx = *state;
 	struct bytes in = { 0 }, want = { 0 }, eaten = { 0 };
 	static const uint32_t lens[] = { 300, 50, 9000, 16384 };
-	for (uint32_t i = 0; i < ARRAY_SIZE(lens); i++) {
-		struct bytes one = { 0 };
-		add_msg(&one, 'P', i, lens[i]);
-		bytes_add(&in, one.p, one.len);
-		bytes_add(script[i] == STEP_FORWARD ? &want : &eaten, one.p, one.len);
-		bytes_free(&one);
-	}
-	fx->a.script = script;
-	fx->a.n_script = ARRAY_SIZE(script);
+	script_case(&fx->a, 'P', script, lens, ARRAY_SIZE(lens), &in, &want, &eaten);
 
 	/* 100-byte writes: every consumed message arrives in pieces. */
 	expect_relay(fx, &in, 100, &want);
@@ -850,11 +560,7 @@ static void test_back_pressure(void **state)
 {
 	struct fx *fx = *state;
 	struct bytes in = { 0 };
-	uint32_t seq = 0;
-	while (in.len < (4u << 20)) {
-		uint32_t len = seq % 17 == 0 ? 100000 : 9 + (seq * 37) % 3000;
-		add_msg(&in, 'D', seq++, len);
-	}
+	uint32_t seq = add_bulk(&in, 4u << 20);
 	small_sockbufs(&fx->b);
 
 	/* B's far end reads nothing: A must stop taking bytes in. */
@@ -989,18 +695,6 @@ static void test_eof_mid_header(void **state)
 
 /* ---- pooler writes ---- */
 
-/* NoticeResponses, as the pooler would send them. */
-static void notices(struct pktbuf *pb, int n)
-{
-	char msg[64];
-	pktbuf_init(pb, 1024);
-	for (int i = 0; i < n; i++) {
-		snprintf(msg, sizeof(msg), "pooler notice %d", i);
-		pkt_write_notice(pb, "NOTICE", "01000", msg);
-	}
-	assert_false(pktbuf_failed(pb));
-}
-
 static void test_write_before_forward(void **state)
 {
 	struct fx *fx = *state;
@@ -1072,26 +766,6 @@ static void test_write_drains_on_writability(void **state)
 	assert_int_equal(p.out.len, want.len);
 	bytes_free(&p.out);
 	bytes_free(&want);
-}
-
-/* Splits a byte string into typed messages; false if it is not a clean
- * sequence of complete messages. */
-static bool parse_messages(const struct bytes *b, uint8_t *types, size_t max, size_t *n)
-{
-	size_t off = 0;
-	*n = 0;
-	while (off < b->len) {
-		struct pkt_hdr h;
-		if (pkt_parse_header(b->p + off, b->len - off, false, 1u << 30, &h, NULL) != PKT_OK)
-			return false;
-		if (h.len > b->len - off || *n == max)
-			return false;
-		if (h.type != 'D' && h.type != 'N')
-			return false;
-		types[(*n)++] = h.type;
-		off += h.len;
-	}
-	return true;
 }
 
 /*
@@ -1410,47 +1084,6 @@ static void test_event_names(void **state)
 	assert_string_equal(stream_event_name(SE_COUNT), "?");
 }
 
-/* What the peer gets for a message under a rewriting step. */
-static void add_expected(struct bytes *want, enum step st, uint32_t seq, uint32_t len)
-{
-	struct bytes one = { 0 };
-	add_msg(&one, 'D', seq, len);
-	if (st == STEP_INJECT)
-		bytes_add(want, injected_msg, sizeof(injected_msg));
-	if (st != STEP_GROW && st != STEP_SHRINK) {
-		bytes_add(want, one.p, one.len);
-		bytes_free(&one);
-		return;
-	}
-	uint32_t cut = st == STEP_SHRINK ? SHRINK_BY : 0, add = st == STEP_GROW ? GROW_BY : 0;
-	uint32_t word = len + add - cut - 1;
-	uint8_t hdr[5] = { 'D', (uint8_t)(word >> 24), (uint8_t)(word >> 16), (uint8_t)(word >> 8), (uint8_t)word };
-	uint8_t fill[GROW_BY];
-	memset(fill, 0xEE, sizeof(fill));
-	bytes_add(want, hdr, 5);
-	bytes_add(want, one.p + 5, 4);
-	bytes_add(want, fill, add);
-	bytes_add(want, one.p + 9 + cut, len - 9 - cut);
-	bytes_free(&one);
-}
-
-/* Messages 'D' of lens[i] bytes into in, what the peer must get from
- * script[i] into want; e's script set and restarted. */
-static void script_case(struct end *e, const enum step *script, const uint32_t *lens, size_t n,
-			struct bytes *in, struct bytes *want)
-{
-	for (uint32_t i = 0; i < n; i++) {
-		struct bytes one = { 0 };
-		add_msg(&one, 'D', i, lens[i]);
-		bytes_add(in, one.p, one.len);
-		bytes_free(&one);
-		add_expected(want, script[i], i, lens[i]);
-	}
-	e->script = script;
-	e->n_script = n;
-	e->msg_idx = 0;
-}
-
 /* Heads rewritten in place, longer and shorter, several in one batch (the
  * queued bytes before each move with it), pooler messages injected after a
  * flush, messages larger than the buffer: byte-exact at the peer, whole and
@@ -1465,7 +1098,7 @@ static void test_rewrite_and_inject(void **state)
 	struct fx *fx = *state;
 	for (size_t chunk = 0; chunk <= 7; chunk += 7) {
 		struct bytes in = { 0 }, want = { 0 };
-		script_case(&fx->a, script, lens, ARRAY_SIZE(lens), &in, &want);
+		script_case(&fx->a, 'D', script, lens, ARRAY_SIZE(lens), &in, &want, NULL);
 		expect_relay(fx, &in, chunk, &want);
 		bytes_free(&in);
 		bytes_free(&want);
@@ -1487,17 +1120,7 @@ static void test_need_full_beyond_buffer(void **state)
 	fx->a.s.max_whole = 1000000;
 	for (size_t chunk = 0; chunk <= 1000; chunk += 1000) {
 		struct bytes in = { 0 }, want = { 0 }, eaten = { 0 };
-		for (uint32_t i = 0; i < ARRAY_SIZE(lens); i++) {
-			struct bytes one = { 0 };
-			add_msg(&one, 'E', i, lens[i]);
-			bytes_add(&in, one.p, one.len);
-			bool eat = script[i] == STEP_CONSUME || script[i] == STEP_MORE_CONSUME;
-			bytes_add(eat ? &eaten : &want, one.p, one.len);
-			bytes_free(&one);
-		}
-		fx->a.script = script;
-		fx->a.n_script = ARRAY_SIZE(script);
-		fx->a.msg_idx = 0;
+		script_case(&fx->a, 'E', script, lens, ARRAY_SIZE(lens), &in, &want, &eaten);
 		bytes_free(&fx->a.consumed);
 		expect_relay(fx, &in, chunk, &want);
 		assert_int_equal(count_events(&fx->a, SE_ERROR), 0);
@@ -1592,7 +1215,7 @@ static void test_rewrite_read_outside_batch(void **state)
 	fx->a.s.ops = &own_ops;
 	for (size_t chunk = 0; chunk <= 5000; chunk += 5000) {
 		struct bytes in = { 0 }, want = { 0 };
-		script_case(&fx->a, script, lens, ARRAY_SIZE(lens), &in, &want);
+		script_case(&fx->a, 'D', script, lens, ARRAY_SIZE(lens), &in, &want, NULL);
 		struct pump p = pump_a_to_b(fx, &in);
 		p.chunk = chunk;
 		for (int i = 0; i < MAX_ITER && !(p.in_off == in.len && p.out.len >= want.len); i++)
@@ -1870,27 +1493,5 @@ int main(void)
 		T(test_forget_peer_unsent_dropped),
 		T(test_close_mid_message_tears_peer),
 	};
-	int failed = cmocka_run_group_tests_name("recv/send", tests, NULL, NULL);
-	/* The same scenarios with the turn's receives and sends batched
-	 * through io_uring, where this kernel gives a ring. */
-	enum uring_verdict v = uring_init();
-	if (v != URING_READY) {
-		printf("io_uring batching not tested: %s\n",
-		       v == URING_NOT_BUILT ? "built without liburing" : "this kernel gives no usable ring");
-		return failed;
-	}
-	stream_set_batching(true);
-	failed += cmocka_run_group_tests_name("io_uring batches", tests, NULL, NULL);
-	uint64_t batches, ops;
-	stream_batch_counts(&batches, &ops);
-	stream_set_batching(false);
-	uring_free();
-	/* The batched run must have batched: a path that never gathers
-	 * anything would pass the scenarios without testing them. */
-	if (batches == 0 || ops < batches) {
-		printf("io_uring batches: %llu batches, %llu operations\n",
-		       (unsigned long long)batches, (unsigned long long)ops);
-		failed++;
-	}
-	return failed;
+	return run_both_modes(tests, ARRAY_SIZE(tests), NULL, NULL);
 }
