@@ -4,6 +4,7 @@
 #ifndef PGCREW_CANCEL_H
 #define PGCREW_CANCEL_H
 
+#include "ipc.h"
 #include "objects.h"
 
 /* Give the client a key of its protocol version (a pid unique in this
@@ -16,18 +17,46 @@ void cancel_unregister(struct client *c);
  * constant time), or NULL. */
 struct client *cancel_find(const struct cancelkey *k);
 struct client *cancel_find_own(const struct cancelkey_own *key);
-/* A CancelRequest arrived (the caller closes its connection afterwards):
- * sent on if its target is running a query, here, on another worker or on
- * a [peers] instance, as its key says (a key of no pgcrew layout goes
- * nowhere). */
-void cancel_handle_request(struct world *w, const struct cancelkey *k);
+/* How a CancelRequest ended; its client connection closes with the text
+ * (PgBouncer's words) once it has (cancel_outcome_text). */
+enum cancel_outcome {
+	CANCEL_PENDING,            /* not yet: the waiter is told later */
+	CANCEL_SENT,               /* PostgreSQL (or the peer) has taken it */
+	CANCEL_UNKNOWN_KEY,
+	CANCEL_IDLE,               /* its client runs nothing */
+	CANCEL_SETTING_VARS,
+	CANCEL_CONSOLE,
+	CANCEL_SEND_FAILED,
+	CANCEL_TIMED_OUT,          /* cancel_wait_timeout */
+	CANCEL_NO_ROUTE,           /* a worker or peer the key names is not there */
+	CANCEL_DEFERRED,           /* its client waits for a server: sent once it has one */
+	CANCEL_OUTCOMES
+};
+const char *cancel_outcome_text(enum cancel_outcome o);
+
+/* A CancelRequest arrived on client connection wt->client: sent on if its
+ * target is linked to a server, here, on another worker or on a [peers]
+ * instance, as its key says (a key of no pgcrew layout goes nowhere).
+ * CANCEL_PENDING: the connection stays open until the cancel has been
+ * acted on, and then the waiter callback closes it; any other outcome is
+ * final now and the caller closes it. */
+enum cancel_outcome cancel_handle_request(struct world *w, const struct cancelkey *k,
+					  const struct cancel_waiter *wt);
+/* What closes a waiting cancel connection of this worker (client.c). */
+typedef void (*cancel_waiter_fn)(struct world *w, uint64_t client, enum cancel_outcome o);
+void cancel_set_waiter_done(cancel_waiter_fn fn);
+/* The outcome for a waiter: closed here, or told to its worker. */
+void cancel_waiter_done(struct world *w, const struct cancel_waiter *wt, enum cancel_outcome o);
 /* The server code's callback for a server whose cancels are all answered
- * while it waited for them (SERVER_BEING_CANCELED). */
+ * (one waiting for them as SERVER_BEING_CANCELED, or the client linked to
+ * it holding its next request back). */
 void cancel_set_server_done(void (*fn)(struct server *sv));
-/* Cancel the query of this worker's client with that key, if it runs one. */
-void cancel_local(const struct cancelkey *k);
-/* Send a CancelRequest for sv's backend on a new connection. */
-bool cancel_send(struct server *sv);
+/* Cancel the query of this worker's client with that key (from another
+ * worker), telling wt how it ended. */
+void cancel_local(struct world *w, const struct cancelkey *k, const struct cancel_waiter *wt);
+/* Send a CancelRequest for sv's backend on a new connection; wt (may be
+ * NULL) is told once PostgreSQL has closed it. */
+bool cancel_send(struct server *sv, const struct cancel_waiter *wt);
 /* The server is being freed: in-flight requests forget it. */
 void cancel_server_gone(struct server *sv);
 /* cancel_wait_timeout */
@@ -35,6 +64,8 @@ void cancel_janitor(struct world *w, usec_t now);
 /* The client's request has just gone to its server after a cancel came
  * while it waited: cancel it there in a moment. */
 void cancel_after_send(struct client *c);
+/* Cancels waiting for their moment (tests). */
+size_t cancel_deferred_count(void);
 void cancel_free_all(void);
 
 #endif

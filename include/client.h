@@ -5,6 +5,7 @@
 
 #include "connlog.h"
 #include "objects.h"
+#include "cancel.h"
 #include "log.h"
 
 struct accepted;
@@ -71,5 +72,9 @@ struct client_console_ops {
 	void (*freed)(struct client *c);
 };
 void client_set_console(const struct client_console_ops *ops);
+
+/* A waiting cancel connection's cancel is done: it closes (worker.c
+ * registers this with cancel_set_waiter_done). */
+void client_cancel_done(struct world *w, uint64_t id, enum cancel_outcome o);
 
 #endif

@@ -23,7 +23,7 @@ enum ipc_type {
 	IPC_SLOT_DENY,         /* sup -> worker: struct slot_req (did not ask to wait) */
 	IPC_SLOT_RELEASE,      /* worker -> sup: struct slot_req (names only) */
 	IPC_POOL_WANT,         /* sup -> worker: struct slot_req + int32 n: give up to n idle servers */
-	IPC_CANCEL_FWD,        /* worker -> sup -> owner worker: struct cancelkey */
+	IPC_CANCEL_FWD,        /* worker -> sup -> owner worker: struct cancel_fwd */
 	IPC_WELCOME_PUT,       /* worker -> sup: a pool's server parameters (see pool.c) */
 	IPC_WELCOME_GET,       /* worker -> sup: names; answered by IPC_WELCOME */
 	IPC_WELCOME,           /* sup -> worker: names + parameters (none: unknown) */
@@ -51,6 +51,7 @@ enum ipc_type {
 	IPC_SLOT_WITHDRAW,     /* worker -> sup: struct slot_req (names only), reqid: its queued
 	                          request is not needed; answered IPC_SLOT_DENY (reqid, or
 	                          IPC_SLOT_NOT_QUEUED when its grant went first) */
+	IPC_CANCEL_DONE,       /* owner worker -> sup -> waiter's worker: struct cancel_waiter */
 	IPC_TYPE_COUNT
 };
 
@@ -142,6 +143,20 @@ struct login_failure {
 	int64_t age_usec;          /* how long ago it failed */
 };
 
+/* A client's cancel connection, kept open until its cancel is done (as
+ * PgBouncer keeps it: a driver that waits for it to close before its next
+ * query must not have that query canceled), and how the cancel ended. */
+struct cancel_waiter {
+	int32_t worker;            /* the worker holding the connection; -1: nobody waits */
+	int32_t outcome;           /* enum cancel_outcome (cancel.h), in IPC_CANCEL_DONE */
+	uint64_t client;           /* its connection id */
+};
+
+struct cancel_fwd {
+	struct cancelkey key;
+	struct cancel_waiter waiter;
+};
+
 struct ipc_chan;
 typedef void (*ipc_handler_fn)(struct ipc_chan *ch, const struct ipc_hdr *hdr,
 			       const void *payload, int fd, void *arg);
@@ -179,9 +194,14 @@ int ipc_send_login_failure(struct ipc_chan *ch, const struct login_failure *f) M
 bool ipc_get_login_failure(const struct ipc_hdr *hdr, const void *payload,
 			   struct login_failure *f) MUSTCHECK;
 /* IPC_CANCEL_FWD: a CancelRequest's key (pid and a secret of 4 to 256
- * bytes; another length is a bad payload). */
-int ipc_send_cancel(struct ipc_chan *ch, const struct cancelkey *k) MUSTCHECK;
-bool ipc_get_cancel(const struct ipc_hdr *hdr, const void *payload, struct cancelkey *k) MUSTCHECK;
+ * bytes; another length is a bad payload) and who waits for its outcome
+ * (a payload of the key alone has no waiter). IPC_CANCEL_DONE: the outcome
+ * for the waiter. */
+int ipc_send_cancel(struct ipc_chan *ch, const struct cancelkey *k, const struct cancel_waiter *wt) MUSTCHECK;
+bool ipc_get_cancel(const struct ipc_hdr *hdr, const void *payload, struct cancelkey *k,
+		    struct cancel_waiter *wt) MUSTCHECK;
+int ipc_send_cancel_done(struct ipc_chan *ch, const struct cancel_waiter *wt) MUSTCHECK;
+bool ipc_get_cancel_done(const struct ipc_hdr *hdr, const void *payload, struct cancel_waiter *wt) MUSTCHECK;
 /* A NUL-terminated text (console commands and their errors). */
 int ipc_send_text(struct ipc_chan *ch, enum ipc_type type, uint32_t reqid, const char *text) MUSTCHECK;
 bool ipc_get_text(const struct ipc_hdr *hdr, const void *payload, const char **text) MUSTCHECK;

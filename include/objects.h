@@ -232,6 +232,7 @@ struct client {
 	bool xact_start_set;              /* xact_start belongs to the current transaction */
 	bool query_running;               /* request sent, ReadyForQuery not yet seen */
 	bool cancel_wanted;               /* a cancel came while it waited for a server */
+	bool held_for_cancel;             /* its next request waits for its server's cancels */
 	bool admin;                       /* talking to the console */
 	bool stats_only;                  /* console user from stats_users only */
 	bool console_counted;             /* its one console transaction is in the stats */

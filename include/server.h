@@ -40,6 +40,9 @@ bool server_run_internal(struct server *sv, enum server_internal why, const char
 void server_release(struct server *sv);
 /* The linked client vanished while the server may be busy. */
 void server_client_gone(struct server *sv);
+/* Every cancel for sv has been answered: back to the pool if it waited
+ * for them, or its client's held request goes out. */
+void server_cancels_done(struct server *sv);
 void server_free(struct server *sv);             /* reaper only */
 /* Could sv move to another worker at all (several workers, a plain socket
  * or kTLS, a pooled server counted in the ledger)? Whether it can right

@@ -84,26 +84,49 @@ bool ipc_get_login_failure(const struct ipc_hdr *hdr, const void *payload, struc
 	return true;
 }
 
-int ipc_send_cancel(struct ipc_chan *ch, const struct cancelkey *k)
+int ipc_send_cancel(struct ipc_chan *ch, const struct cancelkey *k, const struct cancel_waiter *wt)
 {
-	struct cancelkey v;
+	struct cancel_fwd v;
 	memset(&v, 0, sizeof(v));        /* no stray bytes past the secret */
-	v.pid = k->pid;
-	v.len = k->len <= CANCELKEY_MAX ? k->len : 0;
-	memcpy(v.secret, k->secret, v.len);
+	v.key.pid = k->pid;
+	v.key.len = k->len <= CANCELKEY_MAX ? k->len : 0;
+	memcpy(v.key.secret, k->secret, v.key.len);
+	v.waiter = wt ? *wt : (struct cancel_waiter){ .worker = -1 };
 	return ipc_send(ch, IPC_CANCEL_FWD, 0, &v, sizeof(v), -1);
 }
 
-bool ipc_get_cancel(const struct ipc_hdr *hdr, const void *payload, struct cancelkey *k)
+bool ipc_get_cancel(const struct ipc_hdr *hdr, const void *payload, struct cancelkey *k,
+		    struct cancel_waiter *wt)
 {
-	if (!sized(hdr, sizeof(*k)))
-		return false;
-	memcpy(k, payload, sizeof(*k));
+	*wt = (struct cancel_waiter){ .worker = -1 };
+	if (hdr->len == sizeof(*k)) {
+		memcpy(k, payload, sizeof(*k));        /* a key alone: nobody waits */
+	} else {
+		struct cancel_fwd v;
+		if (!sized(hdr, sizeof(v)))
+			return false;
+		memcpy(&v, payload, sizeof(v));
+		*k = v.key;
+		*wt = v.waiter;
+	}
 	if (k->len >= CANCELKEY_MIN && k->len <= CANCELKEY_MAX)
 		return true;
 	log_error("ipc: bad %s payload (key of %u bytes) from worker %d", ipc_type_name(hdr->type), k->len,
 		  (int)hdr->worker);
 	return false;
+}
+
+int ipc_send_cancel_done(struct ipc_chan *ch, const struct cancel_waiter *wt)
+{
+	return ipc_send(ch, IPC_CANCEL_DONE, 0, wt, sizeof(*wt), -1);
+}
+
+bool ipc_get_cancel_done(const struct ipc_hdr *hdr, const void *payload, struct cancel_waiter *wt)
+{
+	if (!sized(hdr, sizeof(*wt)))
+		return false;
+	memcpy(wt, payload, sizeof(*wt));
+	return true;
 }
 
 int ipc_send_text(struct ipc_chan *ch, enum ipc_type type, uint32_t reqid, const char *text)

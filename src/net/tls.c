@@ -1196,7 +1196,7 @@ bool tls_in_held(const struct tls_conn *c)
 const uint8_t *tls_out_data(const struct tls_conn *c, size_t *len)
 {
 	*len = c->out.len - c->out.off;
-	return c->out.p + c->out.off;
+	return c->out.p ? c->out.p + c->out.off : NULL;     /* no buffer while nothing is held */
 }
 
 void tls_out_sent(struct tls_conn *c, size_t n)

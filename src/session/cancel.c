@@ -28,6 +28,8 @@ struct cancel_req {
 	struct list node;               /* live requests */
 	struct server *server;          /* NULL once the server is gone */
 	struct cancel_req *next_of_server;
+	struct world *world;
+	struct cancel_waiter waiter;    /* the client's cancel connection, told when done */
 	int fd;
 	struct event *ev;
 	usec_t started;
@@ -120,54 +122,134 @@ void cancel_set_server_done(void (*fn)(struct server *sv))
 	on_server_done = fn;
 }
 
-/* A cancel for a client of this worker, however it arrived. */
-void cancel_local(const struct cancelkey *k)
+static const char *const outcome_texts[] = {
+	[CANCEL_PENDING] = "cancel request pending",
+	[CANCEL_SENT] = "successfully sent cancel request",
+	[CANCEL_UNKNOWN_KEY] = "failed cancel request",
+	[CANCEL_IDLE] = "cancel request for idle client",
+	[CANCEL_SETTING_VARS] = "ignoring cancel request for server that is setting vars",
+	[CANCEL_CONSOLE] = "cancel request for console client",
+	[CANCEL_SEND_FAILED] = "failed to send cancel request",
+	[CANCEL_TIMED_OUT] = "cancel_wait_timeout",
+	[CANCEL_NO_ROUTE] = "failed to forward cancel request",
+	[CANCEL_DEFERRED] = "cancel request for client waiting for a server: sent once it has one",
+};
+_Static_assert(ARRAY_SIZE(outcome_texts) == CANCEL_OUTCOMES, "cancel outcome texts");
+
+const char *cancel_outcome_text(enum cancel_outcome o)
+{
+	return (unsigned)o < CANCEL_OUTCOMES ? outcome_texts[o] : "cancel request handled";
+}
+
+/* The client code's "close that cancel connection" (cancel_set_waiter_done). */
+static cancel_waiter_fn on_waiter_done;
+
+void cancel_set_waiter_done(cancel_waiter_fn fn)
+{
+	on_waiter_done = fn;
+}
+
+static const struct cancel_waiter no_waiter = { .worker = -1 };
+
+void cancel_waiter_done(struct world *w, const struct cancel_waiter *wt, enum cancel_outcome o)
+{
+	if (!wt || wt->worker < 0)
+		return;
+	if (wt->worker == w->id) {
+		if (on_waiter_done)
+			on_waiter_done(w, wt->client, o);
+		return;
+	}
+	struct cancel_waiter done = *wt;
+	done.outcome = (int32_t)o;
+	if (ipc_send_cancel_done(w->sup, &done) < 0)
+		log_warning("could not tell worker %d how a cancel request ended", wt->worker);
+}
+
+/* What a cancel for this worker's client with key k does now: sent on
+ * (PENDING: wt is told when it is done), waits with the client's request
+ * (PENDING), or ends at once. */
+static enum cancel_outcome start(struct world *w, const struct cancelkey *k, const struct cancel_waiter *wt)
 {
 	struct client *target = cancel_find(k);
 
 	if (!target)
-		log_debug("cancel request for unknown key: dropped");
-	else if (target->state == CLIENT_WAITING)
-		target->cancel_wanted = true;      /* sent once its query reaches a server */
-	else if (!target->link || !target->query_running)
-		log_debug("cancel request for a client with no running query: dropped");
-	else
-		cancel_send(target->link);
+		return CANCEL_UNKNOWN_KEY;
+	if (target->db && target->db->admin)
+		return CANCEL_CONSOLE;
+	if (target->state == CLIENT_WAITING) {
+		/* Sent once its request reaches a server (PgBouncer drops it).
+		 * Its connection closes now: the client's next request cannot
+		 * come before this one has ended, and if the cancel is still
+		 * on its way then, the next request waits for it (client.c). */
+		target->cancel_wanted = true;
+		return CANCEL_DEFERRED;
+	}
+	/* Linked, it has something on the server: a query, or a batch of
+	 * extended-protocol messages whose Sync has not come yet (PgBouncer
+	 * forwards these too). */
+	if (!target->link)
+		return CANCEL_IDLE;
+	if (target->link->internal == SI_SETVARS)
+		return CANCEL_SETTING_VARS;
+	return cancel_send(target->link, wt) ? CANCEL_PENDING : CANCEL_SEND_FAILED;
 }
 
-void cancel_handle_request(struct world *w, const struct cancelkey *k)
+/* A cancel for a client of this worker, from another worker. */
+void cancel_local(struct world *w, const struct cancelkey *k, const struct cancel_waiter *wt)
+{
+	enum cancel_outcome o = start(w, k, wt);
+	if (o != CANCEL_PENDING) {
+		log_debug("cancel request: %s", cancel_outcome_text(o));
+		cancel_waiter_done(w, wt, o);
+	}
+}
+
+/* A forward to a peer ended: its waiter (this worker's client) is told. */
+static void peer_done(struct world *w, const struct cancel_waiter *wt, bool ok)
+{
+	cancel_waiter_done(w, wt, ok ? CANCEL_SENT : CANCEL_SEND_FAILED);
+}
+
+enum cancel_outcome cancel_handle_request(struct world *w, const struct cancelkey *k,
+					  const struct cancel_waiter *wt)
 {
 	int owner, peer;
 
 	if (!cancelkey_route(k, &owner, &peer)) {
 		log_debug("cancel request with a key pgcrew never gives (%u bytes): dropped", k->len);
-		return;
+		return CANCEL_UNKNOWN_KEY;
 	}
 	if (w->cfg->peer_id > 0 && peer != w->cfg->peer_id) {
-		/* Another pgcrew host's client: pass it on, as PgBouncer does. */
+		/* Another pgcrew host's client: pass it on, as PgBouncer does,
+		 * and keep the connection until the peer is done with it. */
 		const struct peer_def *pd = config_find_peer(w->cfg, peer);
-		if (pd)
-			peer_forward_cancel(pd, k);
-		else
+		if (!pd) {
 			log_debug("cancel request for unknown peer %d: dropped", peer);
-		return;
+			return CANCEL_NO_ROUTE;
+		}
+		return peer_forward_cancel(w, pd, k, wt, peer_done) ? CANCEL_PENDING : CANCEL_SEND_FAILED;
 	}
 
 	/* After an online restart to fewer workers, old worker o's clients
 	 * live in worker o % n. */
 	int n = shm_n_workers();
 	if ((n > 0 ? owner % n : owner) != w->id) {
-		/* The kernel picked this worker; the client lives in another. */
-		if (ipc_send_cancel(w->sup, k) < 0)
+		/* The kernel picked this worker; the client lives in another,
+		 * which tells us (IPC_CANCEL_DONE) when its cancel is done. */
+		if (ipc_send_cancel(w->sup, k, wt) < 0) {
 			log_warning("could not forward a cancel request to worker %d", owner);
-		return;
+			return CANCEL_NO_ROUTE;
+		}
+		return CANCEL_PENDING;
 	}
-	cancel_local(k);
+	return start(w, k, wt);
 }
 
-static void req_free(struct cancel_req *r)
+static void req_free(struct cancel_req *r, enum cancel_outcome o)
 {
 	struct server *sv = r->server;
+	cancel_waiter_done(r->world, &r->waiter, o);
 	if (sv) {
 		for (struct cancel_req **pp = (struct cancel_req **)&sv->cancel_reqs; *pp; pp = &(*pp)->next_of_server)
 			if (*pp == r) {
@@ -175,8 +257,9 @@ static void req_free(struct cancel_req *r)
 				break;
 			}
 		sv->cancels_pending--;
-		/* A server released while its cancel was in flight may go back now. */
-		if (sv->cancels_pending == 0 && sv->state == SERVER_BEING_CANCELED && on_server_done)
+		/* A server released while its cancel was in flight may go back
+		 * now, or its client's next request go out. */
+		if (sv->cancels_pending == 0 && on_server_done)
 			on_server_done(sv);
 	}
 	list_del(&r->node);
@@ -197,7 +280,7 @@ static void req_io(evutil_socket_t fd, short what, void *arg)
 			return;
 		}
 		if (n <= 0) {
-			req_free(r);
+			req_free(r, CANCEL_SEND_FAILED);
 			return;
 		}
 		r->sent += (size_t)n;
@@ -216,10 +299,10 @@ static void req_io(evutil_socket_t fd, short what, void *arg)
 		event_add(r->ev, NULL);
 		return;
 	}
-	req_free(r);
+	req_free(r, CANCEL_SENT);
 }
 
-bool cancel_send(struct server *sv)
+bool cancel_send(struct server *sv, const struct cancel_waiter *wt)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
@@ -238,6 +321,8 @@ bool cancel_send(struct server *sv)
 	struct cancel_req *r = xcalloc(1, sizeof(*r));
 	r->fd = fd;
 	r->server = sv;
+	r->world = sv->pool->db->world;
+	r->waiter = wt ? *wt : no_waiter;
 	r->started = util_monotonic();
 	struct pktbuf pb;
 	pktbuf_init_fixed(&pb, r->pkt, sizeof(r->pkt));
@@ -271,7 +356,7 @@ void cancel_janitor(struct world *w, usec_t now)
 		struct cancel_req *r = container_of(it, struct cancel_req, node);
 		if (now - r->started > limit) {
 			log_warning("cancel request timed out (cancel_wait_timeout)");
-			req_free(r);
+			req_free(r, CANCEL_TIMED_OUT);
 		}
 	}
 }
@@ -282,6 +367,7 @@ void cancel_janitor(struct world *w, usec_t now)
 struct deferred {
 	struct list node;
 	struct event *ev;
+	struct world *world;
 	struct cancelkey_own key;
 };
 static struct list deferred_list = LIST_INIT(deferred_list);
@@ -300,8 +386,23 @@ static void on_deferred(evutil_socket_t fd, short what, void *arg)
 	struct deferred *d = arg;
 	struct client *c = cancel_find_own(&d->key);
 	deferred_free(d);
-	if (c && c->link && c->query_running)
-		(void)cancel_send(c->link);
+	/* Its request may have ended meanwhile: a cancel now would hit the
+	 * next one. */
+	if (!c || !c->link || !(c->query_running || c->link->unsynced)) {
+		log_debug("deferred cancel request: %s", cancel_outcome_text(CANCEL_IDLE));
+		return;
+	}
+	if (!cancel_send(c->link, NULL))
+		log_debug("deferred cancel request: %s", cancel_outcome_text(CANCEL_SEND_FAILED));
+}
+
+size_t cancel_deferred_count(void)
+{
+	size_t n = 0;
+	struct list *it;
+	list_for_each(it, &deferred_list)
+		n++;
+	return n;
 }
 
 void cancel_after_send(struct client *c)
@@ -309,6 +410,7 @@ void cancel_after_send(struct client *c)
 	struct timeval tv = { 0, DEFER_USEC };
 	struct deferred *d = xcalloc(1, sizeof(*d));
 	d->key = c->key;
+	d->world = c->world;
 	d->ev = event_new(c->world->base, -1, 0, on_deferred, d);
 	list_append(&deferred_list, &d->node);
 	event_add(d->ev, &tv);
@@ -320,7 +422,8 @@ void cancel_free_all(void)
 	while ((it = list_first(&live)) != NULL) {
 		struct cancel_req *r = container_of(it, struct cancel_req, node);
 		r->server = NULL;
-		req_free(r);
+		r->waiter = no_waiter;        /* the worker is going: nobody to tell */
+		req_free(r, CANCEL_SENT);
 	}
 	while ((it = list_first(&deferred_list)) != NULL)
 		deferred_free(container_of(it, struct deferred, node));

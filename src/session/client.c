@@ -215,7 +215,7 @@ void client_close_sqlstate(struct client *c, const char *sqlstate, const char *r
 	client_account_bytes(c);
 	if (sqlstate && c->world->cfg->log_pooler_errors)
 		log_client(c, LG_WARNING, "pooler error: %s", reason);
-	if (c->world->cfg->log_disconnections && c->state != CLIENT_CANCEL) {
+	if (c->world->cfg->log_disconnections) {
 		util_format_age(util_monotonic() - c->connect_time, age, sizeof(age));
 		log_client(c, LG_LOG, "closing because: %s (age=%s)", reason, age);
 	}
@@ -1312,6 +1312,30 @@ static void note_startup_time(struct client *c)
 	c->phase_start = now;
 }
 
+/* A CancelRequest: its connection stays open until PostgreSQL has acted
+ * on the cancel (as PgBouncer 1.25 keeps it), so that a driver which sends
+ * its next query once this connection closes never has that one canceled;
+ * the cancel's outcome closes it (client_cancel_done). */
+static void start_cancel(struct client *c, const struct cancelkey *k)
+{
+	struct cancel_waiter wt = { .worker = c->world->id, .client = c->id };
+	enum cancel_outcome o = cancel_handle_request(c->world, k, &wt);
+	if (o != CANCEL_PENDING)
+		client_close(c, false, cancel_outcome_text(o));
+}
+
+void client_cancel_done(struct world *w, uint64_t id, enum cancel_outcome o)
+{
+	struct list *it;
+	list_for_each(it, &w->cancel_clients) {
+		struct client *c = container_of(it, struct client, node);
+		if (c->id == id) {
+			client_close(c, false, cancel_outcome_text(o));
+			return;
+		}
+	}
+}
+
 static enum stream_action startup_pkt(struct client *c, const struct pkt_hdr *h,
 				      const uint8_t *data, size_t avail)
 {
@@ -1341,8 +1365,7 @@ static enum stream_action startup_pkt(struct client *c, const struct pkt_hdr *h,
 	case STARTUP_CANCEL:
 		client_set_state(c, CLIENT_CANCEL);
 		stream_consume(&c->s, h->len);
-		cancel_handle_request(c->world, &m.cancel);
-		client_close(c, false, "cancel request handled");
+		start_cancel(c, &m.cancel);
 		return SA_STOP;
 	case STARTUP_V3:
 		client_set_names(c, m.user, m.database);
@@ -1382,6 +1405,13 @@ static void note_request(struct client *c, uint8_t type)
 	 * its answers (and the Sync that ends them) are still to come. */
 	if (type == 'P' || type == 'B' || type == 'D' || type == 'E' || type == 'C')
 		sv->unsynced = true;
+	/* A cancel that came while this request waited for a server follows
+	 * it: the request goes out in this same turn, the cancel on a new
+	 * connection after it (never to a later request). */
+	if (c->cancel_wanted) {
+		c->cancel_wanted = false;
+		cancel_after_send(c);
+	}
 	if (type != 'Q' && type != 'S' && type != 'F')
 		return;
 	sv->unsynced = false;
@@ -1400,10 +1430,6 @@ static void note_request(struct client *c, uint8_t type)
 	/* A cancel that came while this request waited for a server follows
 	 * it: the request goes out in this same turn, the cancel on a new
 	 * connection after it (never to a later request). */
-	if (c->cancel_wanted) {
-		c->cancel_wanted = false;
-		cancel_after_send(c);
-	}
 }
 
 static enum stream_action active_pkt(struct client *c, const struct pkt_hdr *h,
@@ -1441,6 +1467,12 @@ static enum stream_action active_pkt(struct client *c, const struct pkt_hdr *h,
 	}
 	if (c->link->internal == SI_SETVARS)
 		return SA_PAUSE;
+	if (c->link->cancels_pending > 0 && !c->query_running && !c->link->unsynced) {
+		/* A cancel for its server is still on its way to PostgreSQL:
+		 * a request sent now could be the one it cancels. */
+		c->held_for_cancel = true;
+		return SA_PAUSE;
+	}
 	if (psrelay_client_watch(c, h->type)) {
 		const char *why = NULL;
 		enum stream_action act = psrelay_client_pkt(c, h, data, avail, &why);

@@ -26,14 +26,31 @@ struct forward {
 	int fd;
 	struct event *ev;
 	struct dns_req *dns;
+	struct world *world;
+	struct cancel_waiter waiter;    /* the client's cancel connection, told when done */
+	peer_done_fn done;
+	bool *alive;                    /* while peer_forward_cancel runs: cleared on free */
 	uint8_t pkt[CANCELKEY_REQUEST_MAX];
 	size_t len, sent;
 };
 
 static struct list forwards = LIST_INIT(forwards);
 
+/* The peer closed after taking the whole request (ok), or the forward
+ * failed or timed out. Its waiter is told, but not from inside
+ * peer_forward_cancel: that one returns false instead. */
+static void fw_end(struct forward *f, bool ok)
+{
+	if (f->alive)
+		*f->alive = false;
+	else if (f->done)
+		f->done(f->world, &f->waiter, ok);
+	f->done = NULL;
+}
+
 static void fw_free(struct forward *f)
 {
+	fw_end(f, false);
 	list_del(&f->node);
 	if (f->dns)
 		dns_cancel(f->dns);
@@ -75,7 +92,8 @@ static void fw_io(evutil_socket_t fd, short what, void *arg)
 	ssize_t n = recv(fd, junk, sizeof(junk), 0);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
-	fw_free(f);            /* the peer closed: done */
+	fw_end(f, true);       /* the peer closed: done */
+	fw_free(f);
 }
 
 static void fw_connect(struct forward *f, const struct sockaddr *sa, socklen_t len)
@@ -105,13 +123,19 @@ static void fw_resolved(void *arg, enum dns_status st, const struct sockaddr_sto
 	fw_connect(f, (const struct sockaddr *)&addrs[0], len);
 }
 
-void peer_forward_cancel(const struct peer_def *p, const struct cancelkey *k)
+bool peer_forward_cancel(struct world *w, const struct peer_def *p, const struct cancelkey *k,
+			 const struct cancel_waiter *wt, peer_done_fn done)
 {
 	struct forward *f = xcalloc(1, sizeof(*f));
 	struct pktbuf pb;
+	bool alive = true;
 
 	f->peer_id = p->peer_id;
 	f->fd = -1;
+	f->world = w;
+	f->waiter = *wt;
+	f->done = done;
+	f->alive = &alive;
 	pktbuf_init_fixed(&pb, f->pkt, sizeof(f->pkt));
 	pkt_write_cancel_request(&pb, k);
 	f->len = pb.len;
@@ -121,13 +145,17 @@ void peer_forward_cancel(const struct peer_def *p, const struct cancelkey *k)
 		struct sockaddr_un sa = { .sun_family = AF_UNIX };
 		snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/.s.PGSQL.%d", p->host, p->port);
 		fw_connect(f, (const struct sockaddr *)&sa, sizeof(sa));
-		return;
+	} else {
+		/* A literal or cached name answers before dns_resolve returns,
+		 * and may free f: only a pending lookup's handle is kept. */
+		struct dns_req *r = dns_resolve(p->host, p->port, fw_resolved, f);
+		if (r && alive)
+			f->dns = r;
 	}
-	/* A literal or cached name answers before dns_resolve returns, and
-	 * may free f: only a pending lookup's handle is kept. */
-	struct dns_req *r = dns_resolve(p->host, p->port, fw_resolved, f);
-	if (r)
-		f->dns = r;
+	if (!alive)
+		return false;
+	f->alive = NULL;
+	return true;
 }
 
 void peer_counts(int peer_id, int *connecting, int *active)
@@ -148,6 +176,9 @@ void peer_counts(int peer_id, int *connecting, int *active)
 void peer_free_all(void)
 {
 	struct list *it;
-	while ((it = list_first(&forwards)) != NULL)
-		fw_free(container_of(it, struct forward, node));
+	while ((it = list_first(&forwards)) != NULL) {
+		struct forward *f = container_of(it, struct forward, node);
+		f->done = NULL;           /* the worker is going: nobody to tell */
+		fw_free(f);
+	}
 }

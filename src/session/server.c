@@ -1030,8 +1030,13 @@ static void role_known(struct server *sv)
 	p->login_failed_at = 0;
 	p->login_error[0] = 0;
 	hist_phase_observe(HIST_PHASE_SERVER_LOGIN, (uint64_t)(util_monotonic() - sv->connect_time));
-	if (!p->welcome_ready)
+	if (!p->welcome_ready) {
 		pool_welcome_set(p, &sv->vars);
+		/* Welcoming may close a client, and a replication client takes
+		 * its own server with it: this one may be gone now. */
+		if (sv->state == SERVER_JUSTFREE)
+			return;
+	}
 	sv->welcome_src = false;
 	if (sv->repl_owner) {
 		pool_link_replication(sv);
@@ -1422,6 +1427,20 @@ void server_release(struct server *sv)
 	pool_server_ready(sv);
 }
 
+/* Every cancel for sv has been answered (cancel_set_server_done). */
+void server_cancels_done(struct server *sv)
+{
+	if (sv->state == SERVER_BEING_CANCELED) {
+		server_client_gone(sv);
+		return;
+	}
+	struct client *c = sv->link;
+	if (c && c->held_for_cancel) {
+		c->held_for_cancel = false;
+		stream_resume(&c->s);
+	}
+}
+
 /* server_fast_close: the server and its session client go together, the
  * client told why (PgBouncer's behaviour: the session's state is gone). */
 void server_close_with_client(struct server *sv, const char *reason)
@@ -1477,7 +1496,7 @@ void server_client_gone(struct server *sv)
 	}
 	if (busy) {
 		/* Do not leave the query running: cancel it, then drop the server. */
-		cancel_send(sv);
+		(void)cancel_send(sv, NULL);
 		server_close(sv, "client disconnect while server was not ready");
 		return;
 	}

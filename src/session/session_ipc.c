@@ -40,6 +40,7 @@ static bool without_socket(struct world *w, const struct ipc_hdr *hdr, const voi
 	struct pool_want want;
 	struct login_failure f;
 	struct cancelkey key;
+	struct cancel_waiter waiter;
 
 	switch (hdr->type) {
 	case IPC_SLOT_GRANT:
@@ -59,8 +60,12 @@ static bool without_socket(struct world *w, const struct ipc_hdr *hdr, const voi
 			pool_login_failed_heard(w, &f);
 		return true;
 	case IPC_CANCEL_FWD:
-		if (ipc_get_cancel(hdr, payload, &key))
-			cancel_local(&key);
+		if (ipc_get_cancel(hdr, payload, &key, &waiter))
+			cancel_local(w, &key, &waiter);
+		return true;
+	case IPC_CANCEL_DONE:
+		if (ipc_get_cancel_done(hdr, payload, &waiter) && waiter.worker == w->id)
+			cancel_waiter_done(w, &waiter, (enum cancel_outcome)waiter.outcome);
 		return true;
 	default:
 		return false;

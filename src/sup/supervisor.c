@@ -246,8 +246,9 @@ static void route_server(int from, const struct ipc_hdr *hdr, const void *payloa
 static void forward_cancel(int from, const struct ipc_hdr *hdr, const void *payload)
 {
 	struct cancelkey k;
+	struct cancel_waiter wt;
 	int owner, peer;
-	if (!ipc_get_cancel(hdr, payload, &k))
+	if (!ipc_get_cancel(hdr, payload, &k, &wt))
 		return;
 	if (!cancelkey_route(&k, &owner, &peer)) {
 		log_debug("cancel request (from worker %d) with a key of no pgcrew layout: dropped", from);
@@ -258,8 +259,20 @@ static void forward_cancel(int from, const struct ipc_hdr *hdr, const void *payl
 		log_debug("cancel request for worker %d (from worker %d): no such worker, dropped", owner, from);
 		return;
 	}
-	if (ipc_send_cancel(sup.slots[owner].ch, &k) < 0)
+	if (ipc_send_cancel(sup.slots[owner].ch, &k, &wt) < 0)
 		log_warning("could not forward a cancel request to worker %d", owner);
+}
+
+/* How a forwarded cancel ended, for the worker that holds its connection. */
+static void cancel_done(const struct ipc_hdr *hdr, const void *payload)
+{
+	struct cancel_waiter wt;
+	if (!ipc_get_cancel_done(hdr, payload, &wt))
+		return;
+	if (wt.worker < 0 || wt.worker >= sup.n_slots || !sup.slots[wt.worker].ch)
+		return;          /* that worker died: its connections went with it */
+	if (ipc_send_cancel_done(sup.slots[wt.worker].ch, &wt) < 0)
+		log_warning("could not tell worker %d how a cancel request ended", wt.worker);
 }
 
 /* ---- welcome parameters and failed server logins (welcome.c) ---- */
@@ -760,6 +773,9 @@ static void on_worker_msg(struct ipc_chan *ch, const struct ipc_hdr *hdr, const 
 		break;
 	case IPC_CANCEL_FWD:
 		forward_cancel(slot, hdr, payload);
+		break;
+	case IPC_CANCEL_DONE:
+		cancel_done(hdr, payload);
 		break;
 	case IPC_WELCOME_PUT:
 	case IPC_WELCOME_GET:

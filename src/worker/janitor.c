@@ -35,6 +35,22 @@ static void check_login_clients(struct world *w, usec_t now)
 	}
 }
 
+/* A cancel connection waits while its cancel is on its way (cancel.h);
+ * one whose answer was lost (the worker holding its target died) goes
+ * after cancel_wait_timeout, or 10 s when that is off, and a second. */
+#define CANCEL_WAIT_DEFAULT (10 * USEC_PER_SEC)
+
+static void check_cancel_clients(struct world *w, usec_t now)
+{
+	struct list *it, *tmp;
+	usec_t t = w->cfg->cancel_wait_timeout > 0 ? w->cfg->cancel_wait_timeout : CANCEL_WAIT_DEFAULT;
+	list_for_each_safe(it, tmp, &w->cancel_clients) {
+		struct client *c = container_of(it, struct client, node);
+		if (now - c->connect_time > t + USEC_PER_SEC)
+			client_close(c, false, "cancel_wait_timeout");
+	}
+}
+
 /* Waiting for a server (a first login's welcome included): query_timeout
  * counts too, before query_wait_timeout, as in PgBouncer. */
 static void check_waiting(struct pool *p, usec_t now)
@@ -83,7 +99,7 @@ static void check_active(struct pool *p, usec_t now)
 		}
 		if (c->query_running && qt > 0 && now - c->query_start > qt) {
 			struct server *sv = c->link;
-			cancel_send(sv);
+			(void)cancel_send(sv, NULL);
 			client_close(c, true, "query timeout");
 			continue;
 		}
@@ -183,6 +199,7 @@ void janitor_pass(struct world *w)
 	struct list *it;
 
 	check_login_clients(w, now);
+	check_cancel_clients(w, now);
 	pool_idle_drop(w, now);
 	sweep(w, now);
 	open_forced_pools(w);

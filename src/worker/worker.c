@@ -604,7 +604,8 @@ void worker_main(int id, struct config *cfg, int ipc_fd, struct listen_set *ls)
 	if (dns_init(W->base, &ds) < 0)
 		fatal("worker %d: DNS resolver initialisation failed", id);
 	admin_register();
-	cancel_set_server_done(server_client_gone);
+	cancel_set_server_done(server_cancels_done);
+	cancel_set_waiter_done(client_cancel_done);
 	pool_set_mover(server_give);
 	pool_apply_config(W, cfg);
 	load_hba(cfg);

@@ -64,3 +64,28 @@ def test_cancel_for_unknown_peer_is_dropped(pg15, make_pooler):
         assert s.recv(1) == b""
     with a.connect() as conn:
         assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_late_cancel_through_a_peer_never_lands_on_the_next_query(pg15, make_pooler):
+    """The cancel connection on the other host stays open until the owning
+    host's cancel has reached PostgreSQL and been dealt with: a client that
+    sends its next query once it closes never has that one canceled (here
+    the cancel is late: the query it was for has ended)."""
+    a = make_pooler(pg15, settings={"peer_id": 1, "pool_mode": "session"}, start=False)
+    b = make_pooler(pg15, settings={"peer_id": 2, "pool_mode": "session"}, start=False)
+    for p in (a, b):
+        p.peers = {1: f"host={util.HOST} port={a.port}", 2: f"host={util.HOST} port={b.port}"}
+        p.start()
+    with wire.RawConn(a.port, timeout=15) as victim:
+        msgs = victim.login_trust("trust_user", "testdb")
+        pid, secret = struct.unpack("!II", [p for k, p in msgs if k == b"K"][0])
+        for _ in range(30):
+            victim.send(wire.query_message("SELECT 1"))
+            victim.read_until(b"Z")
+            with socket.create_connection((util.HOST, b.port), timeout=15) as s:
+                s.sendall(cancel_packet(pid, secret))
+                assert s.recv(1) == b""
+            victim.send(wire.query_message("SELECT pg_sleep(0.05)"))
+            msgs = victim.read_until(b"Z", timeout=10)
+            errors = [wire.error_fields(p) for k, p in msgs if k == b"E"]
+            assert not errors, errors

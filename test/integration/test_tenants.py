@@ -23,7 +23,7 @@ import util
 
 WORKERS_MATRIX = (1, 4)
 
-N_ROLES = 2000          # past the 1,024 pools where the old table stopped
+N_ROLES = 3000          # the reproduction; past the 1,024 pools where the old table stopped
 N_ROTATE = 5000         # tenants passing through one instance, one after another
 PREFIX = "tenant_"
 
@@ -80,7 +80,7 @@ def assert_served_quickly(times, p):
 
 
 def test_thousands_of_roles(pg15, make_pooler, tenant_roles):
-    """The reproduction: a role per client, one pool each, the database's
+    """The reproduction (3,000 roles): a role per client, one pool each, the database's
     server limit far below the number of pools: each new client has an
     idle server of another pool closed for it, in whichever worker holds
     one, and none waits."""

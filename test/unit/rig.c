@@ -405,7 +405,8 @@ void rig_start_with(const struct rig_setup *s)
 	stream_base = rig_w->base;
 	stream_cache_init((uint32_t)rig_w->cfg->pkt_buf);
 	varcache_set_tracked(rig_w->cfg->track_extra_parameters);
-	cancel_set_server_done(server_client_gone);
+	cancel_set_server_done(server_cancels_done);
+	cancel_set_waiter_done(client_cancel_done);
 	pool_set_mover(server_give);
 	console = s->console;
 	n_fans = 0;

@@ -1,7 +1,9 @@
 /* pgcrew — unit tests for cancel routing (cancel.c) on the session rig: a
  * CancelRequest with a client's key reaches PostgreSQL with the key of the
  * server running its query; unknown keys and idle clients cancel nothing;
- * a cancel for a queued client follows its query to the server; a server
+ * a cancel for a queued client follows its query to the server (and is
+ * dropped if the query ended first); a linked client's next request waits
+ * for a cancel in flight; an unsynced batch is canceled; a server
  * released with a cancel in flight waits for it (being_canceled); a
  * client gone mid-query cancels the query; a key of another worker goes
  * to the supervisor. */
@@ -13,7 +15,10 @@
 #include <cmocka.h>
 #include <sys/socket.h>
 
+#include "cancel.h"
+#include "fakeclock.h"
 #include "ipc.h"
+#include "janitor.h"
 #include "pool.h"
 #include "proto/cancelkey.h"
 #include "proto/packet.h"
@@ -22,19 +27,32 @@
 
 static const char *const DBS = "db = @PG@ dbname=db\n";
 
-/* A new connection sends CancelRequest(pid, key); the pooler closes it. */
-static void send_cancel(uint32_t pid, uint32_t key)
+/* A new connection x sends CancelRequest(pid, key); it stays open while
+ * the cancel is on its way (PgBouncer 1.25's behaviour). */
+static void cancel_open(struct peer *x, uint32_t pid, uint32_t key)
 {
-	struct peer x;
 	uint8_t b[12];
 	rig_put32(b, PROTO_CANCEL_REQUEST);
 	rig_put32(b + 4, pid);
 	rig_put32(b + 8, key);
-	rig_client_raw(&x);
-	rig_send(&x, 0, b, sizeof(b));
-	rig_expect_eof(&x, NULL, 0);
-	assert_int_equal(x.len, 0);      /* no answer, as PostgreSQL */
-	rig_close(&x);
+	rig_client_raw(x);
+	rig_send(x, 0, b, sizeof(b));
+}
+
+/* The pooler closes a cancel connection without a word, as PostgreSQL. */
+static void expect_closed(struct peer *x)
+{
+	rig_expect_eof(x, NULL, 0);
+	assert_int_equal(x->len, 0);
+	rig_close(x);
+}
+
+/* A cancel that ends at once (nothing to cancel): closed. */
+static void send_cancel(uint32_t pid, uint32_t key)
+{
+	struct peer x;
+	cancel_open(&x, pid, key);
+	expect_closed(&x);
 }
 
 /* The fake server receives a cancel connection for backend pid/key. */
@@ -51,17 +69,21 @@ static void expect_pg_cancel(uint32_t pid, uint32_t key)
 	rig_close(&cx);          /* as PostgreSQL: done, connection closed */
 }
 
-/* The same with a key of any length; the pooler closes the connection
- * whether the request is valid or not. */
-static void send_cancel_key(const struct cancelkey *k)
+/* The same with a key of any length. */
+static void cancel_key_open(struct peer *x, const struct cancelkey *k)
 {
-	struct peer x;
 	uint8_t b[8 + CANCELKEY_MAX];
 	rig_put32(b, PROTO_CANCEL_REQUEST);
 	rig_put32(b + 4, k->pid);
 	memcpy(b + 8, k->secret, k->len);
-	rig_client_raw(&x);
-	rig_send(&x, 0, b, 8 + k->len);
+	rig_client_raw(x);
+	rig_send(x, 0, b, 8 + k->len);
+}
+
+static void send_cancel_key(const struct cancelkey *k)
+{
+	struct peer x;
+	cancel_key_open(&x, k);
 	rig_expect_eof(&x, NULL, 0);
 	rig_close(&x);
 }
@@ -124,9 +146,20 @@ static void test_running_query(void **state)
 	rig_expect(&pg, 'Q', NULL);
 	send_cancel(pid, key + 1);
 	assert_false(rig_pg_pending());
-	/* The right key: the server's own key goes to PostgreSQL. */
-	send_cancel(pid, key);
-	expect_pg_cancel(700, 701);
+	/* The right key: the server's own key goes to PostgreSQL, and the
+	 * cancel connection stays open until PostgreSQL has dealt with it
+	 * (a driver that sends its next query once it closes must not have
+	 * that one canceled). */
+	struct peer x;
+	cancel_open(&x, pid, key);
+	struct peer cx;
+	struct msg cm;
+	rig_pg_accept(&cx);
+	rig_read_startup(&cx, &cm);
+	assert_int_equal(rig_be32(cm.body + 4), 700);
+	rig_expect_nothing(&x);
+	rig_close(&cx);          /* as PostgreSQL: done, connection closed */
+	expect_closed(&x);
 	static const char err[] = "SERROR\0C57014\0Mcanceling statement due to user request\0";
 	rig_send(&pg, 'E', err, sizeof(err));
 	rig_send(&pg, 'Z', "I", 1);
@@ -178,8 +211,10 @@ static void test_versions_and_exact_keys(void **state)
 		bad.pid ^= 1;
 		send_cancel_key(&bad);
 		assert_false(rig_pg_pending());
-		send_cancel_key(&key);
+		struct peer x;
+		cancel_key_open(&x, &key);
 		expect_pg_cancel_key(&sk);
+		expect_closed(&x);
 		canceled_reply(&c, &pg);
 		rig_close(&c);
 		rig_close(&pg);
@@ -227,8 +262,9 @@ static void test_bad_cancel_packets(void **state)
 	rig_close(&x);
 	assert_false(rig_pg_pending());
 	assert_true(rig_client_of(&c)->query_running);
-	send_cancel(pid, key);
+	cancel_open(&x, pid, key);
 	expect_pg_cancel(700, 701);
+	expect_closed(&x);
 	canceled_reply(&c, &pg);
 	rig_close(&c);
 	rig_close(&pg);
@@ -246,9 +282,11 @@ static void cancel_in_flight(const char *settings, struct peer *c, struct peer *
 	login(c, pg, &pid, &key);
 	rig_send_query(c, "SELECT 1");
 	rig_expect(pg, 'Q', NULL);
-	send_cancel(pid, key);
+	struct peer x;
+	cancel_open(&x, pid, key);
 	rig_pg_accept(cx);
 	rig_read_startup(cx, &m);
+	rig_close(&x);           /* the client gives up waiting: the cancel goes on */
 	rig_send_done(pg, "SELECT 1", 'I');
 	rig_expect(c, 'C', NULL);
 	rig_expect(c, 'Z', NULL);
@@ -310,6 +348,9 @@ static void test_waiting_client(void **state)
 	rig_send_done(&pg, "BEGIN", 'T');
 	rig_send_query(&b, "SELECT pg_sleep(100)");
 	assert_int_equal(rig_client_of(&b)->state, CLIENT_WAITING);
+	/* Its connection closes at once (the query is not on a server, a
+	 * driver waiting for the close would wait for a server); the cancel
+	 * waits with the query it is for. */
 	send_cancel(pid, key);
 	assert_true(rig_client_of(&b)->cancel_wanted);
 	assert_false(rig_pg_pending());
@@ -322,6 +363,99 @@ static void test_waiting_client(void **state)
 	expect_pg_cancel(700, 701);       /* sent a moment after the query */
 	rig_close(&a);
 	rig_close(&b);
+	rig_close(&pg);
+}
+
+/* A deferred cancel whose query ended before the moment came is dropped:
+ * sent then, it could cancel the client's next query. */
+static void test_waiting_client_query_ended(void **state)
+{
+	struct peer a, b, pg;
+	uint32_t pid, key;
+	(void)state;
+	rig_start("pool_mode = session\ndefault_pool_size = 1", DBS);
+	login(&a, &pg, NULL, NULL);
+	rig_send_query(&a, "SELECT 0");   /* a's session holds the server */
+	rig_expect(&pg, 'Q', NULL);
+	rig_send_done(&pg, "SELECT 0", 'I');
+	rig_expect(&a, 'C', NULL);
+	rig_expect(&a, 'Z', NULL);
+	rig_client(&b, "alice", "db");
+	rig_client_welcome(&b, &pid, &key);
+	rig_send_query(&b, "SELECT 1");
+	rig_pump();
+	assert_int_equal(rig_client_of(&b)->state, CLIENT_WAITING);
+	send_cancel(pid, key);
+	rig_close(&a);                    /* its session's server goes to b */
+	struct msg m;
+	rig_expect(&pg, 'Q', &m);
+	assert_string_equal((const char *)m.body, "DISCARD ALL");
+	rig_send_done(&pg, "DISCARD ALL", 'I');
+	rig_expect(&pg, 'Q', &m);
+	assert_string_equal((const char *)m.body, "SELECT 1");
+	rig_send_done(&pg, "SELECT 1", 'I');
+	rig_expect(&b, 'C', NULL);
+	rig_expect(&b, 'Z', NULL);
+	/* The moment comes (a real timer): nothing goes to PostgreSQL. */
+	assert_int_equal(cancel_deferred_count(), 1);
+	usec_t until = fakeclock_real() + 10 * USEC_PER_SEC;
+	while (cancel_deferred_count() > 0 && fakeclock_real() < until)
+		event_base_loop(rig_w->base, EVLOOP_ONCE);
+	assert_int_equal(cancel_deferred_count(), 0);
+	rig_pump();
+	assert_false(rig_pg_pending());
+	rig_close(&b);
+	rig_close(&pg);
+}
+
+/* Session pooling keeps the server linked: a request that comes while a
+ * cancel for that server is on its way waits until PostgreSQL has dealt
+ * with the cancel (it would otherwise be the query canceled), even when
+ * the client did not wait for its cancel connection to close. */
+static void test_next_request_waits_for_cancel(void **state)
+{
+	struct peer c, pg, cx;
+	struct msg m;
+	(void)state;
+	cancel_in_flight("pool_mode = session", &c, &pg, &cx);
+	rig_send_query(&c, "SELECT 2");
+	rig_expect_nothing(&pg);
+	assert_true(rig_client_of(&c)->held_for_cancel);
+	rig_close(&cx);                     /* the cancel is answered */
+	rig_expect(&pg, 'Q', &m);
+	assert_string_equal((const char *)m.body, "SELECT 2");
+	assert_false(rig_client_of(&c)->held_for_cancel);
+	rig_send_done(&pg, "SELECT 2", 'I');
+	rig_expect(&c, 'C', NULL);
+	rig_expect(&c, 'Z', NULL);
+	rig_close(&c);
+	rig_close(&pg);
+}
+
+/* An extended-protocol batch whose Sync has not come yet runs on its
+ * server all the same: a cancel then is passed on (PgBouncer does). */
+static void test_unsynced_batch(void **state)
+{
+	struct peer c, pg;
+	uint32_t pid, key;
+	static const char parse[] = "\0SELECT pg_sleep(100)\0\0";
+	static const char bind[] = "\0\0\0\0\0\0\0";
+	static const char exec[] = "\0\0\0\0";
+	(void)state;
+	rig_start("pool_mode = transaction", DBS);
+	login(&c, &pg, &pid, &key);
+	rig_send(&c, 'P', parse, sizeof(parse) - 1);
+	rig_send(&c, 'B', bind, sizeof(bind) - 1);
+	rig_send(&c, 'E', exec, sizeof(exec));
+	rig_expect(&pg, 'P', NULL);
+	rig_expect(&pg, 'B', NULL);
+	rig_expect(&pg, 'E', NULL);
+	assert_false(rig_client_of(&c)->query_running);
+	struct peer x;
+	cancel_open(&x, pid, key);
+	expect_pg_cancel(700, 701);
+	expect_closed(&x);
+	rig_close(&c);
 	rig_close(&pg);
 }
 
@@ -347,19 +481,27 @@ static void test_client_gone_busy(void **state)
  * supervisor, which routes it there; nothing is sent to PostgreSQL here. */
 static void test_other_worker(void **state)
 {
-	uint8_t payload[sizeof(struct cancelkey)];
+	uint8_t payload[sizeof(struct cancel_fwd)];
+	struct cancel_waiter wt;
 	(void)state;
 	rig_start_workers(2, "", DBS);
 	uint32_t pid = 1u << 24 | 12345, key = 777;
-	send_cancel(pid, key);
+	struct peer x;
+	cancel_open(&x, pid, key);
 	assert_int_equal(rig_sup_count(IPC_CANCEL_FWD), 1);
 	size_t n = rig_sup_last(IPC_CANCEL_FWD, NULL, payload, sizeof(payload));
 	struct ipc_hdr h = { .type = IPC_CANCEL_FWD, .len = (uint32_t)n };
 	struct cancelkey got;
-	assert_true(ipc_get_cancel(&h, payload, &got));
+	assert_true(ipc_get_cancel(&h, payload, &got, &wt));
+	assert_int_equal(wt.worker, 0);                /* its connection waits here */
 	assert_int_equal(got.pid, pid);
 	assert_int_equal(got.len, 4);
 	assert_int_equal(rig_be32(got.secret), key);
+	/* Its connection stays until worker 1 says the cancel is done. */
+	rig_expect_nothing(&x);
+	wt.outcome = 1;    /* CANCEL_SENT */
+	rig_sup_send(IPC_CANCEL_DONE, 0, &wt, sizeof(wt));
+	expect_closed(&x);
 	/* A key of this worker stays here. */
 	send_cancel(12345, key);
 	assert_int_equal(rig_sup_count(IPC_CANCEL_FWD), 1);
@@ -373,14 +515,19 @@ static void test_other_worker(void **state)
 	cancelkey_make(&own, 2, 1, 0, rnd);
 	memset(&lk, 0, sizeof(lk));
 	cancelkey_from_own(&lk, &own);
-	send_cancel_key(&lk);
+	cancel_key_open(&x, &lk);
 	assert_int_equal(rig_sup_count(IPC_CANCEL_FWD), 2);
 	n = rig_sup_last(IPC_CANCEL_FWD, NULL, payload, sizeof(payload));
 	h.len = (uint32_t)n;
-	assert_true(ipc_get_cancel(&h, payload, &got));
+	assert_true(ipc_get_cancel(&h, payload, &got, &wt));
 	assert_int_equal(got.pid, lk.pid);
 	assert_int_equal(got.len, CANCELKEY_LONG);
 	assert_memory_equal(got.secret, lk.secret, CANCELKEY_LONG);
+	/* Worker 1 dies before it answers: the janitor ends the wait. */
+	rig_expect_nothing(&x);
+	fakeclock_advance(12 * USEC_PER_SEC);
+	janitor_pass(rig_w);
+	expect_closed(&x);
 	/* A key of no pgcrew layout (here 20 bytes) goes nowhere. */
 	lk.len = 20;
 	send_cancel_key(&lk);
@@ -397,6 +544,9 @@ int main(void)
 		cmocka_unit_test_teardown(test_being_canceled, rig_teardown),
 		cmocka_unit_test_teardown(test_reset_after_cancel, rig_teardown),
 		cmocka_unit_test_teardown(test_waiting_client, rig_teardown),
+		cmocka_unit_test_teardown(test_waiting_client_query_ended, rig_teardown),
+		cmocka_unit_test_teardown(test_next_request_waits_for_cancel, rig_teardown),
+		cmocka_unit_test_teardown(test_unsynced_batch, rig_teardown),
 		cmocka_unit_test_teardown(test_client_gone_busy, rig_teardown),
 		cmocka_unit_test_teardown(test_other_worker, rig_teardown),
 	};

@@ -480,7 +480,8 @@ static void test_typed_round_trip(void **state)
 	struct cancelkey k = { .pid = 0x01020304u, .len = 32 };
 	for (int i = 0; i < 32; i++)
 		k.secret[i] = (uint8_t)(i + 1);
-	assert_int_equal(ipc_send_cancel(fx->wrk.ch, &k), 0);
+	struct cancel_waiter wt = { .worker = 1, .client = 0x1122334455ull };
+	assert_int_equal(ipc_send_cancel(fx->wrk.ch, &k, &wt), 0);
 	assert_int_equal(ipc_send_i32(fx->wrk.ch, IPC_RELOAD_DONE, 0, -1, -1), 0);
 	assert_int_equal(ipc_send_text(fx->wrk.ch, IPC_ADMIN_REQ, 8, "SHOW POOLS"), 0);
 	assert_int_equal(ipc_send_empty(fx->wrk.ch, IPC_WORKER_READY), 0);
@@ -501,7 +502,10 @@ static void test_typed_round_trip(void **state)
 	assert_string_equal(f2.code, "28P01");
 	assert_string_equal(f2.msg, "password authentication failed");
 	struct cancelkey k2;
-	assert_true(ipc_get_cancel(&g[3].hdr, g[3].payload, &k2));
+	struct cancel_waiter wt2;
+	assert_true(ipc_get_cancel(&g[3].hdr, g[3].payload, &k2, &wt2));
+	assert_int_equal(wt2.worker, 1);
+	assert_int_equal(wt2.client, 0x1122334455ull);
 	assert_int_equal(k2.pid, 0x01020304u);
 	assert_int_equal(k2.len, 32);
 	assert_memory_equal(k2.secret, k.secret, 32);
@@ -525,6 +529,7 @@ static void test_typed_bad_payloads(void **state)
 	struct pool_want w;
 	struct login_failure f;
 	struct cancelkey k;
+	struct cancel_waiter wt;
 	int32_t v;
 	const char *text;
 	(void)state;
@@ -534,7 +539,8 @@ static void test_typed_bad_payloads(void **state)
 		assert_int_equal(ipc_get_slot(&h, buf, &r), len == sizeof(r));
 		assert_int_equal(ipc_get_want(&h, buf, &w), len == sizeof(w));
 		assert_int_equal(ipc_get_login_failure(&h, buf, &f), len == sizeof(f));
-		assert_false(ipc_get_cancel(&h, buf, &k));     /* a key of 0x7878 bytes */
+		assert_false(ipc_get_cancel(&h, buf, &k, &wt));     /* a key of 0x7878 bytes */
+		assert_int_equal(ipc_get_cancel_done(&h, buf, &wt), len == sizeof(wt));
 		assert_int_equal(ipc_get_i32(&h, buf, &v), len == 4);
 		assert_false(ipc_get_text(&h, buf, &text));            /* no NUL anywhere */
 	}
@@ -559,7 +565,8 @@ static void test_typed_bad_payloads(void **state)
 	h.len = sizeof(k);
 	for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
 		struct cancelkey in = { .pid = 9, .len = keys[i].len };
-		assert_int_equal(ipc_get_cancel(&h, &in, &k), keys[i].ok);
+		assert_int_equal(ipc_get_cancel(&h, &in, &k, &wt), keys[i].ok);
+		assert_int_equal(wt.worker, -1);            /* a key alone: nobody waits */
 	}
 }
 

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <cmocka.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "auth/md5.h"
@@ -116,6 +117,39 @@ static void test_login_sasl_cut_short(void **state)
 	assert_int_equal(sv->state, SERVER_IDLE);
 	assert_null(sv->scram);
 	rig_close(&c);
+	rig_close(&pg);
+}
+
+/* A replication client hangs up while its own server logs in, and the
+ * server's welcome is read before the client's hang-up: welcoming the
+ * client fails, closing it closes its server, and the login's end must
+ * not then treat that server as a pooled one (the worker stopped on
+ * "transition out of justfree"; found by fuzz_session). */
+static void test_replication_client_gone_at_login_end(void **state)
+{
+	static const char *const repl[] = { "replication", "true", NULL };
+	struct peer c, pg;
+	struct msg m;
+	(void)state;
+	rig_start("", DBS);
+	rig_client_raw(&c);
+	rig_send_startup_with(&c, "alice", "db", repl);
+	rig_pg_accept(&pg);
+	rig_read_startup(&pg, &m);
+	/* The welcome, then the hang-up, with no turn of the loop between:
+	 * the server's bytes are ready first. */
+	static const uint8_t welcome[] = {
+		'R', 0, 0, 0, 8, 0, 0, 0, 0,
+		'S', 0, 0, 0, 24, 's', 'e', 'r', 'v', 'e', 'r', '_', 'v', 'e', 'r', 's', 'i', 'o', 'n', 0,
+		'1', '5', '.', '0', 0,
+		'K', 0, 0, 0, 12, 0, 0, 0, 7, 0, 0, 0, 8,
+		'Z', 0, 0, 0, 5, 'I',
+	};
+	assert_int_equal(send(pg.fd, welcome, sizeof(welcome), MSG_NOSIGNAL), (ssize_t)sizeof(welcome));
+	rig_close(&c);
+	rig_expect_eof(&pg, NULL, 0);
+	struct pool *p = rig_pool("db", "alice");
+	assert_int_equal(p->n_login + p->n_idle + p->n_active, 0);
 	rig_close(&pg);
 }
 
@@ -648,6 +682,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_client_gone_during_setvars, rig_teardown),
 		cmocka_unit_test_teardown(test_client_gone_during_setvars_not_idle, rig_teardown),
 		cmocka_unit_test_teardown(test_client_gone_mid_message, rig_teardown),
+		cmocka_unit_test_teardown(test_replication_client_gone_at_login_end, rig_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
