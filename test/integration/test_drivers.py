@@ -17,7 +17,9 @@ import util
 from pg_cluster import password
 from test_console_go import go_binary
 
-pytestmark = pytest.mark.pgcrew_only
+# serial: six clients and RECONNECT every 0.05 s keep the pool busy (a load
+# test); beside other runners the drivers' JVM and node starve past 180 s.
+pytestmark = [pytest.mark.pgcrew_only, pytest.mark.serial]
 
 DRIVERS_DIR = os.path.join(util.REPO_ROOT, "test", "drivers")
 CACHE = os.path.join(util.REPO_ROOT, ".cache", "drivers")

@@ -17,7 +17,8 @@ import pytest
 
 import util
 
-pytestmark = pytest.mark.pgcrew_only
+# serial: a network namespace and veth pair of the machine, and keepalive timing.
+pytestmark = [pytest.mark.pgcrew_only, pytest.mark.serial]
 
 
 def ip(*args, ns=None):

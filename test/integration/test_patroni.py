@@ -21,7 +21,8 @@ import util
 from pg_cluster import PG15_BINDIR
 from test_failover import Writers
 
-pytestmark = pytest.mark.pgcrew_only
+# serial: Patroni's leader lease (ttl 10 s) must not expire on a starved CPU.
+pytestmark = [pytest.mark.pgcrew_only, pytest.mark.serial]
 NODES = (("node1", "127.0.0.1"), ("node2", "127.0.0.2"))
 
 PATRONI_YML = """scope: pgcrew

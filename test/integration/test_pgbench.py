@@ -3,8 +3,12 @@ servers, no failed transaction. Runs -T PGBENCH_SECONDS (default 10; scripts/tes
 
 import os
 
+import pytest
+
 from bench import run_pgbench
 
+# serial: a benchmark's load (40 clients), run alone.
+pytestmark = pytest.mark.serial
 SECONDS = int(os.environ.get("PGBENCH_SECONDS", "10"))
 
 

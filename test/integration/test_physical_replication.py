@@ -22,7 +22,8 @@ import pytest
 import util
 from pg_cluster import PG15_BINDIR, SUPERUSER
 
-pytestmark = pytest.mark.pgcrew_only
+# serial: base backups of the whole cluster, timed against a direct one.
+pytestmark = [pytest.mark.pgcrew_only, pytest.mark.serial]
 
 WORKERS_MATRIX = (1, 4)
 

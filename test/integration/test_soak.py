@@ -15,7 +15,8 @@ from test_pgcrew_only import children
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "soak"))
 import soak  # noqa: E402
 
-pytestmark = pytest.mark.pgcrew_only
+# serial: 2,000 clients and a minute of pgbench, with RSS measured.
+pytestmark = [pytest.mark.pgcrew_only, pytest.mark.serial]
 
 CLIENTS = 2000
 ACTIVE = 200

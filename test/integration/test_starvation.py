@@ -24,7 +24,8 @@ import util
 from bench import parse_summary, pgbench_command, pgbench_env
 from pooler import show_rows
 
-pytestmark = pytest.mark.pgcrew_only    # workers = 4
+# serial: its busy loops take every CPU, and it times the timeouts.
+pytestmark = [pytest.mark.pgcrew_only, pytest.mark.serial]    # workers = 4
 
 SECONDS = int(os.environ.get("STARVATION_SECONDS", "60"))
 CLIENTS = 10                 # per pgbench run
