@@ -21,11 +21,36 @@
 # pgcrew (PGCREW_IO_URING=0): the first pass has pgcrew's default, io_uring
 # batches where the kernel gives a ring; the second covers recv/send, what
 # a kernel or container without io_uring gets.
+# The integration suite runs in PGCREW_TEST_JOBS parallel runners (default
+# 6; pytest-xdist), each with its own PostgreSQL clusters, ports and scratch
+# directory, then the tests marked serial (those that need the whole machine
+# or time what they do) one after another; PGCREW_TEST_JOBS=1 runs it all
+# in one process, as before. Extra arguments with -m, -n or -p of their own
+# also run it in one invocation. Every step's time is printed when it ends
+# and in the summary, with the 20 slowest tests of the integration passes.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD
 
-step() { printf '\n==== %s ====\n' "$*"; }
+# step NAME ends the running step (its time printed and kept for the
+# summary) and starts the next; step_end ends the last one.
+step_names=()
+step_secs=()
+step_start=
+step_end() {
+    [ -n "$step_start" ] || return 0
+    local secs=$((SECONDS - step_start))
+    step_secs+=("$secs")
+    step_start=
+    printf '==== %s: %s ====\n' "${step_names[-1]}" "$(mmss "$secs")"
+}
+step() {
+    step_end
+    step_names+=("$*")
+    step_start=$SECONDS
+    printf '\n==== %s ====\n' "$*"
+}
+mmss() { printf '%d:%02d' $(($1 / 60)) $(($1 % 60)); }
 
 busy_only=no
 if [ "${1:-}" = --busy ]; then
@@ -87,7 +112,8 @@ else
         busy_secs=$((SECONDS - busy_start))
     fi
     if [ $busy_only = yes ]; then
-        step "summary"
+        step_end
+        printf '\n==== summary ====\n'
         echo "unit tests under load ($busy_loops busy loops): $([ $busy_rc -eq 0 ] && echo ok || echo "FAILED ($busy_rc)") in ${busy_secs} s"
         exit $busy_rc
     fi
@@ -103,10 +129,51 @@ if [ $unit_ran = yes ]; then
         scripts/fuzz.sh "${FUZZ_CI_RUNS:-20000}" || fuzz_rc=$?
 fi
 
-step "integration tests ($PGCREW_BIN)"
+# ---- integration tests: parallel runners, then the serial group ----
 # pgbench runs 10 s per benchmark test locally, 5 s in CI to save time.
 if [ -n "${CI:-}" ]; then export PGBENCH_SECONDS=${PGBENCH_SECONDS:-5}; fi
-.venv/bin/python -m pytest test/integration -v "$@"
+jobs=${PGCREW_TEST_JOBS:-6}
+for arg in "$@"; do
+    case $arg in -m*|-n*|-p*|--numprocesses*) jobs=1 ;; esac
+done
+junit=$(mktemp -d /tmp/pgcrew-junit.XXXXXX)
+trap 'rm -rf "$junit"' EXIT
+
+# pytest_pass NAME ARGS...: one pytest invocation, its report in
+# $junit/NAME.xml. No test selected (5: the caller's -k matched none here)
+# counts as success; integration() fails when no pass selected any test.
+pytest_pass() {
+    local name=$1 rc=0
+    shift
+    .venv/bin/python -m pytest test/integration --junitxml="$junit/$name.xml" "$@" || rc=$?
+    [ $rc -eq 5 ] && { passes_empty=$((passes_empty + 1)); rc=0; }
+    passes=$((passes + 1))
+    return $rc
+}
+
+# integration TITLE NAME [pytest args]: the suite, as parallel runners and
+# a serial group (or one process with jobs = 1), one step each. worksteal:
+# a runner out of tests takes half of another's queue, so a slow module
+# near the end does not run alone.
+integration() {
+    local title=$1 name=$2 rc=0
+    shift 2
+    passes=0
+    passes_empty=0
+    if [ "$jobs" -gt 1 ]; then
+        step "$title: $jobs parallel runners (not serial)"
+        pytest_pass "$name-parallel" -n "$jobs" --dist worksteal -m "not serial" "$@" || rc=$?
+        step "$title: serial group"
+        pytest_pass "$name-serial" -m serial "$@" || { [ $rc -ne 0 ] || rc=$?; }
+    else
+        step "$title"
+        pytest_pass "$name" "$@" || rc=$?
+    fi
+    [ $rc -eq 0 ] && [ $passes_empty -eq $passes ] && rc=5
+    return $rc
+}
+
+integration "integration tests ($PGCREW_BIN)" it -v "$@"
 it_rc=$?
 
 rs_ran=no
@@ -115,10 +182,10 @@ rs_secs=0
 if [ "$(basename "$PGCREW_BIN")" != pgbouncer ] &&
    { [ "${PGCREW_RECVSEND_TEST:-}" = 1 ] ||
      { [ -n "${CI:-}" ] && [ "${PGCREW_RECVSEND_TEST:-}" != 0 ]; }; }; then
-    step "integration tests again with io_uring = 0 (PGCREW_IO_URING=0)"
     rs_ran=yes
     rs_start=$SECONDS
-    PGCREW_IO_URING=0 .venv/bin/python -m pytest test/integration -q "$@" || rs_rc=$?
+    PGCREW_IO_URING=0 integration "integration tests again with io_uring = 0 (PGCREW_IO_URING=0)" \
+        recvsend -q "$@" || rs_rc=$?
     rs_secs=$((SECONDS - rs_start))
 fi
 
@@ -139,8 +206,9 @@ if [ "${PGCREW_PACKAGING_TEST:-}" = 1 ] ||
     fi
     pkg_secs=$((SECONDS - pkg_start))
 fi
+step_end
 
-step "summary"
+printf '\n==== summary ====\n'
 if [ $unit_ran = no ]; then
     echo "unit tests: not run (PGCREW_BIN given)"
 else
@@ -161,5 +229,31 @@ if [ $pkg_ran = no ]; then
 else
     echo "packaging tests: $([ $pkg_rc -eq 0 ] && echo ok || echo "FAILED ($pkg_rc)") in ${pkg_secs} s"
 fi
+echo
+echo "time per step:"
+for i in "${!step_names[@]}"; do
+    printf '%8s  %s\n' "$(mmss "${step_secs[$i]}")" "${step_names[$i]}"
+done
+printf '%8s  in all\n' "$(mmss $SECONDS)"
+# The slowest tests of every integration pass, setup and teardown included
+# (pytest's durations, from the passes' JUnit reports).
+.venv/bin/python - "$junit"/*.xml <<'EOF'
+import os, sys, xml.etree.ElementTree as ET
+times = {}
+for path in sys.argv[1:]:
+    try:
+        root = ET.parse(path).getroot()
+    except (OSError, ET.ParseError):
+        continue
+    name = os.path.basename(path)[:-4]
+    for tc in root.iter("testcase"):     # a failed test with an error after: two
+        test = f"{tc.get('classname', '')}.py::{tc.get('name', '')}"
+        times[test, name] = max(times.get((test, name), 0), float(tc.get("time") or 0))
+rows = sorted(((secs, test, name) for (test, name), secs in times.items()), reverse=True)
+if rows:
+    print(f"\nslowest {min(20, len(rows))} of {len(rows)} integration tests run:")
+    for secs, test, name in rows[:20]:
+        print(f"{secs:8.1f} s  {test}  ({name})")
+EOF
 [ $unit_rc -eq 0 ] && [ $busy_rc -eq 0 ] && [ $fuzz_rc -eq 0 ] && [ $it_rc -eq 0 ] &&
     [ $rs_rc -eq 0 ] && [ $pkg_rc -eq 0 ]
