@@ -118,6 +118,8 @@ struct stream {
 	bool connecting;
 	bool closed;
 	bool want_write_for_read;  /* TLS read needs the socket writable */
+	bool tls_end_held;         /* TLS: a close_notify or error came behind data read */
+	bool flushed_owed;         /* TLS: SE_FLUSHED once the ciphertext has gone */
 	bool handshaking;          /* TLS handshake in progress */
 	bool in_process;           /* inside process(): resume must not recurse */
 	bool sniff_tls;            /* peek at the first byte for a direct-TLS ClientHello */

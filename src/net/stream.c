@@ -136,12 +136,18 @@ static ssize_t tls_ops_recv(struct stream *s, void *buf, size_t len)
 	/* SSL_read gives one record a call: a buffered connection's records
 	 * are all in memory, so take as many as fit now, not one per loop
 	 * turn (each turn is a wait for events). */
+	s->tls_end_held = false;
 	do
 		n = tls_recv(s->tls, (uint8_t *)buf + got, len - got, &st);
 	while (n > 0 && (got += (size_t)n) < len && tls_conn_buffered(s->tls));
 	tls_flush_later(s);        /* a read may have written (a KeyUpdate's answer) */
-	if (got > 0)
+	if (got > 0) {
+		/* A close_notify or a bad record behind the data: OpenSSL has
+		 * taken it, so no socket event and nothing pending will say so;
+		 * the next read (from the loop) reports it. */
+		s->tls_end_held = n <= 0 && (st == TLS_EOF || st == TLS_FAIL);
 		return (ssize_t)got;
+	}
 	if (n == 0 && st == TLS_EOF)
 		return n;
 	s->want_write_for_read = st == TLS_WANT_WRITE;
@@ -205,7 +211,7 @@ static void drop_write_ev(struct stream *s)
 static void read_tls_held(struct stream *s)
 {
 	if (s->tls && s->reading && !s->closed && !s->handshaking && !s->paused && !s->wait_peer &&
-	    tls_pending(s->tls))
+	    (tls_pending(s->tls) || s->tls_end_held))
 		event_active(&s->ev_read, EV_READ, 0);
 }
 
@@ -1046,6 +1052,13 @@ static void on_write(evutil_socket_t fd, short what, void *arg)
 	}
 	if (s->out.len > s->out_sent)
 		return;
+	if (tls_unsent(s) > 0) {
+		/* Encrypted, not yet sent (the turn's batch sends it):
+		 * flushed once tls_settle sees it gone. */
+		s->flushed_owed = true;
+		return;
+	}
+	s->flushed_owed = false;
 	fire(s, SE_FLUSHED);
 }
 
@@ -1165,7 +1178,6 @@ void stream_close(struct stream *s)
 	list_del(&s->send_node);
 	if (s->fd >= 0)
 		event_del(&s->ev_read);
-	drop_write_ev(s);
 	if (s->blocked_src)
 		stream_forget_peer(s->blocked_src, s);
 	if (s->hold_src)
@@ -1179,6 +1191,7 @@ void stream_close(struct stream *s)
 		tls_conn_free(s->tls);
 		s->tls = NULL;
 	}
+	drop_write_ev(s);          /* after the last send, which may have armed it */
 	if (s->fd >= 0)
 		close(s->fd);
 	s->fd = -1;
@@ -1298,7 +1311,7 @@ static void tls_settle(struct stream *s, int32_t res)
 	}
 	if (tls_unsent(s) > 0)
 		event_add(write_ev(s), NULL);
-	else if (s->blocked_src || s->paused || s->out.len > s->out_sent)
+	else if (s->blocked_src || s->paused || s->out.len > s->out_sent || s->flushed_owed)
 		event_active(write_ev(s), EV_WRITE, 0);
 }
 

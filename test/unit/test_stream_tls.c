@@ -62,10 +62,6 @@ ssize_t __wrap_send(int fd, const void *buf, size_t len, int flags)
 	return __real_send(fd, buf, len, flags);
 }
 
-/* Cases that show a bug not fixed yet (see KNOWN BUG below) run only with
- * STREAM_TLS_KNOWN_BUGS set in the environment. */
-static bool known_bugs;
-
 /* ---- contexts (per group) ---- */
 
 static char cert_dir[64], cert_file[128];
@@ -381,16 +377,10 @@ static void block_forward(struct fx *fx, const struct bytes *in)
  * connection's ciphertext; a message still in flight to the stream may
  * hold later writes back).
  *
- * KNOWN BUG 2 (stream.c, on_write; batched only): a buffered TLS stream
- * says SE_FLUSHED while ciphertext is still unsent. on_write() sends the
- * held ciphertext, then writes the rest of the stream's out queue through
- * tls_send(), which only encrypts it into memory (tls_flush_later() leaves
- * it for the turn's send batch), and fires SE_FLUSHED without looking at
- * tls_unsent() again; when the batch's send is short, a second SE_FLUSHED
- * follows. Seen with 250 kB of pooler messages to a far end that reads
- * slowly: SE_FLUSHED with 30942 bytes unsent, then again at 0. Harmless
- * for client.c (its paused client asks again and pauses), but the event
- * contradicts stream_flushed(). Checked batched with STREAM_TLS_KNOWN_BUGS.
+ * Batched, on_write() writes the rest of the out queue through tls_send(),
+ * which only encrypts it for the turn's send batch: SE_FLUSHED waits for
+ * tls_settle() to see that ciphertext gone (it came with 30942 bytes
+ * unsent, then again at 0, before that was fixed; found by this test).
  */
 static void watch_event(struct stream *s, enum stream_event ev)
 {
@@ -401,11 +391,6 @@ static void watch_event(struct stream *s, enum stream_event ev)
 	if (ev == SE_FLUSHED && (s->out.len > s->out_sent || unsent > 0))
 		sd->flushed_early++;
 	on_event(s, ev);
-}
-
-static bool check_bug2(void)
-{
-	return !stream_batching() || known_bugs;
 }
 
 static void side_open(struct side *sd, bool tls, bool small)
@@ -432,12 +417,10 @@ static void side_open(struct side *sd, bool tls, bool small)
 	stream_start_tls(&sd->e.s, t);
 }
 
-/* The far end first: a buffered stream's unsent ciphertext then meets a
- * broken socket, not a full one (KNOWN BUG 3, which its own test shows). */
+/* The stream first, its far end still there: a buffered stream's unsent
+ * ciphertext may meet a full socket (test_close_with_output_waiting). */
 static void side_close(struct side *sd)
 {
-	if (sd->e.fd >= 0)
-		far_hang_up(sd);
 	end_close(&sd->e);
 	SSL_free(sd->f.ssl);
 	bytes_free(&sd->f.wire);
@@ -522,8 +505,8 @@ static int teardown(void **state)
 {
 	struct fx *fx = *state;
 	int rc = stream_batching() ? check_batched(fx) : 0;
-	if (check_bug2() && fx->a.flushed_early + fx->b.flushed_early + fx->c.flushed_early > 0) {
-		print_error("SE_FLUSHED with output pending (known bug 2)\n");
+	if (fx->a.flushed_early + fx->b.flushed_early + fx->c.flushed_early > 0) {
+		print_error("SE_FLUSHED with output pending\n");
 		rc = -1;
 	}
 	side_close(&fx->a);
@@ -1037,9 +1020,7 @@ static void test_write_drains_on_writability(void **state)
 	turns(fx, 10);
 	assert_got(&fx->b, &want);
 	assert_false(stream_has_pending_out(&fx->b.e.s));
-	if (check_bug2())
-		assert_int_equal(count_events(&fx->b.e, SE_FLUSHED), 1);
-	assert_true(count_events(&fx->b.e, SE_FLUSHED) >= 1);
+	assert_int_equal(count_events(&fx->b.e, SE_FLUSHED), 1);
 	assert_int_equal(fx->b.e.s.bytes_out, want.len);
 	bytes_free(&want);
 }
@@ -1257,16 +1238,11 @@ static size_t events_of(struct fx *fx, struct stream *s)
  * (a slow client closed by a timeout, a KILL, its server gone) while the
  * stream's output waits for room: the close leaves no event behind.
  *
- * KNOWN BUG 3 (stream.c, stream_close; batched only): stream_close()
- * frees the write event (drop_write_ev), then sends a buffered TLS
- * connection's unsent ciphertext with tls_send_now(); the socket is full,
- * so tls_send_now() makes a new write event and adds it to the loop, for
- * the socket close() then closes, with the closed stream as its argument.
- * The event leaks (ASan), and it stays in the base: once the descriptor
- * number is reused and writable, libevent calls on_write() on the closed
- * stream, whose owner (a client) may be freed or reused by then. Fix: no
- * event from tls_send_now() when called by stream_close (or drop the
- * write event after it). Run batched with STREAM_TLS_KNOWN_BUGS.
+ * Batched, stream_close() sends a buffered connection's last ciphertext
+ * with tls_send_now(), which arms a write event when the socket is full:
+ * the event is dropped after that send (it once stayed in the loop for a
+ * closed descriptor, with the closed stream as its argument; found by
+ * this test).
  */
 static void test_close_with_output_waiting(void **state)
 {
@@ -1276,10 +1252,6 @@ static void test_close_with_output_waiting(void **state)
 	block_forward(fx, &in);
 	assert_true(stream_has_pending_out(&fx->b.e.s));
 	bytes_free(&in);
-	if (stream_batching() && !known_bugs) {
-		print_message("the close skipped batched (known bug 3)\n");
-		return;
-	}
 	stream_forget_peer(&fx->a.e.s, &fx->b.e.s);
 	stream_close(&fx->b.e.s);
 	assert_int_equal(events_of(fx, &fx->b.e.s), 0);
@@ -1413,33 +1385,26 @@ struct eof_case {
 	bool hang_up;                /* then closes its socket */
 	bool shut_wr;                /* or only its sending side */
 	bool mid_header;             /* the last message cut after 3 bytes */
-	bool batch_bug;              /* KNOWN BUG 1 below: batched, never SE_EOF */
 };
 
 static const struct eof_case eof_cases[] = {
-	{ "close_notify with the messages, socket open", true, false, false, false, false, true },
-	{ "close_notify later, socket open", true, true, false, false, false, false },
-	{ "close_notify, then close", true, false, true, false, false, false },
-	{ "close without close_notify", false, false, true, false, false, false },
-	{ "shutdown(SHUT_WR) without close_notify", false, false, false, true, false, false },
-	{ "close_notify mid-header, socket open", true, true, false, false, true, false },
-	{ "close mid-header", false, false, true, false, true, false },
+	{ "close_notify with the messages, socket open", true, false, false, false, false },
+	{ "close_notify later, socket open", true, true, false, false, false },
+	{ "close_notify, then close", true, false, true, false, false },
+	{ "close without close_notify", false, false, true, false, false },
+	{ "shutdown(SHUT_WR) without close_notify", false, false, false, true, false },
+	{ "close_notify mid-header, socket open", true, true, false, false, true },
+	{ "close mid-header", false, false, true, false, true },
 };
 
 /*
  * Messages sent just before the end still arrive; then SE_EOF, once
  * (PgBouncer and pgcrew take an end without close_notify as EOF).
  *
- * KNOWN BUG 1 (stream.c, tls_ops_recv; batched only): a close_notify that
- * comes in the same receive as application data is never reported while
- * the socket stays open. tls_ops_recv() loops tls_recv() over a buffered
- * connection's records: the data, then TLS_EOF from the close_notify; it
- * returns the data and drops that status. OpenSSL has consumed the alert,
- * so tls_pending() is false and read_tls_held() does not read again; the
- * socket raises no event. The client that waits for our close_notify (or
- * for the connection to end) waits until a timeout. Unbatched, the alert
- * stays in OpenSSL's read-ahead buffer, tls_pending() is true, and the
- * next read says TLS_EOF. That row runs batched with STREAM_TLS_KNOWN_BUGS.
+ * Batched, a close_notify in the same receive as the data is taken by
+ * OpenSSL with the records before it (nothing stays pending, the socket
+ * raises no event): the stream remembers it and reads again from the loop
+ * (it was never reported while the socket stayed open; found by this test).
  */
 static void test_eof(void **state)
 {
@@ -1447,10 +1412,6 @@ static void test_eof(void **state)
 	for (size_t k = 0; k < ARRAY_SIZE(eof_cases); k++) {
 		const struct eof_case *c = &eof_cases[k];
 		struct bytes in = { 0 };
-		if (c->batch_bug && stream_batching() && !known_bugs) {
-			print_message("case: %s: skipped (known bug 1)\n", c->name);
-			continue;
-		}
 		print_message("case: %s\n", c->name);
 		add_msg(&in, 'Q', 0, 20);
 		add_msg(&in, 'X', 1, 9);
@@ -1499,19 +1460,13 @@ static void test_bad_header(void **state)
 
 /* A record that fails to decrypt (its tag broken) after a good one: the
  * good message is relayed, then SE_ERROR, with OpenSSL's reason. In a
- * later write, and in the same one (one receive): batched, that is KNOWN
- * BUG 1 again (the TLS_FAIL after the data is dropped, and a failed
- * connection is never pending: no SE_ERROR until the client sends or
- * closes), run batched with STREAM_TLS_KNOWN_BUGS. */
+ * later write, and in the same one (one receive: batched, the failure
+ * behind the data is remembered as a close_notify is, test_eof). */
 static void test_bad_record(void **state)
 {
 	struct fx *fx = *state;
 	for (int later = 1; later >= 0; later--) {
 		struct bytes good = { 0 }, bad = { 0 };
-		if (!later && stream_batching() && !known_bugs) {
-			print_message("case: with the good one: skipped (known bug 1)\n");
-			continue;
-		}
 		print_message("case: %s\n", later ? "later" : "with the good one");
 		add_msg(&good, 'Q', 0, 30);
 		add_msg(&bad, 'Q', 1, 30);
@@ -1618,7 +1573,6 @@ int main(void)
 		PT(test_recv_counted),
 		TT(test_recv_counted),
 	};
-	known_bugs = getenv("STREAM_TLS_KNOWN_BUGS") != NULL;
 	int failed = run_both_modes(tests, ARRAY_SIZE(tests), group_setup, group_teardown);
 	tls_buffers_free();
 	return failed;
