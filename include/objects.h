@@ -235,6 +235,7 @@ struct client {
 	bool held_for_cancel;             /* its next request waits for its server's cancels */
 	bool admin;                       /* talking to the console */
 	bool stats_only;                  /* console user from stats_users only */
+	bool console_refused;             /* console user in neither list: refused once known */
 	bool console_counted;             /* its one console transaction is in the stats */
 	bool local_admin;                 /* "pgbouncer" over the Unix socket, our UID: no password */
 	bool counted_db, counted_user;    /* holds a client slot of db/user */

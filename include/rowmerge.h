@@ -13,6 +13,8 @@ struct pktbuf;
 /*
  * Column rules, one character per column:
  *   k  key: rows with equal keys merge
+ *   s  a text key, rows written in its ascending order (strcmp), as
+ *      PgBouncer keeps its databases, users and pools
  *   n  a numeric key: the same, and rows are written in its ascending order
  *   +  sum (integers)
  *   M  maximum (integers)

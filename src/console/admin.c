@@ -83,10 +83,10 @@ void admin_client_login(struct client *c, const struct startup_msg *m)
 	bool stats = in_list(cfg->stats_users, c->user_name);
 
 	(void)m;
-	if (!admin && !stats) {
-		client_close_sqlstate(c, "08P01", "not allowed");
-		return;
-	}
+	/* PgBouncer's order: the user is looked up first (auth_file, else
+	 * auth_query), and only a user that exists is told "not allowed";
+	 * an unknown one fails authentication as anywhere else. */
+	c->console_refused = !admin && !stats && cfg->auth_type != AUTH_ANY;   /* any: stats access */
 	c->db = pool_admin_db(c->world);
 	if (!c->db) {
 		client_close(c, true, "no such database: pgbouncer");
@@ -98,6 +98,10 @@ void admin_client_login(struct client *c, const struct startup_msg *m)
 	c->stats_only = !admin;
 	if (!c->login_user && authquery_applies(c)) {
 		authquery_start(c);       /* client_login_found counts and authenticates */
+		return;
+	}
+	if (c->login_user && c->console_refused) {
+		client_close_sqlstate(c, "08P01", "not allowed");
 		return;
 	}
 	if (c->login_user)
@@ -112,6 +116,10 @@ void admin_welcome(struct client *c)
 	struct pktbuf pb;
 	if (!c->pool) {
 		client_close_sqlstate(c, "28P01", "password authentication failed");
+		return;
+	}
+	if (c->console_refused) {
+		client_close_sqlstate(c, "08P01", "not allowed");
 		return;
 	}
 	pktbuf_init(&pb, 512);
@@ -666,23 +674,23 @@ struct view {
 static const struct view views[] = {
 	{ "version", view_version, NULL, false, false },
 	{ "config", view_config, NULL, false, false },
-	{ "pools", view_pools, "kk+++++++++++Wwff", true, false },
+	{ "pools", view_pools, "ss+++++++++++Wwff", true, false },
 	{ "clients", admin_view_clients, NULL, true, false },
 	{ "servers", admin_view_servers, NULL, true, false },
-	{ "databases", view_databases, "kfffffffffff+f+MM", true, false },
-	{ "users", view_users, "kffff+f+", true, false },
+	{ "databases", view_databases, "sfffffffffff+f+MM", true, false },
+	{ "users", view_users, "sffff+f+", true, false },
 	{ "lists", view_lists, "kL", true, false },
-	{ "stats", view_stats, NULL, false, true },      /* shared memory has all */
-	{ "stats_totals", view_stats_totals, NULL, false, true },
-	{ "stats_averages", view_stats_averages, NULL, false, false },  /* per stats_period */
+	{ "stats", view_stats, "s", false, true },      /* shared memory has all */
+	{ "stats_totals", view_stats_totals, "s", false, true },
+	{ "stats_averages", view_stats_averages, "s", false, false },  /* per stats_period */
 	{ "totals", view_totals, NULL, false, true },
 	{ "state", view_state, NULL, false, false },
 	{ "dns_hosts", view_dns_hosts, "kMf", true, false },
 	{ "dns_zones", view_dns_zones, NULL, true, false },
 	{ "workers", view_workers, "nfffffffff", true, false },
-	{ "peers", view_peers, NULL, false, false },
+	{ "peers", view_peers, "nfff", false, false },
 	{ "hosts", view_hosts, NULL, false, false },
-	{ "peer_pools", view_peer_pools, "k++++", true, false },
+	{ "peer_pools", view_peer_pools, "n++++", true, false },
 	{ "fds", admin_view_fds, NULL, true, false },
 	{ "protocols", admin_view_protocols, NULL, true, false },
 	{ "sockets", admin_view_sockets, NULL, true, false },
@@ -781,8 +789,31 @@ static void send_rows(struct client *c, const uint8_t *buf, size_t len, const ch
 	pktbuf_free(&pb);
 }
 
-static void write_result(struct client *c, struct result *r)
+/* A view whose rule sorts (rowmerge.h: PgBouncer's order of databases,
+ * users and pools) has its rows put in that order here too: one worker's
+ * rows come in the order of its lists. */
+static void sort_rows(struct result *r, const char *rule)
 {
+	struct pkt_hdr h;
+	struct rowset rs;
+	if (!rule || !strpbrk(rule, "sn") ||
+	    pkt_parse_header(r->pb.buf, r->pb.len, false, 1u << 30, &h, NULL) != PKT_OK || h.type != 'T')
+		return;
+	rowset_init(&rs, rule);
+	if (rowset_add(&rs, r->pb.buf + h.len, r->pb.len - h.len)) {
+		struct pktbuf pb;
+		pktbuf_init(&pb, r->pb.len + 64);
+		pktbuf_put_bytes(&pb, r->pb.buf, h.len);
+		rowset_write(&rs, &pb);
+		pktbuf_free(&r->pb);
+		r->pb = pb;
+	}
+	rowset_free(&rs);
+}
+
+static void write_result(struct client *c, struct result *r, const struct view *v)
+{
+	sort_rows(r, v ? v->rule : NULL);
 	send_rows(c, r->pb.buf, r->pb.len, "SHOW");
 	pktbuf_free(&r->pb);
 }
@@ -800,7 +831,7 @@ static void run_local(struct client *c, enum cmd_kind k, const struct view *v, c
 	case CMD_VIEW:
 		r.world = c->world;
 		v->fn(&r);
-		write_result(c, &r);
+		write_result(c, &r, v);
 		break;
 	case CMD_RELOAD:
 		/* Answered by the fan-out (start_fanout) once every worker has
@@ -914,7 +945,7 @@ static void finish_fanout(struct client *c)
 		/* Every worker has flushed: shared memory is current now. */
 		struct result r = { .world = c->world };
 		f->view->fn(&r);
-		write_result(c, &r);
+		write_result(c, &r, f->view);
 	} else {
 		pktbuf_init(&pb, f->header.len + 1024);
 		pktbuf_put_bytes(&pb, f->header.buf, f->header.len);

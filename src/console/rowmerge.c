@@ -50,10 +50,15 @@ static char rule_of(const struct rowset *rs, int col)
 	return rs->rule[col];
 }
 
+static bool is_key(char rule)
+{
+	return rule == 'k' || rule == 'n' || rule == 's';
+}
+
 static bool same_key(const struct rowset *rs, char **a, char **b)
 {
 	for (int j = 0; j < rs->ncols; j++) {
-		if (rule_of(rs, j) != 'k' && rule_of(rs, j) != 'n')
+		if (!is_key(rule_of(rs, j)))
 			continue;
 		if (!a[j] != !b[j] || (a[j] && strcmp(a[j], b[j]) != 0))
 			return false;
@@ -71,7 +76,7 @@ static bool is_copied_list(const char *name)
 
 static void combine(char **into, char *from, char op, const char *row_key)
 {
-	if (op == 'k' || op == 'n' || op == 'f' || op == 'W' || op == 'w' || !from)
+	if (is_key(op) || op == 'f' || op == 'W' || op == 'w' || !from)
 		return;
 	if (!*into) {
 		*into = xstrdup(from);
@@ -110,7 +115,7 @@ static uint32_t key_hash(const struct rowset *rs, char **row)
 {
 	uint32_t h = HMAP_SEED;
 	for (int j = 0; j < rs->ncols; j++) {
-		if (rule_of(rs, j) != 'k' && rule_of(rs, j) != 'n')
+		if (!is_key(rule_of(rs, j)))
 			continue;
 		h = row[j] ? hmap_hash(h, row[j], strlen(row[j]) + 1) : hmap_hash(h, "\xff", 1);
 	}
@@ -227,21 +232,42 @@ static long long key_num(char **row, int col)
 	return row[col] ? strtoll(row[col], NULL, 10) : 0;
 }
 
-/* The rows in the order to write: as they came, or ascending by the
- * first 'n' column (workers answer in any order). Insertion sort: a few
- * rows per worker at most. */
+/* PgBouncer's lists order: by the 's' columns' values (strcmp, NULL
+ * last), then by the 'n' column's number. */
+static const struct rowset *sorting;
+
+static int cmp_rows(const void *pa, const void *pb)
+{
+	char **a = *(char **const *)pa, **b = *(char **const *)pb;
+	const struct rowset *rs = sorting;
+	for (int j = 0; j < rs->ncols; j++) {
+		char r = rule_of(rs, j);
+		if (r == 's') {
+			if (!a[j] != !b[j])
+				return a[j] ? -1 : 1;
+			int c = a[j] ? strcmp(a[j], b[j]) : 0;
+			if (c)
+				return c;
+		} else if (r == 'n') {
+			long long x = key_num(a, j), y = key_num(b, j);
+			if (x != y)
+				return x < y ? -1 : 1;
+		}
+	}
+	return 0;
+}
+
+/* The rows in the order to write: as they came, or sorted by their 's'
+ * and 'n' columns (workers answer in any order). */
 static char ***ordered(const struct rowset *rs)
 {
 	char ***out = xcalloc((size_t)rs->nrows + 1, sizeof(*out));
-	int col = rs->rule && strchr(rs->rule, 'n') ? (int)(strchr(rs->rule, 'n') - rs->rule) : -1;
-	for (int i = 0; i < rs->nrows; i++) {
-		int j = i;
-		while (col >= 0 && col < rs->ncols && j > 0 &&
-		       key_num(out[j - 1], col) > key_num(rs->rows[i], col)) {
-			out[j] = out[j - 1];
-			j--;
-		}
-		out[j] = rs->rows[i];
+	for (int i = 0; i < rs->nrows; i++)
+		out[i] = rs->rows[i];
+	if (rs->rule && strpbrk(rs->rule, "sn") && rs->nrows > 1) {
+		sorting = rs;
+		qsort(out, (size_t)rs->nrows, sizeof(*out), cmp_rows);
+		sorting = NULL;
 	}
 	return out;
 }

@@ -152,9 +152,10 @@ bool authquery_applies(const struct client *c)
 	if (cfg->userlist && userlist_find(cfg->userlist, c->user_name))
 		return false;
 	/* The console, as in PgBouncer: through the global auth_user, in the
-	 * global auth_dbname (the console itself runs no query). */
+	 * global auth_dbname; without one the console itself would be the
+	 * auth database (refused: auth_database). */
 	if (c->db->admin)
-		return cfg->auth_user[0] != 0 && cfg->auth_dbname[0] != 0;
+		return cfg->auth_user[0] != 0;
 	return AUTH_SETTING(c->db, auth_user)[0] != 0;
 }
 
@@ -165,6 +166,8 @@ static struct database *auth_database(struct client *c)
 	const char *name = AUTH_SETTING(c->db, auth_dbname);
 	char msg[160];
 
+	if (!*name && c->db->admin)
+		name = c->db->name;
 	if (!*name)
 		return c->db;
 	if (config_is_console_db(name)) {

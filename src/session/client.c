@@ -1236,6 +1236,10 @@ static void handle_startup(struct client *c, const struct startup_msg *m)
 void client_login_found(struct client *c, struct puser *u)
 {
 	c->login_user = u;
+	if (c->db->admin && c->console_refused) {
+		client_close_sqlstate(c, "08P01", "not allowed");
+		return;
+	}
 	struct puser *srv_user = c->db->forced_user ? pool_get_user(c->world, c->db->forced_user) : u;
 	if (!(c->db->admin ? count_client(c, !c->stats_only) : check_client_limits(c)))
 		return;

@@ -335,9 +335,13 @@ static void run_loop(struct event_base *base)
 }
 
 /* The current generation changed in place (the console's SET). */
+static void retire_servers_for_tls(void);
+static bool server_tls_changed_here(const struct config *cfg);
+
 static void worker_refresh_config(struct world *w)
 {
 	struct config *cfg = w->cfg;
+	bool tls_changed = server_tls_changed_here(cfg);
 	apply_sched_slice(cfg);
 	apply_io_uring(cfg);
 	load_hba(cfg);
@@ -349,6 +353,8 @@ static void worker_refresh_config(struct world *w)
 	dns_apply_settings(&ds);
 	pool_apply_config(w, cfg);
 	authquery_reload();
+	if (tls_changed)
+		retire_servers_for_tls();
 }
 
 static bool same_str(const char *a, const char *b)
@@ -365,6 +371,27 @@ bool worker_server_tls_changed(const struct config *a, const struct config *b)
 	       !same_str(x.cert_file, y.cert_file) || !same_str(x.ca_file, y.ca_file) ||
 	       !same_str(x.protocols, y.protocols) || !same_str(x.ciphers, y.ciphers) ||
 	       !same_str(x.tls13_ciphers, y.tls13_ciphers);
+}
+
+/* The server TLS settings the servers were opened with, as one string:
+ * a RELOAD and a console SET (which changes the configuration in place)
+ * are compared against it alike. */
+static char *applied_server_tls;
+
+static bool server_tls_changed_here(const struct config *cfg)
+{
+	struct tls_settings t;
+	char *now;
+	tls_settings_server(cfg, &t);
+	if (asprintf(&now, "%d\n%s\n%s\n%s\n%s\n%s\n%s", t.sslmode, t.key_file ? t.key_file : "",
+		     t.cert_file ? t.cert_file : "", t.ca_file ? t.ca_file : "",
+		     t.protocols ? t.protocols : "", t.ciphers ? t.ciphers : "",
+		     t.tls13_ciphers ? t.tls13_ciphers : "") < 0)
+		fatal("out of memory");
+	bool changed = applied_server_tls && strcmp(applied_server_tls, now) != 0;
+	free(applied_server_tls);
+	applied_server_tls = now;
+	return changed;
 }
 
 /* Servers opened under other server TLS settings must not live on with
@@ -386,11 +413,8 @@ static void retire_servers_for_tls(void)
 void worker_apply_config(struct config *cfg)
 {
 	struct config *old = W->cfg;
-	bool tls_changed = old && worker_server_tls_changed(old, cfg);
 	W->cfg = cfg;
 	worker_refresh_config(W);
-	if (tls_changed)
-		retire_servers_for_tls();
 	config_free(old);
 }
 
@@ -552,6 +576,8 @@ static void worker_cleanup(void)
 	event_free(W->reaper);
 	tls_ctx_free(W->client_tls);
 	tls_ctx_free(W->server_tls);
+	free(applied_server_tls);
+	applied_server_tls = NULL;
 	hba_free(W->hba);
 	hba_ident_free(W->hba_ident);
 	proxy_accept_free_all();
@@ -599,6 +625,7 @@ void worker_main(int id, struct config *cfg, int ipc_fd, struct listen_set *ls)
 	varcache_set_tracked(cfg->track_extra_parameters);
 	if (setup_tls(cfg) < 0)
 		exit(1);
+	(void)server_tls_changed_here(cfg);     /* the settings its servers start with */
 	struct dns_settings ds;
 	dns_settings_of(cfg, &ds);
 	if (dns_init(W->base, &ds) < 0)

@@ -241,20 +241,62 @@ def test_per_database_auth_user_query_and_dbname(aq_pg, make_pooler):
     refused(q, "aq_scram", "aq-scram-pw", "bouncer config error")
     q.wait_for_log(r'authentication database "nosuchdb" is not configured')
     # auth_dbname = pgbouncer in [pgbouncer]: PgBouncer 1.25 refuses the
-    # file (pgcrew too: no start, a failed RELOAD); 1.18 failed each login.
-    if p.kind == "pgcrew":
-        r = make_pooler(aq_pg, settings={"auth_type": "md5", "auth_user": AUTH_USER,
-                                         "auth_query": QUERY, "workers": 1,
-                                         "auth_dbname": "pgbouncer"},
-                        userlist={AUTH_USER: AUTH_PW}, start=False)
-        with pytest.raises(AssertionError,
-                           match='cannot use the reserved "pgbouncer" database as an auth_dbname'):
-            r.start()
-        r.proc = None
-    else:
-        r = start(make_pooler, aq_pg, {"auth_dbname": "pgbouncer"})
-        refused(r, "aq_scram", "aq-scram-pw", "bouncer config error")
-        r.wait_for_log(r'cannot use the reserved "pgbouncer" database as an auth_dbname')
+    # file, and pgcrew (no start, a failed RELOAD); 1.18 failed each login.
+    r = make_pooler(aq_pg, settings={"auth_type": "md5", "auth_user": AUTH_USER,
+                                     "auth_query": QUERY, "workers": 1,
+                                     "auth_dbname": "pgbouncer"},
+                    userlist={AUTH_USER: AUTH_PW}, start=False)
+    with pytest.raises(AssertionError,
+                       match='cannot use the reserved "pgbouncer" database as an auth_dbname'):
+        r.start()
+    r.proc = None
+
+
+# The console's logins (issue 43, item 4), as PgBouncer 1.25 orders them:
+# the user is looked up first (auth_file, else auth_query in the global
+# auth_dbname; without one the console would be its own auth database:
+# "bouncer config error"); a user found but in neither admin_users nor
+# stats_users is told "not allowed" whatever the password; a user not
+# found fails authentication as anywhere else.
+CONSOLE_LOGINS = [
+    # listed, in auth_file, auth_user, auth_dbname, password ok -> outcome
+    (True, False, True, False, True, "bouncer config error"),
+    (True, False, True, False, False, "bouncer config error"),
+    (False, False, True, False, True, "bouncer config error"),
+    (True, False, False, False, True, "authentication failed"),
+    (False, False, False, False, True, "authentication failed"),
+    (False, False, False, False, False, "authentication failed"),
+    (False, True, False, False, True, "not allowed"),
+    (False, True, False, False, False, "not allowed"),
+    (False, False, True, True, True, "not allowed"),
+    (False, False, True, True, False, "not allowed"),
+    (True, False, True, True, False, "authentication failed"),
+    (True, False, True, True, True, None),
+    (True, True, False, False, True, None),
+]
+
+
+@pytest.mark.parametrize("pooler_workers", [1, 4], indirect=True)
+@pytest.mark.parametrize("listed,in_file,auth_user,auth_db,good_pw,outcome", CONSOLE_LOGINS)
+def test_console_login_order(aq_pg, make_pooler, pooler_workers, listed, in_file, auth_user,
+                             auth_db, good_pw, outcome):
+    user, pw = (AUTH_USER2, AUTH_PW2) if in_file else ("aq_scram", "aq-scram-pw")
+    settings = {"auth_type": "scram-sha-256"}
+    if listed:
+        settings["admin_users"] = user
+    if auth_user:
+        settings.update(auth_user=AUTH_USER, auth_query=QUERY)
+    if auth_db:
+        settings["auth_dbname"] = "testdb"
+    p = make_pooler(aq_pg, settings=settings, databases={"testdb": aq_pg.dsn("testdb")},
+                    userlist={AUTH_USER: AUTH_PW, AUTH_USER2: AUTH_PW2})
+    if outcome is None:
+        with psycopg.connect(**p.conninfo("pgbouncer", user, password=pw), autocommit=True) as conn:
+            assert conn.execute("SHOW VERSION").fetchone()
+        return
+    refused(p, user, pw if good_pw else "wrong", outcome, "pgbouncer")
+    if outcome == "bouncer config error":
+        p.wait_for_log(r'cannot use the reserved "pgbouncer" database as an auth_dbname')
 
 
 @pytest.mark.pgcrew_only   # pgcrew's cache, texts or behaviour beyond PgBouncer

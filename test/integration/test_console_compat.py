@@ -71,3 +71,26 @@ def test_show_clients_addresses(pg15, make_pooler, listen):
     finally:
         for c in conns:
             c.close()
+
+
+def test_lists_in_pgbouncers_order(pg15, make_pooler, pooler_workers):
+    """PgBouncer keeps its databases, users and pools sorted by name (byte
+    order; pools by database, then user): SHOW DATABASES, USERS, POOLS and
+    STATS list them so whatever order they were defined or used in, and
+    with several workers whichever worker made them."""
+    dbs = {name: pg15.dsn("testdb") for name in ("zeta", "Alpha", "mid", "alpha_2", "beta")}
+    p = make_pooler(pg15, databases=dbs, settings={"auth_type": "trust", "admin_users": "trust_user"},
+                    userlist={"trust_user": "", "zz_user": "", "md5_user": "", "a_user": ""})
+    for db in ("mid", "zeta", "beta", "Alpha", "alpha_2"):
+        with p.connect(db, "trust_user") as conn:
+            conn.execute("SELECT 1")
+    with p.admin() as adm:
+        names = [r[0] for r in adm.execute("SHOW DATABASES").fetchall()]
+        assert names == sorted(names, key=lambda s: s.encode()), names
+        users = [r[0] for r in adm.execute("SHOW USERS").fetchall()]
+        assert users == sorted(users, key=lambda s: s.encode()), users
+        pools = [(r[0], r[1]) for r in adm.execute("SHOW POOLS").fetchall()]
+        assert pools == sorted(pools, key=lambda t: (t[0].encode(), t[1].encode())), pools
+        stats = [r[0] for r in adm.execute("SHOW STATS").fetchall()]
+        assert stats == sorted(stats, key=lambda s: s.encode()), stats
+        assert {"zeta", "Alpha", "mid", "alpha_2", "beta"} <= set(names)

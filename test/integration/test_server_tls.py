@@ -244,6 +244,57 @@ def test_reload_sslmode_drops_the_cached_login_error(tls_only_trust_user, make_p
         assert backend_uses_tls(conn)
 
 
+def _console_set(p, key, value):
+    with p.admin() as admin:
+        admin.execute(f"SET {key} = '{value}'")
+
+
+def _login_fails_and_is_remembered(p, pooler_kind):
+    """A first login fails; pgcrew then answers the next clients with the
+    cached error (server_login_retry). PgBouncer 1.25 keeps them waiting
+    for a server it does not launch before server_login_retry instead."""
+    with pytest.raises(psycopg.OperationalError):
+        p.connect(connect_timeout=5).execute("SELECT 1")
+    if pooler_kind == "pgcrew":
+        def cached_error():
+            with pytest.raises(psycopg.OperationalError) as err:
+                p.connect(connect_timeout=5).execute("SELECT 1")
+            return CACHED in str(err.value)
+        util.wait_until(cached_error, 10, what="the cached login error")
+
+
+# PgBouncer 1.25.2 keeps the next clients waiting until server_login_retry
+# has passed (measured); the issue asks for the fresh login a RELOAD gives.
+@pytest.mark.pgcrew_only
+@pytest.mark.parametrize("pooler_workers", [1, 4], indirect=True)
+def test_console_set_sslmode_drops_the_cached_login_error(tls_only_trust_user, make_pooler,
+                                                          pooler_workers, pooler_kind):
+    """As the RELOAD above, with the console's SET (issue 43, item 1): the
+    setting changes in place in every worker, and the next client gets a
+    fresh login, with TLS, well inside server_login_retry."""
+    p = make_pooler(tls_only_trust_user,
+                    settings={"server_tls_sslmode": "disable", "server_login_retry": 60})
+    _login_fails_and_is_remembered(p, pooler_kind)
+    _console_set(p, "server_tls_sslmode", "require")
+    with _connect_soon(p) as conn:
+        assert backend_uses_tls(conn)
+
+
+# PgBouncer 1.25.2 keeps the next clients waiting until server_login_retry
+# has passed (measured); the issue asks for the fresh login a RELOAD gives.
+@pytest.mark.pgcrew_only
+@pytest.mark.parametrize("pooler_workers", [1, 4], indirect=True)
+def test_console_set_sslmode_require_to_disable(pg15, make_pooler, pooler_workers):
+    """require against a server without TLS: no login succeeds; the
+    console's SET to disable lets the next client in."""
+    p = make_pooler(pg15, settings={"server_tls_sslmode": "require", "server_login_retry": 60})
+    with pytest.raises(psycopg.OperationalError):
+        p.connect(connect_timeout=5).execute("SELECT 1")
+    _console_set(p, "server_tls_sslmode", "disable")
+    with _connect_soon(p) as conn:
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
 @pytest.mark.pgcrew_only
 @pytest.mark.parametrize("pooler_workers", [1, 4], indirect=True)
 def test_reload_ca_file_drops_the_cached_login_error(tls_pg, make_pooler, pooler_workers):
