@@ -398,6 +398,7 @@ def two_pool_run(p, pools, clients, seconds, think):
 
 
 @pgcrew_only
+@pytest.mark.serial     # compares the waits of two runs: a neighbour's load between them skews it
 @pytest.mark.parametrize("limit", ["max_db_connections", "max_user_connections"])
 def test_shared_limit_takes_turns_across_workers(pg15, make_pooler, limit):
     """Two pools share a limit of 5 servers (max_db_connections: two users
