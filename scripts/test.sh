@@ -156,7 +156,7 @@ pytest_pass() {
 # a runner out of tests takes half of another's queue, so a slow module
 # near the end does not run alone.
 integration() {
-    local title=$1 name=$2 rc=0
+    local title=$1 name=$2 rc=0 serial_rc=0
     shift 2
     passes=0
     passes_empty=0
@@ -164,7 +164,8 @@ integration() {
         step "$title: $jobs parallel runners (not serial)"
         pytest_pass "$name-parallel" -n "$jobs" --dist worksteal -m "not serial" "$@" || rc=$?
         step "$title: serial group"
-        pytest_pass "$name-serial" -m serial "$@" || { [ $rc -ne 0 ] || rc=$?; }
+        pytest_pass "$name-serial" -m serial "$@" || serial_rc=$?
+        [ $rc -ne 0 ] || rc=$serial_rc
     else
         step "$title"
         pytest_pass "$name" "$@" || rc=$?
