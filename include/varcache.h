@@ -10,11 +10,7 @@
 struct pktbuf;
 
 #define VAR_MAX 16          /* built-in ones plus track_extra_parameters */
-#define VAR_VALUE_MAX 128
 #define VAR_NAME_MAX 63     /* PostgreSQL's NAMEDATALEN - 1; longer extras are ignored */
-/* Room for varcache_diff_query() setting every parameter to a value of quotes. */
-#define VARCACHE_SQL_MAX (VAR_MAX * (sizeof("SELECT pg_catalog.set_config('','',false); ") + \
-				     2 * VAR_NAME_MAX + 2 * VAR_VALUE_MAX) + 1)
 
 struct varcache {
 	uint32_t val[VAR_MAX];      /* strpool.h ids, one reference each; 0 = not set */
@@ -38,9 +34,12 @@ const char *varcache_get(const struct varcache *vc, int i);
  * for the built-in parameters, set_config for track_extra_parameters, which
  * may be lists such as search_path) for what `want` has and `have` differs in;
  * returns false when nothing differs or the text does not fit in len
- * (buf is then empty). VARCACHE_SQL_MAX always fits. */
+ * (buf is then empty). varcache_query_room(want) always fits. */
 bool varcache_diff_query(const struct varcache *want, const struct varcache *have,
 			 char *buf, size_t len);
+/* Bytes that the query setting every value of want takes, with its NUL
+ * (values have no length limit but the startup packet's or the server's). */
+size_t varcache_query_room(const struct varcache *want);
 /* Append ParameterStatus messages: base with over's values taking precedence. */
 void varcache_write_status(struct pktbuf *pb, const struct varcache *base, const struct varcache *over);
 

@@ -88,8 +88,6 @@ bool varcache_set(struct varcache *vc, const char *name, const char *value)
 	int i = varcache_lookup(name);
 	if (i < 0)
 		return false;
-	if (strlen(value) >= VAR_VALUE_MAX)
-		return false;
 	set_index(vc, i, value);
 	return true;
 }
@@ -230,6 +228,16 @@ bool varcache_diff_query(const struct varcache *want, const struct varcache *hav
 		}
 	}
 	return n > 0;
+}
+
+size_t varcache_query_room(const struct varcache *want)
+{
+	size_t n = 1;
+	for (int i = 0; i < n_names; i++)
+		if (want->val[i])
+			n += sizeof("SELECT pg_catalog.set_config('','',false); ") + literal_len(names[i]) +
+			     literal_len(strpool_str(want->val[i]));
+	return n;
 }
 
 void varcache_write_status(struct pktbuf *pb, const struct varcache *base, const struct varcache *over)

@@ -1052,10 +1052,12 @@ static bool apply_params(struct client *c, const struct startup_msg *m)
 /* application_name_add_host: "<name> - <addr>:<port>", as PgBouncer. */
 static void add_host_to_appname(struct client *c)
 {
-	char buf[VAR_VALUE_MAX];
+	char *buf;
 	const char *cur = varcache_get(&c->vars, varcache_lookup("application_name"));
-	snprintf(buf, sizeof(buf), "%s - %s:%d", cur ? cur : "", c->addr, c->port);
+	if (asprintf(&buf, "%s - %s:%d", cur ? cur : "", c->addr, c->port) < 0)
+		fatal("out of memory");
 	(void)varcache_set(&c->vars, "application_name", buf);
+	free(buf);
 }
 
 /* As PostgreSQL 18: a client asking for a minor version up to ours gets it

@@ -1391,8 +1391,6 @@ void pool_unlink_leaving(struct client *c, struct server *sv)
 /* Link c and sv; true when the client may proceed at once (no SET needed). */
 static bool link_pair(struct client *c, struct server *sv, usec_t now)
 {
-	char sql[VARCACHE_SQL_MAX];
-
 	link_attach(c, sv);
 	sv->used = true;
 	server_set_state(sv, SERVER_ACTIVE);
@@ -1404,7 +1402,9 @@ static bool link_pair(struct client *c, struct server *sv, usec_t now)
 	}
 	c->pool->stats.server_assignment_count++;
 	/* A replication server got the client's parameters at startup. */
-	if (sv->repl == REPL_NONE && varcache_diff_query(&c->vars, &sv->vars, sql, sizeof(sql))) {
+	size_t room = varcache_query_room(&c->vars);
+	char *sql = sv->repl == REPL_NONE ? xmalloc(room) : NULL;
+	if (sql && varcache_diff_query(&c->vars, &sv->vars, sql, room)) {
 		for (int i = 0; i < varcache_count(); i++)
 			if (varcache_get(&c->vars, i))
 				sv->vars_set |= 1u << i;   /* auth_query resets them */
@@ -1412,8 +1412,10 @@ static bool link_pair(struct client *c, struct server *sv, usec_t now)
 		 * with the server if sending fails). */
 		server_debug(sv, "varcache_apply: %s", sql);
 		(void)server_run_internal(sv, SI_SETVARS, sql);
+		free(sql);
 		return false;
 	}
+	free(sql);
 	return true;
 }
 

@@ -174,3 +174,25 @@ def test_equal_spellings_need_no_set(pg15, make_pooler, workers):
     assert asyncio.run(run()) == "UTF8"
     log = p.log_text()       # verbose = 1 logs every internal query
     assert "SET client_encoding" not in log and "SET DateStyle" not in log, log
+
+
+# PgBouncer 1.25.2 takes a 300-byte application_name and then loses it (the
+# server gets none: SHOW application_name is empty); PostgreSQL itself keeps
+# its first 63 bytes, and so does a client through pgcrew.
+@pytest.mark.pgcrew_only
+@pytest.mark.parametrize("workers", [1, 4], ids=["w1", "w4"])
+def test_long_values_as_postgresql_takes_them(pg15, make_pooler, workers):
+    """A startup value of any length is kept and sent to each server the
+    client gets (it was refused as an "unsupported startup parameter" past
+    127 bytes): PostgreSQL then applies its own limit, as without a pooler."""
+    p = make_pooler(pg15, settings={"pool_mode": "transaction", "default_pool_size": 1,
+                                    "workers": workers})
+    with pg15.connect(application_name="d" * 300) as direct:
+        want = direct.execute("SHOW application_name").fetchone()
+    assert len(want[0]) == 63
+    long_name = "d" * 300
+    a = p.connect(application_name=long_name)
+    b = p.connect(application_name="b" * 5000)
+    for _ in range(3):
+        assert a.execute("SHOW application_name").fetchone() == want
+        assert b.execute("SHOW application_name").fetchone() == ("b" * 63,)

@@ -364,7 +364,8 @@ static const struct {
 	{ "pkt_buf", "1MB", "1048576" },
 	{ "pkt_buf", "4096", "4096" },
 	{ "pkt_buf", "512B", "512" },
-	{ "pkt_buf", "100", NULL },                 /* below the minimum */
+	{ "pkt_buf", "75", "75" },                  /* PgBouncer's tests use it */
+	{ "pkt_buf", "0", NULL },                   /* below the minimum */
 	{ "pkt_buf", "4096x", NULL },
 	{ "pkt_buf", "-1", NULL },
 	{ "pkt_buf", "1.5kB", NULL },
