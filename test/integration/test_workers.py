@@ -556,7 +556,9 @@ def test_worker_sched_slice(pg15, make_pooler, workers):
     def slices():
         return {pid: proc_slice(pid) for pid in children(p.pid)}
 
-    assert set(slices().values()) == {300000}, slices()
+    # A worker sets its slice once it runs, a moment after it appears.
+    util.wait_until(lambda: set(slices().values()) == {300000}, 10,
+                    what=f"0.3 ms in every worker: {slices()}")
     assert proc_slice(p.pid) == default
 
     p.settings["worker_sched_slice"] = "2ms"
