@@ -1424,7 +1424,7 @@ void server_release(struct server *sv)
 		server_run_internal(sv, SI_RESET, cfg->server_reset_query);
 		return;
 	}
-	pool_server_ready(sv);
+	pool_server_released(sv);
 }
 
 /* Every cancel for sv has been answered (cancel_set_server_done). */
@@ -1514,5 +1514,5 @@ void server_client_gone(struct server *sv)
 		server_run_internal(sv, SI_RESET, cfg->server_reset_query);
 		return;
 	}
-	pool_server_ready(sv);
+	pool_server_released(sv);
 }
