@@ -16,7 +16,8 @@ struct accepted;
  * than this for one message. */
 #define CLIENT_WHOLE_MAX (16u << 20)
 
-void client_accept(struct world *w, int fd, bool is_unix, const struct accepted *how);
+/* id: the socket's id, taken when it was accepted (0: take one now). */
+void client_accept(struct world *w, int fd, bool is_unix, const struct accepted *how, uint64_t id);
 void client_set_state(struct client *c, enum client_state st);
 const char *client_state_name(enum client_state st);
 /* Attached to its pool: waiting for it or active in it (c->pool is then set

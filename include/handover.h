@@ -27,7 +27,7 @@ struct handover_rec {
 	usec_t connect_time, request_time, last_used;
 	usec_t sent_at;               /* offered: the move's latency at arrival */
 	uint32_t vars_set;            /* tracked parameters a client SET there */
-	uint8_t used;                 /* has served a client (server_check_query) */
+	uint8_t check_due;            /* server_check_query before its next client */
 	/* Online restart, session pooling: the cancel key of the client it
 	 * stays linked to (that client moved just before it); length 0: none. */
 	struct cancelkey owner;

@@ -32,7 +32,7 @@ enum ipc_type {
 	IPC_ADMIN_RUN,         /* sup -> worker: run it here (reqid = fan-out id) */
 	IPC_ADMIN_PART,        /* worker -> sup -> asking worker: result messages */
 	IPC_ADMIN_DONE,        /* worker -> sup -> asking worker: finished (payload: error text) */
-	IPC_CLIENT_FD,         /* worker -> sup -> worker: a fresh client socket (fd), int32 target */
+	IPC_CLIENT_FD,         /* worker -> sup -> worker: a fresh client socket (fd), struct client_fd */
 	IPC_TAKEOVER,          /* new pgcrew -> running one (control socket): pass your sockets */
 	IPC_LISTEN_FD,         /* running -> new: one listening socket (fd) and its slot */
 	IPC_LISTEN_END,        /* running -> new: int32 number of slots; all sent */
@@ -157,6 +157,16 @@ struct cancel_fwd {
 	struct cancel_waiter waiter;
 };
 
+/* IPC_CLIENT_FD payload: a client socket accepted by one worker and handed
+ * to a lighter one. The id was taken at accept, as PgBouncer numbers a
+ * socket when it accepts it: a client accepted later elsewhere, while this
+ * one travels, has a later id. */
+struct client_fd {
+	int32_t target;            /* the worker it goes to */
+	int32_t pad;
+	uint64_t id;               /* its socket id (SHOW CLIENTS id, C-<id>) */
+};
+
 struct ipc_chan;
 typedef void (*ipc_handler_fn)(struct ipc_chan *ch, const struct ipc_hdr *hdr,
 			       const void *payload, int fd, void *arg);
@@ -190,6 +200,8 @@ int ipc_send_slot(struct ipc_chan *ch, enum ipc_type type, uint32_t reqid,
 bool ipc_get_slot(const struct ipc_hdr *hdr, const void *payload, struct slot_req *r) MUSTCHECK;
 int ipc_send_want(struct ipc_chan *ch, const struct pool_want *w) MUSTCHECK;
 bool ipc_get_want(const struct ipc_hdr *hdr, const void *payload, struct pool_want *w) MUSTCHECK;
+int ipc_send_client_fd(struct ipc_chan *ch, const struct client_fd *m, int fd) MUSTCHECK;
+bool ipc_get_client_fd(const struct ipc_hdr *hdr, const void *payload, struct client_fd *m) MUSTCHECK;
 int ipc_send_login_failure(struct ipc_chan *ch, const struct login_failure *f) MUSTCHECK;
 bool ipc_get_login_failure(const struct ipc_hdr *hdr, const void *payload,
 			   struct login_failure *f) MUSTCHECK;

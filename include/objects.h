@@ -276,7 +276,8 @@ struct server {
 	                                     as reported (-1: not reported, PostgreSQL < 14) */
 	bool has_slot;                    /* counted in the supervisor's ledger */
 	struct event *ssl_ev;             /* waiting for the answer to SSLRequest */
-	bool used;                        /* has served a client: server_check_query applies */
+	bool check_due;                   /* released with server_check_delay = 0: checked
+	                                     before its next client (pool_server_stale) */
 	uint32_t vars_set;                /* bit i: a client's value of tracked parameter i was SET here */
 	struct list close_node;           /* worker.closing_servers */
 	const char *close_reason;         /* set with close_node */

@@ -83,8 +83,9 @@ usec_t pool_server_lifetime(const struct pool *p);
  * else the global one: the most specific wins. */
 usec_t pool_query_wait_timeout(const struct pool *p);
 
-/* An idle server of p usable at once, or NULL: outdated ones are closed, one
- * due a server_check_query starts it and comes back via pool_server_ready(). */
+/* An idle server of p usable at once (not stale), or NULL; outdated ones
+ * are closed. A client that gets none waits, and pool_launch_needed()
+ * checks a stale one for it (it comes back via pool_server_ready()). */
 struct server *pool_idle_server(struct pool *p);
 /* A client needs a server: link one now (true), or queue the client. A
  * replication client's own server is launched when the pool, its database
@@ -99,8 +100,11 @@ void pool_server_ready(struct server *sv);
 /* The same for a server moved in from another worker or back unused: its
  * last use stays (the reuse order and the idle timeouts count from it). */
 void pool_server_arrived(struct server *sv);
+/* A client released sv without a reset query: as pool_server_ready(), and
+ * with server_check_delay = 0 it is checked before its next client. */
+void pool_server_released(struct server *sv);
 /* An idle server to be checked with server_check_query before its next
- * client (idle past server_check_delay): PgBouncer's "used". */
+ * client: PgBouncer's "used" (see pool.c for when). */
 bool pool_server_stale(const struct server *sv);
 /* Launch servers if waiting clients or min_pool_size need them. */
 void pool_launch_needed(struct pool *p);

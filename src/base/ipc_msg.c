@@ -68,6 +68,19 @@ bool ipc_get_want(const struct ipc_hdr *hdr, const void *payload, struct pool_wa
 	return true;
 }
 
+int ipc_send_client_fd(struct ipc_chan *ch, const struct client_fd *m, int fd)
+{
+	return ipc_send(ch, IPC_CLIENT_FD, 0, m, sizeof(*m), fd);
+}
+
+bool ipc_get_client_fd(const struct ipc_hdr *hdr, const void *payload, struct client_fd *m)
+{
+	if (!sized(hdr, sizeof(*m)))
+		return false;
+	memcpy(m, payload, sizeof(*m));
+	return true;
+}
+
 int ipc_send_login_failure(struct ipc_chan *ch, const struct login_failure *f)
 {
 	return ipc_send(ch, IPC_LOGIN_FAILED, 0, f, sizeof(*f), -1);

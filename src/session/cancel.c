@@ -311,6 +311,12 @@ bool cancel_send(struct server *sv, const struct cancel_waiter *wt)
 		return false;         /* it never sent a BackendKeyData: nothing to cancel with */
 	if (getpeername(sv->s.fd, (struct sockaddr *)&ss, &len) < 0)
 		return false;
+	/* A client's CancelRequest: PgBouncer opens a server connection for
+	 * it, which takes the next socket id, so this one does too (even if
+	 * the connect fails: PgBouncer's id is taken first). pgcrew's own
+	 * cancels (query_timeout, a client gone mid-query) have no PgBouncer
+	 * counterpart and take none. */
+	uint64_t id = wt ? shm_next_id() : 0;
 	int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return false;
@@ -334,7 +340,7 @@ bool cancel_send(struct server *sv, const struct cancel_waiter *wt)
 	list_append(&live, &r->node);
 	r->ev = event_new(stream_base, fd, EV_WRITE, req_io, r);
 	event_add(r->ev, NULL);
-	server_debug(sv, "forwarding cancel request");
+	server_debug(sv, "forwarding cancel request (connection id %llu)", (unsigned long long)id);
 	return true;
 }
 

@@ -333,12 +333,14 @@ static void format_end(const struct sockaddr *known, int fd, bool peer, char *bu
 	util_format_addr(known, buf, len, port);
 }
 
-/* A client object for a connected socket, in CLIENT_LOGIN, not reading. */
-static struct client *client_new(struct world *w, int fd, bool is_unix, const struct accepted *how)
+/* A client object for a connected socket, in CLIENT_LOGIN, not reading;
+ * id 0: it takes the next one. */
+static struct client *client_new(struct world *w, int fd, bool is_unix, const struct accepted *how,
+				 uint64_t id)
 {
 	struct client *c = xcalloc(1, sizeof(*c));
 
-	c->id = shm_next_id();
+	c->id = id ? id : shm_next_id();
 	c->world = w;
 	c->user_name = c->db_name = "";
 	c->connect_time = c->last_activity = util_monotonic();
@@ -379,9 +381,9 @@ static void start_reading(struct client *c)
 		stream_read_now(&c->s);
 }
 
-void client_accept(struct world *w, int fd, bool is_unix, const struct accepted *how)
+void client_accept(struct world *w, int fd, bool is_unix, const struct accepted *how, uint64_t id)
 {
-	struct client *c = client_new(w, fd, is_unix, how);
+	struct client *c = client_new(w, fd, is_unix, how, id);
 
 	c->s.startup = true;
 	if (!is_unix)
@@ -405,7 +407,7 @@ static bool take_client_slot(int shm_idx, int *local, int limit);
 struct client *client_taken(int fd, const struct handover_client *h, struct pool *p,
 			    struct puser *login_user)
 {
-	struct client *c = client_new(p->db->world, fd, h->is_unix != 0, NULL);
+	struct client *c = client_new(p->db->world, fd, h->is_unix != 0, NULL, 0);
 
 	client_set_names(c, h->user_name, h->db_name);
 	c->connect_time = h->connect_time;

@@ -15,6 +15,7 @@
 #include "proto/build.h"
 #include "server.h"
 #include "server_move.h"
+#include "shm.h"
 #include "stream.h"
 #include "util.h"
 #include "varcache.h"
@@ -297,6 +298,10 @@ void conn_takeover_server(struct world *w, uint32_t reqid, const void *payload, 
 	struct server *sv = server_received(w, payload, len, fd, true, &h);
 	if (!sv)
 		return;
+	/* A new process numbers what it takes over anew, as PgBouncer's does
+	 * (its clients too, client_taken): the old process's ids would
+	 * collide with the new counter's. */
+	sv->id = shm_next_id();
 	struct client *c = (reqid & IPC_TAKEN_PAIRED) && h.owner.len ? cancel_find(&h.owner) : NULL;
 	if (c && !c->link && c->pool == sv->pool && c->state == CLIENT_ACTIVE) {
 		pool_link_taken(c, sv);

@@ -55,7 +55,7 @@ bool handover_encode(struct pktbuf *pb, const struct handover_rec *h, const stru
 	put_u64(pb, (uint64_t)h->last_used);
 	put_u64(pb, (uint64_t)h->sent_at);
 	pktbuf_put_u32(pb, h->vars_set);
-	pktbuf_put_u8(pb, h->used);
+	pktbuf_put_u8(pb, h->check_due);
 	cancelkey_put(pb, &h->owner);
 	put_vars(pb, vars);
 	for (int i = 0; i < n_other; i++) {
@@ -126,7 +126,7 @@ bool handover_decode(const void *payload, size_t len, struct handover_rec *h, st
 	h->last_used = (usec_t)get_u64(&r);
 	h->sent_at = (usec_t)get_u64(&r);
 	h->vars_set = pkt_get_u32(&r);
-	h->used = pkt_get_u8(&r);
+	h->check_due = pkt_get_u8(&r);
 	if (r.failed || !cancelkey_get(&r, &h->owner) || !get_pairs(&r, set_var, vars) ||
 	    !get_pairs(&r, on_other, arg) ||
 	    !ps_server_import(ps, &r))

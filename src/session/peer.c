@@ -8,6 +8,7 @@
 #include "log.h"
 #include "proto/build.h"
 #include "proto/cancelkey.h"
+#include "shm.h"
 #include "stream.h"
 #include "util.h"
 
@@ -140,7 +141,11 @@ bool peer_forward_cancel(struct world *w, const struct peer_def *p, const struct
 	pkt_write_cancel_request(&pb, k);
 	f->len = pb.len;
 	list_append(&forwards, &f->node);
-	log_debug("cancel request passed to peer %d (%s:%d)", p->peer_id, p->host, p->port);
+	/* PgBouncer forwards on a server connection of the peer's pool, which
+	 * takes the next socket id: so does this one. */
+	uint64_t id = shm_next_id();
+	log_debug("cancel request passed to peer %d (%s:%d, connection id %llu)", p->peer_id, p->host, p->port,
+		  (unsigned long long)id);
 	if (p->host[0] == '/') {
 		struct sockaddr_un sa = { .sun_family = AF_UNIX };
 		snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/.s.PGSQL.%d", p->host, p->port);

@@ -483,6 +483,7 @@ static bool reuse_elsewhere(struct pool *p, const struct server *sv, usec_t now)
 static bool wait_for_move(struct client *c, struct server *sv, usec_t now);
 static struct server *give_pick(const struct pool *p, usec_t now, usec_t *left);
 static void server_ready(struct server *sv, bool released);
+static bool check_idle(struct pool *p);
 
 static void fill_req(const struct pool *p, struct slot_req *r)
 {
@@ -581,7 +582,7 @@ static bool slot_still_needed(const struct pool *p, enum slot_why why)
 	if (why == SLOT_FOR_WAITER && (p->db->max_db_connections > 0 || p->user->max_user_connections > 0) &&
 	    pool_total_servers(p) < pool_size_of(p))
 		return true;
-	return pool_waiters(p) > p->n_login;
+	return pool_waiters(p) > p->n_login + p->n_tested;
 }
 
 void pool_slot_taken(struct pool *p, uint32_t why)
@@ -1335,11 +1336,16 @@ void pool_launch_needed(struct pool *p)
 	if (p->reuse_held && p->n_move_wait == 0)
 		serve_held(p);
 	/* Waiters not yet covered by a login (or slot request) in progress,
-	 * or by our idle servers while one of them waits for another
-	 * worker's. */
+	 * a server being tested (a check or reset running: PgBouncer's
+	 * sv_tested, which its waiters wait for), or by our idle servers
+	 * while one of them waits for another worker's. Then, as in
+	 * PgBouncer, a stale idle server is checked before a new one is
+	 * opened. */
 	int held = p->reuse_held ? p->n_idle : 0;
-	while (pool_waiters(p) > p->n_login + p->n_slot_wait + held && (ok = can_launch(p, true)) != LAUNCH_NO) {
-		if (!launch(p, ok, SLOT_FOR_WAITER))
+	while (pool_waiters(p) > p->n_login + p->n_slot_wait + p->n_tested + held) {
+		if (!held && !launch_blocked(p) && check_idle(p))
+			continue;
+		if ((ok = can_launch(p, true)) == LAUNCH_NO || !launch(p, ok, SLOT_FOR_WAITER))
 			break;
 	}
 	if (shared_limits())
@@ -1364,13 +1370,42 @@ void pool_launch_needed(struct pool *p)
 	}
 }
 
+/* PgBouncer's maintenance pass, which marks idle servers "used", runs 3
+ * times a second: with server_check_delay = 0 every idle server it meets
+ * is marked, so one idle this long has surely met a pass. */
+#define CHECK_PASS_USEC (USEC_PER_SEC / 3)
+
+/* PgBouncer's "used": with server_check_delay > 0, a server (fresh from
+ * login too) idle for that long, counted from its last answer as
+ * PgBouncer's request_time; with 0, one a client released without a reset
+ * query (check_due: PgBouncer puts it in "used" at release), or idle for
+ * a whole maintenance period. Where PgBouncer's pass makes its checks
+ * happen at random (a server idle less than a pass), pgcrew checks at
+ * the end of the period, so the check is never left to chance. */
 bool pool_server_stale(const struct server *sv)
 {
 	const struct config *cfg = server_world(sv)->cfg;
-	/* A server fresh from login is known good; only used ones go stale. */
-	if (!sv->used || !cfg->server_check_query[0] || cfg->server_check_delay < 0)
+	if (!cfg->server_check_query[0] || cfg->server_check_delay < 0)
 		return false;
-	return util_monotonic() - sv->last_used >= cfg->server_check_delay;
+	if (sv->check_due)
+		return true;
+	usec_t after = cfg->server_check_delay > 0 ? cfg->server_check_delay : CHECK_PASS_USEC;
+	return util_monotonic() - sv->last_used >= after;
+}
+
+/* Send server_check_query on a stale server; false if that closed it. */
+static bool run_check(struct server *sv)
+{
+	sv->check_due = false;
+	return server_run_internal(sv, SI_CHECK, server_world(sv)->cfg->server_check_query);
+}
+
+void pool_server_released(struct server *sv)
+{
+	const struct config *cfg = server_world(sv)->cfg;
+	if (cfg->server_check_delay == 0 && cfg->server_check_query[0])
+		sv->check_due = true;
+	server_ready(sv, true);
 }
 
 /* A client and its server that arrived together (online restart, session
@@ -1392,7 +1427,7 @@ void pool_unlink_leaving(struct client *c, struct server *sv)
 static bool link_pair(struct client *c, struct server *sv, usec_t now)
 {
 	link_attach(c, sv);
-	sv->used = true;
+	sv->check_due = false;
 	server_set_state(sv, SERVER_ACTIVE);
 	/* Every assignment is a wait sample, 0 when a server was ready. */
 	hist_pool_observe(c->pool->hist, HIST_WAIT, c->request_time ? (uint64_t)(now - c->request_time) : 0);
@@ -1430,29 +1465,45 @@ static bool host_still_serves(const struct server *sv)
 	return r == ROLE_UNKNOWN || hostrole_serves(db, sv->host_idx, r);
 }
 
+/* An idle server that may serve a client, with or without a check first;
+ * an outdated one is closed. */
+static bool idle_usable(struct server *sv)
+{
+	if (sv->give_away)
+		return false;         /* promised to another worker (the reaper sends it) */
+	if (sv->close_needed) {
+		server_close(sv, sv->close_reason ? sv->close_reason : "server lifetime over");
+		return false;
+	}
+	if (!host_still_serves(sv)) {
+		server_close(sv, "server role changed");
+		return false;
+	}
+	return true;
+}
+
 struct server *pool_idle_server(struct pool *p)
 {
 	struct list *it, *tmp;
 	list_for_each_safe(it, tmp, &p->idle_servers) {
 		struct server *sv = container_of(it, struct server, node);
-		if (sv->give_away)
-			continue;         /* promised to another worker (the reaper sends it) */
-		if (sv->close_needed) {
-			server_close(sv, sv->close_reason ? sv->close_reason : "server lifetime over");
-			continue;
-		}
-		if (!host_still_serves(sv)) {
-			server_close(sv, "server role changed");
-			continue;
-		}
-		if (pool_server_stale(sv)) {
-			if (!server_run_internal(sv, SI_CHECK, p->db->world->cfg->server_check_query))
-				continue;
-			return NULL;
-		}
-		return sv;
+		if (idle_usable(sv) && !pool_server_stale(sv))
+			return sv;
 	}
 	return NULL;
+}
+
+/* Start server_check_query on the first stale idle server, for a waiter
+ * (PgBouncer's launch_recheck); false: none to check. */
+static bool check_idle(struct pool *p)
+{
+	struct list *it, *tmp;
+	list_for_each_safe(it, tmp, &p->idle_servers) {
+		struct server *sv = container_of(it, struct server, node);
+		if (idle_usable(sv) && pool_server_stale(sv) && run_check(sv))
+			return true;
+	}
+	return false;
 }
 
 /* ---- the reuse order over the instance ----
@@ -1696,9 +1747,17 @@ static void server_ready(struct server *sv, bool released)
 	if (!pool_paused(p)) {
 		if (p->n_repl_waiting > 0 && repl_takes(p, sv))
 			return;
+		struct client *c = first_waiter(p);
+		/* Due for server_check_query (server_check_delay = 0 and
+		 * released by a client): checked before it serves a waiter, as
+		 * PgBouncer's release puts it in "used" and its waiters have it
+		 * checked; it comes back here when the check has answered. */
+		if ((c || p->n_auth_waiting > 0) && pool_server_stale(sv)) {
+			(void)run_check(sv);
+			return;
+		}
 		if (p->n_auth_waiting > 0 && authquery_server_ready(sv))
 			return;
-		struct client *c = first_waiter(p);
 		if (c) {
 			client_set_state(c, CLIENT_ACTIVE);
 			if (link_pair(c, sv, now))

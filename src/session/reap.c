@@ -22,6 +22,15 @@ void session_reap(struct world *w)
 	}
 	while ((it = list_first(&w->justfree_clients)) != NULL)
 		client_free(container_of(it, struct client, node));
-	while ((it = list_first(&w->justfree_servers)) != NULL)
-		server_free(container_of(it, struct server, node));
+	while ((it = list_first(&w->justfree_servers)) != NULL) {
+		struct server *sv = container_of(it, struct server, node);
+		struct pool *p = sv->pool;
+		bool counted_on = sv->internal == SI_CHECK || sv->internal == SI_RESET;
+		server_free(sv);
+		/* Closed during its check or reset, which waiters wait for
+		 * (pool_launch_needed): they need another now, not at the
+		 * janitor's next pass. */
+		if (counted_on && (p->n_waiting_clients > 0 || p->n_auth_waiting > 0))
+			pool_launch_needed(p);
+	}
 }

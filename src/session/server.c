@@ -446,8 +446,9 @@ struct server *server_new(struct pool *p, bool with_slot, int fd)
 	sv->has_slot = with_slot;
 	list_init(&sv->close_node);
 	/* One counter for every socket, as PgBouncer's; a server that arrives
-	 * connected (from another worker or process) brings its id
-	 * (server_move.c), so it takes none and the numbering has no gaps. */
+	 * connected is numbered by its record: from another worker it keeps
+	 * its id (server_move.c), so the numbering has no gaps; from the old
+	 * process at an online restart it takes a new one (conn_takeover.c). */
 	sv->id = fd < 0 ? shm_next_id() : 0;
 	sv->pool = p;
 	sv->connect_time = sv->last_used = util_monotonic();
@@ -1424,7 +1425,7 @@ void server_release(struct server *sv)
 		server_run_internal(sv, SI_RESET, cfg->server_reset_query);
 		return;
 	}
-	pool_server_ready(sv);
+	pool_server_released(sv);
 }
 
 /* Every cancel for sv has been answered (cancel_set_server_done). */
@@ -1514,5 +1515,5 @@ void server_client_gone(struct server *sv)
 		server_run_internal(sv, SI_RESET, cfg->server_reset_query);
 		return;
 	}
-	pool_server_ready(sv);
+	pool_server_released(sv);
 }

@@ -51,7 +51,7 @@ static void fill_rec(const struct server *sv, struct handover_rec *h)
 	h->request_time = sv->request_time;
 	h->last_used = sv->last_used;
 	h->vars_set = sv->vars_set;
-	h->used = sv->used;
+	h->check_due = sv->check_due;
 	h->sent_at = util_monotonic();
 }
 
@@ -120,7 +120,7 @@ static void apply_rec(struct server *sv, const struct handover_rec *h)
 	sv->request_time = h->request_time;
 	sv->last_used = h->last_used;
 	sv->vars_set = h->vars_set;
-	sv->used = h->used != 0;
+	sv->check_due = h->check_due != 0;
 	sv->ready_status = 'I';
 	sv->welcome_src = false;
 }

@@ -11,13 +11,21 @@
 
 #include <unistd.h>
 
+/* A handed client's id, taken by the worker that accepted it; 0 (take one
+ * now) if the message does not read. */
+static uint64_t client_fd_id(const struct ipc_hdr *hdr, const void *payload)
+{
+	struct client_fd m;
+	return ipc_get_client_fd(hdr, payload, &m) ? m.id : 0;
+}
+
 /* The messages that carry a socket. */
 static bool with_socket(struct world *w, const struct ipc_hdr *hdr, const void *payload, int fd)
 {
 	switch (hdr->type) {
 	case IPC_CLIENT_FD:
 		if (fd >= 0)
-			client_accept(w, fd, false, NULL);
+			client_accept(w, fd, false, NULL, client_fd_id(hdr, payload));
 		return true;
 	case IPC_SERVER_FD:
 		server_arrived(w, hdr->reqid, payload, hdr->len, fd);

@@ -26,6 +26,7 @@
 #include <event2/event.h>
 #include <signal.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -94,11 +95,12 @@ static void send_to(int slot, enum ipc_type type, uint32_t reqid, const void *pa
 		log_warning("could not send %s to worker %d", ipc_type_name(type), slot);
 }
 
-static void send_fd(int slot, int fd)
+static void send_fd(int slot, const struct client_fd *m, int fd)
 {
-	int32_t target = slot;
+	struct client_fd out = *m;
 	struct ipc_chan *ch = sup.slots[slot].ch;
-	if (!ch || ipc_send(ch, IPC_CLIENT_FD, 0, &target, sizeof(target), fd) < 0)
+	out.target = slot;
+	if (!ch || ipc_send_client_fd(ch, &out, fd) < 0)
 		log_warning("could not pass a client connection to worker %d: closing it", slot);
 	close(fd);
 }
@@ -545,17 +547,19 @@ static void fans_worker_gone(int slot)
 
 static void pass_client(int from, const struct ipc_hdr *hdr, const void *payload, int fd)
 {
-	int32_t target;
+	struct client_fd m;
 	if (fd < 0)
 		return;
-	if (ipc_get_i32(hdr, payload, &target)) {
-		if (target >= 0 && target < sup.n_slots && target != from && sup.slots[target].ch) {
-			send_fd(target, fd);
-			return;
-		}
+	bool ok = ipc_get_client_fd(hdr, payload, &m);
+	if (!ok)
+		memset(&m, 0, sizeof(m));    /* id 0: the worker keeping it numbers it */
+	int target = m.target;
+	if (ok && target >= 0 && target < sup.n_slots && target != from && sup.slots[target].ch) {
+		send_fd(target, &m, fd);
+		return;
 	}
 	/* The target is gone: the sender keeps the client after all. */
-	send_fd(from, fd);
+	send_fd(from, &m, fd);
 }
 
 /* ---- reload ---- */

@@ -532,15 +532,18 @@ static int pick_lighter_worker(void)
 
 static void on_accept(int fd, bool is_unix, const struct accepted *how, void *arg)
 {
-	int32_t target = is_unix ? -1 : pick_lighter_worker();
-	if (target >= 0) {
-		if (ipc_send_i32(W->sup, IPC_CLIENT_FD, 0, target, fd) == 0) {
-			log_noise("client socket handed to worker %d", (int)target);
+	/* Numbered here, at accept, as PgBouncer numbers its sockets, even
+	 * when another worker is to serve it. */
+	struct client_fd m = { .target = is_unix ? -1 : pick_lighter_worker(), .id = shm_next_id() };
+	if (m.target >= 0) {
+		if (ipc_send_client_fd(W->sup, &m, fd) == 0) {
+			log_noise("C-%llu: client socket handed to worker %d", (unsigned long long)m.id,
+				  (int)m.target);
 			close(fd);
 			return;
 		}
 	}
-	client_accept(W, fd, is_unix, how);
+	client_accept(W, fd, is_unix, how, m.id);
 }
 
 static void reset_signals(void)

@@ -14,6 +14,7 @@ import pytest
 
 import util
 from bench import pgbench_command, pgbench_env, parse_summary
+from pooler import show_rows
 
 pytestmark = pytest.mark.pgcrew_only
 
@@ -156,6 +157,11 @@ def test_online_restart_takes_over_idle_connections(pg15, make_pooler, old_worke
             # The console session moved too, and sees the new process.
             rows = console.execute("SHOW CLIENTS").fetchall()
             assert sum(1 for r in rows if r[2] in ("testdb", "otherdb")) == len(sess) + len(tx) + 1
+            # The new process numbers what it took over anew, as a new
+            # PgBouncer: no id twice (taken servers kept the old ones,
+            # which the new counter gave its clients again).
+            ids = [r["id"] for view in ("CLIENTS", "SERVERS") for r in show_rows(console, view)]
+            assert len(ids) == len(set(ids)), sorted(ids)
             # The keys the clients were given by the old process still
             # cancel, whichever new worker the kernel picks for the request.
             for c in (tx[-1], sess[-1]):

@@ -792,7 +792,7 @@ void rig_client_raw(struct peer *p)
 	memset(p, 0, sizeof(*p));
 	REQUIRE_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
 	REQUIRE_EQ(fcntl(sv[0], F_SETFL, O_NONBLOCK), 0);
-	client_accept(rig_w, sv[0], true, NULL);
+	client_accept(rig_w, sv[0], true, NULL, 0);
 	p->fd = sv[1];
 	p->pooler_fd = sv[0];
 }
@@ -842,7 +842,7 @@ void rig_client_tcp(struct peer *p)
 		p->pooler_fd = accept4(tcp_listen, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 	while (p->pooler_fd < 0 && errno == EINTR);
 	REQUIRE(p->pooler_fd >= 0);
-	client_accept(rig_w, p->pooler_fd, false, NULL);
+	client_accept(rig_w, p->pooler_fd, false, NULL, 0);
 }
 
 void rig_send_startup(struct peer *p, const char *user, const char *db)

@@ -6,7 +6,8 @@
  * for a cancel in flight; an unsynced batch is canceled; a server
  * released with a cancel in flight waits for it (being_canceled); a
  * client gone mid-query cancels the query; a key of another worker goes
- * to the supervisor. */
+ * to the supervisor; a forwarded cancel takes a socket id for its
+ * connection, as PgBouncer's does. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -23,6 +24,7 @@
 #include "proto/cancelkey.h"
 #include "proto/packet.h"
 #include "rig.h"
+#include "shm.h"
 #include "world.h"
 
 static const char *const DBS = "db = @PG@ dbname=db\n";
@@ -477,6 +479,37 @@ static void test_client_gone_busy(void **state)
 	rig_close(&pg);
 }
 
+/* Socket ids (issue 43 item 3): PgBouncer forwards a cancel on a server
+ * connection of its own, which takes the next id; pgcrew's connection to
+ * PostgreSQL takes one too. A cancel for a client with nothing on a
+ * server takes only its own, and pgcrew's own cancel of a query whose
+ * client went (PgBouncer sends none) takes none. */
+static void test_cancel_ids(void **state)
+{
+	struct peer c, pg, x;
+	uint32_t pid, key;
+	(void)state;
+	rig_start("pool_mode = transaction", DBS);
+	login(&c, &pg, &pid, &key);
+	uint64_t n = shm_next_id();
+	send_cancel(pid, key);                  /* n + 1 */
+	assert_int_equal(shm_next_id(), n + 2);
+	rig_send_query(&c, "SELECT pg_sleep(100)");
+	rig_expect(&pg, 'Q', NULL);
+	cancel_open(&x, pid, key);              /* n + 3, forwarded on n + 4 */
+	expect_pg_cancel(700, 701);
+	expect_closed(&x);
+	assert_int_equal(shm_next_id(), n + 5);
+	canceled_reply(&c, &pg);
+	rig_send_query(&c, "SELECT pg_sleep(100)");
+	rig_expect(&pg, 'Q', NULL);
+	rig_close(&c);
+	expect_pg_cancel(700, 701);
+	assert_int_equal(shm_next_id(), n + 6);
+	rig_expect_eof(&pg, NULL, 0);
+	rig_close(&pg);
+}
+
 /* Worker 0 of 2 gets a cancel whose key names worker 1: it goes to the
  * supervisor, which routes it there; nothing is sent to PostgreSQL here. */
 static void test_other_worker(void **state)
@@ -548,6 +581,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_next_request_waits_for_cancel, rig_teardown),
 		cmocka_unit_test_teardown(test_unsynced_batch, rig_teardown),
 		cmocka_unit_test_teardown(test_client_gone_busy, rig_teardown),
+		cmocka_unit_test_teardown(test_cancel_ids, rig_teardown),
 		cmocka_unit_test_teardown(test_other_worker, rig_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

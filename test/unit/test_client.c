@@ -1,17 +1,22 @@
 /* pgcrew — unit tests for the client state machine (client.c) on the
  * session rig: login -> waiting for the pool's welcome -> active -> waiting
  * for a server -> active -> gone, and the ways out of each state: unknown
- * database, wrong password, malformed packets, limits, EOF while queued. */
+ * database, wrong password, malformed packets, limits, EOF while queued;
+ * a client socket handed from another worker keeps its id. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <cmocka.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "auth/md5.h"
+#include "ipc.h"
 #include "pool.h"
 #include "rig.h"
+#include "shm.h"
 #include "world.h"
 
 static const char *const DBS = "db = @PG@ dbname=db\n";
@@ -243,6 +248,31 @@ static void test_eof_while_waiting(void **state)
 	rig_close(&pg);
 }
 
+/* A client socket another worker accepted and handed here (the balance,
+ * IPC_CLIENT_FD) keeps the id taken at its accept, so ids follow the
+ * order of accepts, as PgBouncer's; one whose message does not read takes
+ * the next id here. */
+static void test_handed_client_id(void **state)
+{
+	int sv[2];
+	(void)state;
+	rig_start_workers(2, "", DBS);
+	for (int bad = 0; bad < 2; bad++) {
+		struct client_fd m = { .target = 0, .id = 1000 };
+		assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
+		assert_true(rig_sup_post(IPC_CLIENT_FD, 0, &m, bad ? sizeof(m) - 1 : sizeof(m), sv[0]));
+		close(sv[0]);
+		uint64_t next = shm_next_id();
+		rig_pump();
+		struct list *last = rig_w->all_clients.prev;
+		assert_true(last != &rig_w->all_clients);
+		struct client *c = container_of(last, struct client, all_node);
+		assert_int_equal(c->id, bad ? next + 1 : 1000);
+		close(sv[1]);
+		rig_pump();
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -252,6 +282,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_md5, rig_teardown),
 		cmocka_unit_test_teardown(test_bad_packets, rig_teardown),
 		cmocka_unit_test_teardown(test_max_client_conn, rig_teardown),
+		cmocka_unit_test_teardown(test_handed_client_id, rig_teardown),
 		cmocka_unit_test_teardown(test_eof_while_waiting, rig_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -47,7 +47,7 @@ static struct handover_rec sample(void)
 	h.last_used = (usec_t)1 << 40;
 	h.sent_at = 3000003;
 	h.vars_set = 0x11;
-	h.used = 1;
+	h.check_due = 1;
 	h.owner.pid = 0x03000001;
 	h.owner.len = CANCELKEY_LONG;
 	memset(h.owner.secret, 0xf0, CANCELKEY_LONG);

@@ -4,7 +4,8 @@
  * (and the cached error for the next client; none for a login a RELOAD
  * outdated), a crash mid-query, data
  * from an idle server, a broken ReadyForQuery, an internal query that
- * leaves a transaction open. */
+ * leaves a transaction open; when server_check_query runs (PgBouncer's
+ * rules, server_check_delay 0 and above) and what waits for it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -519,6 +520,129 @@ static void test_check_query(void **state)
 	rig_close(&pg);
 }
 
+/* The check server_check_query's default (<empty>) sends: an empty Query,
+ * answered with EmptyQueryResponse and ReadyForQuery. */
+static void expect_empty_check(struct peer *pg)
+{
+	struct msg m;
+	rig_expect(pg, 'Q', &m);
+	assert_int_equal(m.len, 1);
+	assert_string_equal((const char *)m.body, "");
+	rig_send(pg, 'I', NULL, 0);
+	rig_send(pg, 'Z', "I", 1);
+}
+
+static void expect_query(struct peer *pg, const char *sql)
+{
+	struct msg m;
+	rig_expect(pg, 'Q', &m);
+	assert_string_equal((const char *)m.body, sql);
+}
+
+/* c's query sql reaches pg next, is answered, and c has the answer. */
+static void expect_served(struct peer *pg, struct peer *c, const char *sql)
+{
+	expect_query(pg, sql);
+	rig_send_done(pg, "SELECT 1", 'I');
+	rig_expect(c, 'C', NULL);
+}
+
+/* server_check_delay = 0, server_check_query at its default (issue 43
+ * item 2): the client waits for the check of the server it used, not for
+ * a second server (PgBouncer's waiters wait for a server being tested),
+ * and a server a transaction releases to a waiting client is checked
+ * first (PgBouncer's release puts it in "used"). */
+static void test_check_before_reuse(void **state)
+{
+	struct peer a, b, pg;
+	(void)state;
+	rig_start("pool_mode = transaction\nserver_check_delay = 0\ndefault_pool_size = 1", DBS);
+	rig_login_first(&a, &pg, 9);
+	struct pool *p = rig_pool("db", "alice");
+	rig_round_trip(&a, &pg, "SELECT 1", 'I');     /* fresh from login: no check */
+	rig_send_query(&a, "BEGIN");
+	assert_int_equal(p->n_tested, 1);
+	assert_int_equal(p->n_login + p->n_slot_wait, 0);
+	assert_false(rig_pg_pending());
+	expect_empty_check(&pg);
+	expect_query(&pg, "BEGIN");
+	rig_send_done(&pg, "BEGIN", 'T');
+	rig_expect(&a, 'C', NULL);
+	rig_expect(&a, 'Z', NULL);
+	rig_login(&b);
+	rig_send_query(&b, "SELECT 'b'");
+	rig_pump();
+	assert_int_equal(rig_client_of(&b)->state, CLIENT_WAITING);
+	rig_round_trip(&a, &pg, "COMMIT", 'I');
+	expect_empty_check(&pg);
+	expect_served(&pg, &b, "SELECT 'b'");
+	rig_close(&a);
+	rig_close(&b);
+	rig_close(&pg);
+}
+
+/* Session pooling with server_check_delay = 0: a released server gets
+ * server_reset_query, not a check, and a client that comes meanwhile
+ * waits for it rather than open another; the server is checked only once
+ * it has been idle for a maintenance period of PgBouncer's (a third of a
+ * second, when PgBouncer's pass has surely marked it "used"). */
+static void test_check_session_idle(void **state)
+{
+	struct peer a, b, c, pg;
+	struct msg m;
+	(void)state;
+	rig_start("pool_mode = session\nserver_check_delay = 0", DBS);
+	rig_login_first(&a, &pg, 9);
+	struct pool *p = rig_pool("db", "alice");
+	rig_round_trip(&a, &pg, "SELECT 1", 'I');
+	rig_close(&a);
+	rig_expect(&pg, 'Q', &m);
+	assert_string_equal((const char *)m.body, "DISCARD ALL");
+	rig_login(&b);
+	rig_send_query(&b, "SELECT 'b'");
+	rig_pump();
+	assert_int_equal(p->n_login + p->n_slot_wait, 0);   /* waits for the reset */
+	assert_false(rig_pg_pending());
+	rig_send_done(&pg, "DISCARD ALL", 'I');
+	expect_served(&pg, &b, "SELECT 'b'");
+	rig_close(&b);
+	rig_expect(&pg, 'Q', NULL);
+	rig_send_done(&pg, "DISCARD ALL", 'I');
+	rig_pump();
+	struct server *sv = container_of(p->idle_servers.next, struct server, node);
+	fakeclock_advance(USEC_PER_SEC / 3 - 1);
+	assert_false(pool_server_stale(sv));
+	fakeclock_advance(1);
+	assert_true(pool_server_stale(sv));
+	rig_login(&c);
+	rig_send_query(&c, "SELECT 'c'");
+	expect_empty_check(&pg);
+	expect_served(&pg, &c, "SELECT 'c'");
+	rig_close(&c);
+	rig_close(&pg);
+}
+
+/* server_check_delay > 0: a server idle that long is checked, one fresh
+ * from login too (PgBouncer's pass marks any idle server "used"). */
+static void test_check_fresh_server(void **state)
+{
+	struct peer a, pg;
+	(void)state;
+	rig_start("pool_mode = transaction\nserver_check_delay = 1", DBS);
+	rig_login_first(&a, &pg, 9);
+	struct pool *p = rig_pool("db", "alice");
+	struct server *sv = container_of(p->idle_servers.next, struct server, node);
+	fakeclock_advance(USEC_PER_SEC - 1);
+	assert_false(pool_server_stale(sv));
+	fakeclock_advance(1);
+	assert_true(pool_server_stale(sv));
+	rig_send_query(&a, "SELECT 1");
+	expect_empty_check(&pg);
+	expect_served(&pg, &a, "SELECT 1");
+	rig_close(&a);
+	rig_close(&pg);
+}
+
 /* A client whose TimeZone differs from the server's gets a SET on the
  * server first (SI_SETVARS); the server stays active for it meanwhile. */
 static void test_setvars(void **state)
@@ -678,6 +802,9 @@ int main(void)
 		cmocka_unit_test_teardown(test_bad_ready_for_query, rig_teardown),
 		cmocka_unit_test_teardown(test_reset_left_open, rig_teardown),
 		cmocka_unit_test_teardown(test_check_query, rig_teardown),
+		cmocka_unit_test_teardown(test_check_before_reuse, rig_teardown),
+		cmocka_unit_test_teardown(test_check_session_idle, rig_teardown),
+		cmocka_unit_test_teardown(test_check_fresh_server, rig_teardown),
 		cmocka_unit_test_teardown(test_setvars, rig_teardown),
 		cmocka_unit_test_teardown(test_client_gone_during_setvars, rig_teardown),
 		cmocka_unit_test_teardown(test_client_gone_during_setvars_not_idle, rig_teardown),
