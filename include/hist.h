@@ -38,10 +38,11 @@ struct hist_pool_cell {             /* one pool, one worker */
 	_Alignas(64) _Atomic int64_t wait_since;
 	/* Idle servers of the pool in this worker that could move to another. */
 	_Atomic int32_t idle;
-	/* pool_idle_timeout: this worker's clients of the pool, and when one
-	 * last came or the last one went (CLOCK_MONOTONIC), so that a pool is
-	 * unused only when no worker has had a client of it for the time. */
+	/* pool_idle_timeout: this worker's clients and server connections of
+	 * the pool, and when one last came or went (CLOCK_MONOTONIC), so that
+	 * a pool is unused only when no worker has had either for the time. */
 	_Atomic int32_t clients;
+	_Atomic int32_t servers;
 	_Atomic int64_t last_used;
 	/* The reuse order: when the idle server that could move and that this
 	 * worker would hand out next (the head of its idle list: the most
@@ -73,8 +74,10 @@ void hist_attach_worker(int w);
  * long or there is no shared memory. */
 struct hist_pool_cell *hist_pool_hold(const char *db, const char *user);
 /* Let go of ours (the pool goes, or has nothing in this worker): what
- * other workers read of it says nothing is here from now on. */
-void hist_pool_release(struct hist_pool_cell *cell);
+ * other workers read of it says nothing is here from now on. True when no
+ * worker holds the slot any more (ours was the last hold, or there was no
+ * cell): pool_idle_timeout logs a pool's going once for the instance. */
+bool hist_pool_release(struct hist_pool_cell *cell);
 /* Slots held now, the capacity, and the highest slot ever used + 1. */
 uint32_t hist_pools_used(void);
 uint32_t hist_pools_capacity(void);
@@ -131,11 +134,11 @@ void hist_worker_gone(int w);
 /* Idle servers that could move (set ours; whether another worker than
  * `except` has any, by name). */
 void hist_pool_set_idle(struct hist_pool_cell *cell, int n);
-/* pool_idle_timeout: publish ours; whether another worker has a client of
- * the pool now, and if not when the last one of another worker went (0:
- * none ever had one) in *last_used. A dead worker's clients are cleared
- * with its wait lines (hist_worker_gone). */
-void hist_pool_set_use(struct hist_pool_cell *cell, int clients, usec_t last_used);
+/* pool_idle_timeout: publish ours; whether another worker has a client or
+ * a server connection of the pool now, and if not when the last one of
+ * another worker came or went (0: none ever had one) in *last_used. A dead
+ * worker's are cleared with its wait lines (hist_worker_gone). */
+void hist_pool_set_use(struct hist_pool_cell *cell, int clients, int servers, usec_t last_used);
 bool hist_pool_used_elsewhere(const struct hist_pool_cell *cell, usec_t *last_used);
 /* Clients of the pool in every worker, ours included (-1: no shared cell). */
 int hist_pool_clients_all(const struct hist_pool_cell *cell);

@@ -95,8 +95,6 @@ struct database {
 	int n_clients;                    /* this worker's, for max_db_client_connections */
 	int shm_idx;                      /* instance-wide client count (shm.h), -1 = none */
 	usec_t last_used;                 /* autodb_idle_timeout */
-	bool forced_pool_dropped;         /* its forced user's pool went for pool_idle_timeout:
-	                                     not opened again for min_pool_size until a client comes */
 };
 
 struct puser {                            /* a user known to this worker */
@@ -157,12 +155,10 @@ struct pool {
 	bool paused;
 	/* pool_idle_timeout (pool_idle.c): clients pointing at the pool, in
 	 * any state until freed (a client logging in has c->pool before it is
-	 * on a list of the pool); when one last came or the last one went;
-	 * and "being dropped": its servers close, none opens, and it is freed
-	 * once nothing points at it. A client coming clears it. */
+	 * on a list of the pool); when a client or a server connection last
+	 * came or went. */
 	int n_clients;
 	usec_t last_used;
-	bool dropping;
 	/* several workers: slots asked of the supervisor's ledger */
 	int n_slot_wait;                  /* requests not answered yet */
 	int n_repl_slot_wait;             /* the same for replication clients' servers */

@@ -34,18 +34,22 @@ void pool_user_set_secret(struct puser *u, const char *secret);
 void pool_user_clear(struct puser *u);
 struct pool *pool_get(struct database *db, struct puser *user);
 /* A client points at p from now on / no more (freed): pool_idle_timeout
- * counts from the last one's going. A client coming stops a drop. */
+ * counts from the last client's or server connection's going. */
 void pool_client_in(struct pool *p);
 void pool_client_out(struct pool *p);
+/* A server connection of p was made or has closed (server.c). */
+void pool_servers_changed(struct pool *p);
 /* Free p, which nothing points at any more (pool_idle.c makes sure): its
- * counts go to shared memory first and its shared cells are left clear. */
-void pool_destroy(struct pool *p);
+ * counts go to shared memory first and its shared cells are left clear.
+ * True when no worker holds p's shared cell any more (pool_cell_release). */
+bool pool_destroy(struct pool *p);
 /* p's shared cell (hist.h), held while p has anything in this worker: true
  * when it is held (or p needs none: the console's, or no shared memory);
  * false when max_pools pools are held already. Released by pool_idle.c
  * when p has had nothing for a while, and when p goes. */
 bool pool_cell_ready(struct pool *p);
-void pool_cell_release(struct pool *p);
+/* True when no worker holds the cell any more (or p had none). */
+bool pool_cell_release(struct pool *p);
 /* The database's and user's shared names held (taken again if a full
  * table refused them before); false when the name table is full. */
 bool pool_names_ready(struct database *db, struct puser *u);

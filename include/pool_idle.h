@@ -1,6 +1,7 @@
-/* pgcrew — pool_idle_timeout: pools that no client has used for that long
- * are dropped, their servers closed whatever min_pool_size says, and
- * freed (PgBouncer's development branch, cleanup_inactive_pools). */
+/* pgcrew — pool_idle_timeout: pools that have had no client and no server
+ * connection for that long are freed (PgBouncer's development branch,
+ * "cleaning up idle pool"), and pools with nothing in this worker give
+ * their shared cell back. */
 #ifndef PGCREW_POOL_IDLE_H
 #define PGCREW_POOL_IDLE_H
 
@@ -8,8 +9,7 @@
 
 struct world;
 
-/* Janitor, every pass: start dropping the pools unused for
- * pool_idle_timeout, and free those whose servers have gone. */
-void pool_idle_drop(struct world *w, usec_t now);
+/* Janitor, every pass: free the pools unused for pool_idle_timeout. */
+void pool_idle_clean_up(struct world *w, usec_t now);
 
 #endif

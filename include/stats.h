@@ -9,6 +9,10 @@ struct pool;
 struct pool_stats;
 struct world;
 
+/* The counters' places in the arrays of SHM_STATS (stats_to_array). */
+enum stats_col { ST_XACT, ST_QUERY, ST_IN, ST_OUT, ST_XACT_TIME, ST_QUERY_TIME, ST_WAIT_TIME, ST_ASSIGN,
+		 ST_ERRORS, ST_CLIENT_PARSE, ST_SERVER_PARSE, ST_BIND, ST_CLIENT_LOGIN };
+
 void stats_start(struct world *w);
 void stats_stop(struct world *w);
 /* Pools' new counts into shared memory (the janitor, SHOW STATS). */

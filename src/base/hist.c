@@ -135,16 +135,18 @@ struct hist_pool_cell *hist_pool_hold(const char *db, const char *user)
 	return i < 0 ? NULL : &pool_cells(self)[i];
 }
 
-void hist_pool_release(struct hist_pool_cell *cell)
+bool hist_pool_release(struct hist_pool_cell *cell)
 {
 	if (!cell || !head || self < 0)
-		return;
-	/* What others read of ours says "nothing here" from now on. */
+		return true;
+	/* What others read of ours says "nothing here" from now on; the time
+	 * stays, so that theirs still count from the latest use anywhere. */
 	hist_pool_set_wait(cell, 0);
 	hist_pool_set_idle(cell, 0);
 	hist_pool_set_next(cell, 0);
 	atomic_store_explicit(&cell->clients, 0, memory_order_relaxed);
-	(void)shtab_release(tab(), self, (int)(cell - pool_cells(self)));
+	atomic_store_explicit(&cell->servers, 0, memory_order_relaxed);
+	return shtab_release(tab(), self, (int)(cell - pool_cells(self)));
 }
 
 bool hist_pool_held(const char *db, const char *user)
@@ -235,6 +237,7 @@ void hist_worker_gone(int w)
 		atomic_store_explicit(&c->wait_since, 0, memory_order_relaxed);
 		atomic_store_explicit(&c->idle, 0, memory_order_relaxed);
 		atomic_store_explicit(&c->clients, 0, memory_order_relaxed);
+		atomic_store_explicit(&c->servers, 0, memory_order_relaxed);
 		atomic_store_explicit(&c->idle_next, 0, memory_order_relaxed);
 	}
 	(void)shtab_worker_gone(tab(), w);
@@ -255,19 +258,23 @@ bool hist_pool_idle_elsewhere(const char *db, const char *user, int except)
 	return false;
 }
 
-void hist_pool_set_use(struct hist_pool_cell *cell, int clients, usec_t last_used)
+void hist_pool_set_use(struct hist_pool_cell *cell, int clients, int servers, usec_t last_used)
 {
 	if (!cell)
 		return;
 	atomic_store_explicit(&cell->clients, clients, memory_order_relaxed);
+	atomic_store_explicit(&cell->servers, servers, memory_order_relaxed);
 	atomic_store_explicit(&cell->last_used, last_used, memory_order_relaxed);
 }
 
-/* The other workers' clients of a pool (-1: no cell) and, in *last_used
- * when asked, the latest time one of them had a client come or go. */
-static int others_use(const struct hist_pool_cell *cell, usec_t *last_used)
+/* The other workers' clients of a pool (-1: no cell), in *servers (when
+ * asked) their server connections of it, and in *last_used (when asked)
+ * the latest time one of them had a client or server come or go. */
+static int others_use(const struct hist_pool_cell *cell, int *servers, usec_t *last_used)
 {
 	int n = 0;
+	if (servers)
+		*servers = 0;
 	if (last_used)
 		*last_used = 0;
 	if (!cell || !head || self < 0)
@@ -278,6 +285,8 @@ static int others_use(const struct hist_pool_cell *cell, usec_t *last_used)
 			continue;
 		const struct hist_pool_cell *o = &pool_cells(w)[idx];
 		n += atomic_load_explicit(&o->clients, memory_order_relaxed);
+		if (servers)
+			*servers += atomic_load_explicit(&o->servers, memory_order_relaxed);
 		usec_t t = atomic_load_explicit(&o->last_used, memory_order_relaxed);
 		if (last_used && t > *last_used)
 			*last_used = t;
@@ -287,12 +296,13 @@ static int others_use(const struct hist_pool_cell *cell, usec_t *last_used)
 
 bool hist_pool_used_elsewhere(const struct hist_pool_cell *cell, usec_t *last_used)
 {
-	return others_use(cell, last_used) > 0;
+	int servers;
+	return others_use(cell, &servers, last_used) > 0 || servers > 0;
 }
 
 int hist_pool_clients_all(const struct hist_pool_cell *cell)
 {
-	int n = others_use(cell, NULL);
+	int n = others_use(cell, NULL, NULL);
 	return n < 0 ? -1 : n + atomic_load_explicit(&cell->clients, memory_order_relaxed);
 }
 

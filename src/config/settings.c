@@ -215,7 +215,7 @@ static const struct setting table[] = {
 	S_INT(peer_id, "0", 0, 16383, 0, "this instance's id among [peers] (0 = peering off)"),
 	S_STR(pidfile, "", NR, "PID file"),
 	S_SIZE(pkt_buf, "4096", 1, 1 << 26, NR, "internal packet buffer size (pgcrew buffers at least 16 kB whatever it says)"),
-	S_TIME(pool_idle_timeout, "0", 0, 0, "drop a pool that has had no client for this long, its servers with it, min_pool_size notwithstanding (0 = never)"),
+	S_TIME(pool_idle_timeout, "0", 0, 0, "free a pool that has had no client and no server connection for this long; min_pool_size keeps a pool (0 = never)"),
 	S_ENUM(pool_mode, "session", pool_mode_i, POOL_MODE_COUNT, 0, "when a server goes back to the pool"),
 	S_BOOL(proxy_protocol, "0", EXT, "read a PROXY protocol v1/v2 header on TCP connections from proxy_protocol_sources"),
 	S_STRC(proxy_protocol_sources, "", check_proxy_sources, EXT,

@@ -568,7 +568,7 @@ static void view_totals(struct result *r)
 	if (!shm_avg_ready())
 		stats_avg_since_start(tot, avg);
 	res_begin(r, COLS("name", "value"), TYPES(OID_TEXT, OID_INT8), 2);
-	for (int pass = 0; pass < 2; pass++)
+	for (int pass = 0; pass < 2; pass++) {
 		for (size_t k = 0; k < ARRAY_SIZE(names); k++) {
 			const char *b = names[k];
 			if (pass && strcmp(b, "received") == 0)
@@ -576,6 +576,11 @@ static void view_totals(struct result *r)
 			snprintf(key, sizeof(key), "%s_%s", pass ? "avg" : "total", b);
 			res_row(r, "sq", key, (pass ? avg : tot)[stats_order[k]]);
 		}
+		/* PgBouncer's development branch: every login, the console's
+		 * included, as in SHOW STATS summed over the databases. */
+		res_row(r, "sq", pass ? "avg_client_login_count" : "total_client_login_count",
+			(pass ? avg : tot)[ST_CLIENT_LOGIN]);
+	}
 }
 
 static void view_state(struct result *r)

@@ -127,10 +127,8 @@ static void db_apply_def(struct database *db, const struct db_def *d, const char
 	if (d->application_name && d->application_name[0])
 		varcache_set(&db->startup_vars, "application_name", d->application_name);
 	conn_signature(db, after, sizeof(after));
-	if (existed && strcmp(before, after) != 0) {
+	if (existed && strcmp(before, after) != 0)
 		pool_reconnect_db(db, "database configuration changed");
-		db->forced_pool_dropped = false;    /* another forced user's pool, maybe */
-	}
 	db->load_balance = d->load_balance_hosts != 0;
 	db->server_lifetime = d->server_lifetime;
 	db->query_wait_timeout = d->query_wait_timeout;
@@ -343,8 +341,16 @@ struct pool *pool_get(struct database *db, struct puser *user)
 	return p;
 }
 
+static int pool_total_servers(const struct pool *p);
+
+/* pool_idle_timeout: what other workers read of our use of p. */
+static void publish_use(struct pool *p)
+{
+	hist_pool_set_use(p->hist, p->n_clients, pool_total_servers(p), p->last_used);
+}
+
 /* The pool's shared cell (hist.h) carries its cross-worker rules: the
- * instance's wait line, reuse order, clients for pool_idle_timeout. A pool
+ * instance's wait line, reuse order, use for pool_idle_timeout. A pool
  * lets go of it when it has had nothing in this worker for a while
  * (pool_idle.c) and takes it again when something comes. */
 bool pool_cell_ready(struct pool *p)
@@ -354,7 +360,7 @@ bool pool_cell_ready(struct pool *p)
 	p->hist = hist_pool_hold(p->db->name, p->user->name);
 	if (!p->hist)
 		return !hist_enabled();
-	hist_pool_set_use(p->hist, p->n_clients, p->last_used);
+	publish_use(p);
 	return true;
 }
 
@@ -371,34 +377,40 @@ bool pool_names_ready(struct database *db, struct puser *u)
 	return db->shm_idx >= 0 && (!u || u->shm_idx >= 0);
 }
 
-void pool_cell_release(struct pool *p)
+bool pool_cell_release(struct pool *p)
 {
-	hist_pool_release(p->hist);
+	bool last = hist_pool_release(p->hist);
 	p->hist = NULL;
+	return last;
 }
 
 /* ---- use (pool_idle_timeout, see pool_idle.c) ----
- * Counted from the moment a client points at the pool (before it has
- * logged in) to the moment it is freed, so a pool with no client is one
- * nothing but its servers points at. Published in the pool's shared cell:
- * with several workers a pool is unused only when no worker has a client. */
+ * A client counts from the moment it points at the pool (before it has
+ * logged in) to the moment it is freed; a server connection from its
+ * creation to its close. Each coming and going is the pool's last use.
+ * Published in the pool's shared cell: with several workers a pool is
+ * unused only when no worker has a client or a server connection of it. */
 
 void pool_client_in(struct pool *p)
 {
 	p->n_clients++;
 	p->last_used = util_monotonic();
-	p->dropping = false;
-	p->db->forced_pool_dropped = false;
 	/* Without a cell (the table full) the login is refused (client.c). */
 	(void)pool_cell_ready(p);
-	hist_pool_set_use(p->hist, p->n_clients, p->last_used);
+	publish_use(p);
 }
 
 void pool_client_out(struct pool *p)
 {
 	p->n_clients--;
 	p->last_used = util_monotonic();
-	hist_pool_set_use(p->hist, p->n_clients, p->last_used);
+	publish_use(p);
+}
+
+void pool_servers_changed(struct pool *p)
+{
+	p->last_used = util_monotonic();
+	publish_use(p);
 }
 
 static void pool_free(struct pool *p)
@@ -412,11 +424,12 @@ static void pool_free(struct pool *p)
 	free(p);
 }
 
-void pool_destroy(struct pool *p)
+bool pool_destroy(struct pool *p)
 {
 	stats_flush_pool(p);
-	pool_cell_release(p);
+	bool last = pool_cell_release(p);
 	pool_free(p);
+	return last;
 }
 
 int pool_size_of(const struct pool *p)
@@ -565,7 +578,7 @@ static bool launch_blocked(const struct pool *p)
 	 * still need servers. */
 	const struct world *w = p->db->world;
 	bool stopping = w->shutting_down && w->shutdown_mode != SHUTDOWN_HANDOVER;
-	return p->db->dead || p->db->admin || p->dropping || stopping || w->suspended || pool_paused(p);
+	return p->db->dead || p->db->admin || stopping || w->suspended || pool_paused(p);
 }
 
 /* Under a full max_db_connections / max_user_connections a waiter's slot

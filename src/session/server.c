@@ -139,6 +139,8 @@ void server_set_state(struct server *sv, enum server_state st)
 		idle_insert(p, sv, server_world(sv)->cfg->server_round_robin);
 	else
 		list_append(state_list(p, st), &sv->node);
+	if (st == SERVER_JUSTFREE)
+		pool_servers_changed(p);     /* pool_idle_timeout counts from here */
 	/* Several workers: others see idle servers that could move here, and
 	 * which of ours would go next (the reuse order, pool.c). */
 	if (st == SERVER_IDLE || was_idle) {
@@ -464,6 +466,7 @@ struct server *server_new(struct pool *p, bool with_slot, int fd)
 	p->n_login++;
 	db->n_servers++;
 	p->user->n_servers++;
+	pool_servers_changed(p);
 	sv->welcome_src = !p->welcome_ready;
 	stream_init(&sv->s, fd, sv, server_on_pkt, server_on_event);
 	sv->s.max_pkt = p->db->world->cfg->max_packet_size > 0 ? (uint32_t)p->db->world->cfg->max_packet_size : 0x7fffffff;

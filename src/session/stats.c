@@ -15,8 +15,6 @@
 static uint64_t last[SHM_STATS];
 static usec_t last_time;
 
-enum { ST_XACT, ST_QUERY, ST_IN, ST_OUT, ST_XACT_TIME, ST_QUERY_TIME, ST_WAIT_TIME, ST_ASSIGN, ST_ERRORS,
-       ST_CLIENT_PARSE, ST_SERVER_PARSE, ST_BIND, ST_CLIENT_LOGIN };
 _Static_assert(ST_CLIENT_LOGIN + 1 == SHM_STATS, "stats columns");
 
 void stats_to_array(const struct pool_stats *s, uint64_t a[SHM_STATS])

@@ -167,14 +167,14 @@ static void check_autodb(struct world *w, usec_t now)
 }
 
 /* A database with a forced user and min_pool_size has its pool opened
- * before any client asks, as PgBouncer does; once pool_idle_timeout has
- * dropped it, only a client opens it again. */
+ * before any client asks, as PgBouncer does (pool_idle_timeout never frees
+ * a pool with min_pool_size). */
 static void open_forced_pools(struct world *w)
 {
 	struct list *it;
 	list_for_each(it, &w->databases) {
 		struct database *db = container_of(it, struct database, node);
-		if (!db->forced_user || db->min_pool_size <= 0 || db->dead || db->admin || db->forced_pool_dropped)
+		if (!db->forced_user || db->min_pool_size <= 0 || db->dead || db->admin)
 			continue;
 		struct puser *u = pool_get_user(w, db->forced_user);
 		if (u)
@@ -200,7 +200,7 @@ void janitor_pass(struct world *w)
 
 	check_login_clients(w, now);
 	check_cancel_clients(w, now);
-	pool_idle_drop(w, now);
+	pool_idle_clean_up(w, now);
 	sweep(w, now);
 	open_forced_pools(w);
 	list_for_each(it, &w->pools) {

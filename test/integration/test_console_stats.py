@@ -1,7 +1,8 @@
 """SHOW STATS and SHOW TOTALS read as PgBouncer's: a console connection is
 one transaction and one query of the admin database, and the averages have
-values before the first stats_period has passed. Run with workers 1 and 4
-and against PgBouncer 1.18 (PGCREW_BIN=/usr/sbin/pgbouncer)."""
+values before the first stats_period has passed; client logins are counted
+as PgBouncer's development branch counts them. Run with workers 1 and 4
+and against PgBouncer 1.25 (PGCREW_BIN=/opt/pgbouncer-1.25/bin/pgbouncer)."""
 
 import pytest
 
@@ -77,6 +78,41 @@ def test_client_logins_counted(pg15, make_pooler):
         assert row["avg_client_login_count"] > 0, row
         cur = a.execute("SHOW STATS_AVERAGES")
         assert "client_login_count" in [d.name for d in cur.description]
+
+
+@pytest.mark.pgcrew_only   # PgBouncer's development branch: 1.25.2 has no login count
+def test_client_logins_mixed_with_console(pg15, make_pooler):
+    """As PgBouncer's development branch counts them (its test_show_stats):
+    each login to a database counts in that database, each console login in
+    "pgbouncer" from the login on (so the console connection that asks is
+    counted), and SHOW TOTALS' total_client_login_count is their sum, with
+    every worker's logins in it."""
+    p = make_pooler(pg15, settings={"admin_users": "trust_user", "stats_period": 600})
+
+    def run(db, n):
+        for _ in range(n):
+            with p.connect(db) as c:
+                c.execute("SELECT 1")
+
+    run("testdb", 3)
+    with p.admin() as a:                                  # console login 1
+        a.execute("SHOW VERSION")
+    run("otherdb", 2)
+    with p.admin() as a:                                  # console login 2
+        assert stats(a)["pgbouncer"]["total_client_login_count"] == 2
+    run("testdb", 2)
+    with p.admin() as a:                                  # console login 3
+        rows = stats(a)
+        cur = a.execute("SHOW STATS_TOTALS")
+        names = [d.name for d in cur.description]
+        totals_rows = {r[0]: dict(zip(names, r)) for r in cur.fetchall()}
+    logins = {db: rows[db]["total_client_login_count"] for db in ("testdb", "otherdb", "pgbouncer")}
+    assert logins == {"testdb": 5, "otherdb": 2, "pgbouncer": 3}, logins
+    assert {db: totals_rows[db]["client_login_count"] for db in logins} == logins
+    with p.admin() as a:                                  # console login 4
+        totals = dict(a.execute("SHOW TOTALS").fetchall())
+    assert totals["total_client_login_count"] == 5 + 2 + 4, totals
+    assert "avg_client_login_count" in totals, totals
 
 
 @pytest.mark.pgcrew_only

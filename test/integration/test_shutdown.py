@@ -17,9 +17,9 @@ import pytest
 import util
 
 WORKERS_MATRIX = (1, 4)
-# PgBouncer 1.25's behaviour (its docs and source); 1.18 closes the Unix
-# socket too and lets queued clients wait.
-pytestmark = pytest.mark.pgcrew_only
+# pgcrew_only below: PgBouncer 1.25's behaviour (its docs and source) that
+# 1.18, the reference those tests were written against, lacks (it closes
+# the Unix socket too and lets queued clients wait), or pgcrew's own.
 
 
 def refused(port):
@@ -33,6 +33,7 @@ def console_on_unix(p):
                            autocommit=True, connect_timeout=5)
 
 
+@pytest.mark.pgcrew_only
 def test_sigterm_closes_tcp_keeps_console(pg15, make_pooler):
     p = make_pooler(pg15, settings={"pool_mode": "transaction"})
     client = p.connect()
@@ -55,6 +56,7 @@ def test_sigterm_closes_tcp_keeps_console(pg15, make_pooler):
     assert p.proc.returncode == 0
 
 
+@pytest.mark.pgcrew_only
 def test_sigint_waits_for_servers_instance_wide(pg15, make_pooler, pooler_workers):
     p = make_pooler(pg15, settings={"pool_mode": "transaction", "default_pool_size": 1})
     holder = p.connect(autocommit=False)
@@ -86,6 +88,7 @@ def test_sigint_waits_for_servers_instance_wide(pg15, make_pooler, pooler_worker
     assert p.proc.returncode == 0
 
 
+@pytest.mark.pgcrew_only
 @pytest.mark.parametrize("mode", ["transaction", "session"])
 def test_console_wait_for_servers_queued(pg15, make_pooler, pooler_workers, mode):
     """Issue 29 item 5: the console's SHUTDOWN WAIT_FOR_SERVERS fails a
@@ -126,6 +129,7 @@ def test_console_wait_for_servers_queued(pg15, make_pooler, pooler_workers, mode
     assert p.proc.returncode == 0
 
 
+@pytest.mark.pgcrew_only
 def test_sigusr2_during_shutdown_keeps_pause(pg15, make_pooler, pooler_workers):
     """Issue 29 item 19: SIGUSR2 while a shutdown is under way is ignored
     with PgBouncer's log line, on every worker: a PAUSE from before the
@@ -149,5 +153,44 @@ def test_sigusr2_during_shutdown_keeps_pause(pg15, make_pooler, pooler_workers):
     assert "got SIGUSR2, continuing" not in p.log_text()
     assert p.proc.poll() is None
     client.close()
+    p.proc.wait(timeout=10)
+    assert p.proc.returncode == 0
+
+
+@pytest.mark.parametrize("how", ["query", "login"])
+def test_wait_for_servers_closes_paused_client(pg15, make_pooler, pooler_workers, how):
+    """Issue 43 item 5: a client already held by PAUSE (its query queued,
+    or its login waiting for a pool's first server) when SHUTDOWN
+    WAIT_FOR_SERVERS comes is closed with PgBouncer's log line `closing
+    because: server shutting down` and told so, and the process exits (no
+    server is in use: PAUSE closed them). PgBouncer 1.25.2 does the same."""
+    p = make_pooler(pg15, settings={"pool_mode": "transaction", "admin_users": "trust_user"})
+    client = p.connect()
+    client.execute("SELECT 1")
+    with console_on_unix(p) as admin:
+        admin.execute("PAUSE")
+    db = "testdb" if how == "query" else "otherdb"
+    outcome = {}
+
+    def run():
+        try:
+            if how == "query":
+                client.execute("SELECT 2")
+            else:
+                p.connect("otherdb").execute("SELECT 2")
+            outcome["r"] = "served"
+        except psycopg.Error as exc:
+            outcome["r"] = str(exc)
+
+    waiter = threading.Thread(target=run)
+    waiter.start()
+    p.wait_pool(lambda r: r["cl_waiting"] == 1, db=db, what="the client held by PAUSE")
+    mark = len(p.log_text())
+    with console_on_unix(p) as admin:
+        admin.execute("SHUTDOWN WAIT_FOR_SERVERS")
+    waiter.join(10)
+    assert "server shutting down" in outcome.get("r", ""), outcome
+    p.wait_for_log(rf"LOG C-\S+ {db}/trust_user@\S+ closing because: server shutting down "
+                   r"\(age=\d+s\)", since=mark)
     p.proc.wait(timeout=10)
     assert p.proc.returncode == 0

@@ -110,8 +110,9 @@ static void test_phases(void **state)
 }
 
 /* pool_idle_timeout: a pool is used elsewhere while another worker has a
- * client of it; else the latest time another worker's last client went;
- * a dead worker's clients are cleared with its wait lines. */
+ * client or a server connection of it; else the latest time another
+ * worker's last one came or went; a dead worker's are cleared with its
+ * wait lines. */
 static void test_pool_use_elsewhere(void **state)
 {
 	usec_t last;
@@ -120,7 +121,7 @@ static void test_pool_use_elsewhere(void **state)
 	assert_non_null(mine);
 	assert_false(hist_pool_used_elsewhere(mine, &last));
 	assert_int_equal(last, 0);                          /* nobody else ever had it */
-	hist_pool_set_use(mine, 3, 500);
+	hist_pool_set_use(mine, 3, 2, 500);
 	assert_false(hist_pool_used_elsewhere(mine, &last));   /* ours do not count */
 	assert_int_equal(last, 0);
 	/* Workers 1 and 2 (the cells are written as theirs would be). */
@@ -129,11 +130,14 @@ static void test_pool_use_elsewhere(void **state)
 	hist_attach_worker(2);
 	struct hist_pool_cell *w2 = hist_pool_hold("dbu", "carol");
 	hist_attach_worker(0);
-	hist_pool_set_use(w1, 0, 700);
-	hist_pool_set_use(w2, 0, 900);
+	hist_pool_set_use(w1, 0, 0, 700);
+	hist_pool_set_use(w2, 0, 0, 900);
 	assert_false(hist_pool_used_elsewhere(mine, &last));
 	assert_int_equal(last, 900);
-	hist_pool_set_use(w1, 1, 1000);
+	hist_pool_set_use(w2, 0, 1, 950);                    /* a server connection only */
+	assert_true(hist_pool_used_elsewhere(mine, &last));
+	hist_pool_set_use(w2, 0, 0, 960);
+	hist_pool_set_use(w1, 1, 0, 1000);
 	assert_true(hist_pool_used_elsewhere(mine, &last));
 	hist_worker_gone(1);                                 /* worker 1 died */
 	assert_false(hist_pool_used_elsewhere(mine, &last));
@@ -179,7 +183,8 @@ static void test_table_full(void **state)
 }
 
 /* Held by two workers: one letting go leaves the other's counts, and
- * says "nothing here" for its part; the last one frees the slot. */
+ * says "nothing here" for its part (its time stays); the last one frees
+ * the slot and is told so. */
 static void test_release_by_workers(void **state)
 {
 	(void)state;
@@ -187,19 +192,21 @@ static void test_release_by_workers(void **state)
 	struct hist_pool_cell *mine = hist_pool_hold("rel", "u");
 	hist_attach_worker(1);
 	struct hist_pool_cell *w1 = hist_pool_hold("rel", "u");
-	hist_pool_set_use(w1, 2, 100);
+	hist_pool_set_use(w1, 2, 1, 100);
 	hist_pool_set_wait(w1, 50);
 	hist_attach_worker(0);
 	assert_true(hist_pool_used_elsewhere(mine, &last));
 	assert_int_equal(hist_pool_wait_elsewhere(mine), 50);
 	hist_attach_worker(1);
-	hist_pool_release(w1);
+	assert_false(hist_pool_release(w1));                 /* worker 0 still holds it */
 	hist_attach_worker(0);
 	assert_false(hist_pool_used_elsewhere(mine, &last));
+	assert_int_equal(last, 100);
 	assert_int_equal(hist_pool_wait_elsewhere(mine), 0);
 	assert_true(slot_of("rel", "u") >= 0);
-	hist_pool_release(mine);
+	assert_true(hist_pool_release(mine));
 	assert_int_equal(slot_of("rel", "u"), -1);
+	assert_true(hist_pool_release(NULL));                 /* no cell: nobody else */
 }
 
 int main(void)

@@ -3,7 +3,8 @@
  * fires with PgBouncer's text once its time has passed and not before (the
  * clock stands still between steps, so each is checked at its exact time
  * and one microsecond later), the reserve pool and min_pool_size open
- * servers when they should, and pool_idle_timeout drops unused pools. */
+ * servers when they should, and pool_idle_timeout frees pools that have
+ * had no client and no server connection for that long. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,8 +12,13 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include <stdio.h>
+#include <unistd.h>
+
 #include "fakeclock.h"
+#include "hist.h"
 #include "janitor.h"
+#include "log.h"
 #include "pool.h"
 #include "rig.h"
 #include "world.h"
@@ -249,41 +255,78 @@ static void test_min_pool_size(void **state)
 	rig_close(&pg2);
 }
 
-/* pool_idle_timeout: a pool with a client is kept however long; once its
- * last client has gone for longer than the timeout its server closes
- * (min_pool_size notwithstanding), the pool is freed on the next pass and
- * nothing opens it again; a new client makes it anew. */
+/* pool_idle_timeout's log line goes to a file of the test's own. */
+static char idle_log[64];
+
+static void log_to_file(void)
+{
+	snprintf(idle_log, sizeof(idle_log), "/tmp/pgcrew-janitor-%d.log", (int)getpid());
+	unlink(idle_log);
+	log_setup(&(struct log_settings){ .logfile = idle_log, .to_stderr = true });
+}
+
+/* How many lines of the log contain text; the log goes back to stderr. */
+static int logged(const char *text, bool stop)
+{
+	char line[512];
+	int n = 0;
+	FILE *f = fopen(idle_log, "r");
+	while (f && fgets(line, sizeof(line), f))
+		n += strstr(line, text) != NULL;
+	if (f)
+		fclose(f);
+	if (stop) {
+		log_setup(&(struct log_settings){ .to_stderr = true });
+		unlink(idle_log);
+	}
+	return n;
+}
+
+#define IDLE_LINE "LOG cleaning up idle pool for user alice on db db because: pool idle timeout (age="
+
+/* pool_idle_timeout: a pool with a client is kept however long, and so is
+ * one with a server connection: servers go by server_idle_timeout, never
+ * by this setting. Once the pool has had neither for longer than the
+ * timeout it is freed with PgBouncer's line, its age the time it had
+ * nothing; nothing opens it again, and a new client makes it anew. */
 static void test_pool_idle_timeout(void **state)
 {
 	struct peer c, pg, c2, pg2;
 	(void)state;
-	rig_start("pool_mode = transaction\nmin_pool_size = 1\npool_idle_timeout = 10", DBS);
+	log_to_file();
+	rig_start("pool_mode = transaction\npool_idle_timeout = 10\n"
+		  "server_idle_timeout = 100\nserver_lifetime = 0", DBS);
 	rig_login_first(&c, &pg, 1);
 	after(60 * SEC);
 	assert_non_null(pool_find_names(rig_w, "db", "alice"));     /* a client: kept */
 	rig_close(&c);
 	rig_pump();
-	after(10 * SEC);
-	assert_int_equal(rig_pool("db", "alice")->n_idle, 1);
+	after(40 * SEC);                                            /* the server's 100 s */
+	assert_int_equal(rig_pool("db", "alice")->n_idle, 1);      /* a server: kept */
 	after(1);
-	rig_expect(&pg, 'X', NULL);
+	rig_expect(&pg, 'X', NULL);                                 /* server idle timeout */
 	rig_expect_eof(&pg, NULL, 0);
+	assert_int_equal(rig_pool("db", "alice")->n_idle, 0);
+	after(10 * SEC);
+	assert_non_null(pool_find_names(rig_w, "db", "alice"));
+	assert_int_equal(logged("cleaning up idle pool", false), 0);
 	after(1);
 	assert_null(pool_find_names(rig_w, "db", "alice"));
+	assert_int_equal(logged(IDLE_LINE "10s)", false), 1);
 	for (int i = 0; i < 5; i++) {
 		after(SEC);
-		assert_false(rig_pg_pending());                        /* no min_pool_size reopen */
+		assert_false(rig_pg_pending());
 	}
 	rig_login_first(&c2, &pg2, 3);
 	assert_int_equal(rig_pool("db", "alice")->n_idle, 1);
-	assert_false(rig_pool("db", "alice")->dropping);
 	rig_close(&c2);
 	rig_close(&pg);
 	rig_close(&pg2);
+	assert_int_equal(logged("cleaning up idle pool", true), 1);
 }
 
 /* A client logging in points at its pool before it is on the pool's
- * lists: the pool is not freed under it. */
+ * lists: the pool is not freed under it; the time counts from its going. */
 static void test_pool_idle_timeout_login_client(void **state)
 {
 	struct peer c;
@@ -297,56 +340,131 @@ static void test_pool_idle_timeout_login_client(void **state)
 	assert_ptr_equal(pool_find_names(rig_w, "db", "alice"), p);
 	rig_close(&c);
 	rig_pump();
-	after(SEC + 1);
+	after(SEC);
+	assert_ptr_equal(pool_find_names(rig_w, "db", "alice"), p);
+	after(1);
 	assert_null(pool_find_names(rig_w, "db", "alice"));
 }
 
-/* The pool of a forced user with min_pool_size, opened by the janitor
- * before any client: dropped once idle, and not opened again. */
-static void test_pool_idle_timeout_forced_user(void **state)
+/* min_pool_size keeps a pool: the pool of a forced user, opened by the
+ * janitor before any client, and a pool whose client has gone, however
+ * long they have had no client (their servers are kept or opened again
+ * for min_pool_size when server_lifetime closes them). */
+static void test_pool_idle_timeout_min_pool_size(void **state)
 {
-	struct peer pg;
+	struct peer pg, c, pg2, pg3, pg4;
 	(void)state;
-	rig_start("pool_mode = transaction\npool_idle_timeout = 5",
-		  "db = @PG@ dbname=db user=alice min_pool_size=1\n");
+	log_to_file();
+	rig_start("pool_mode = transaction\npool_idle_timeout = 5\nserver_lifetime = 20",
+		  "db = @PG@ dbname=db user=alice min_pool_size=1\n"
+		  "other = @PG@ dbname=db min_pool_size=1\n");
 	after(0);
 	rig_pg_accept(&pg);
 	rig_pg_login(&pg, 1, 2);
 	rig_pump();
 	assert_int_equal(rig_pool("db", "alice")->n_idle, 1);
-	after(5 * SEC);
+	rig_client(&c, "bob", "other");
+	rig_pg_accept(&pg2);
+	rig_pg_login(&pg2, 3, 4);
+	rig_client_welcome(&c, NULL, NULL);
+	rig_close(&c);
+	rig_pump();
+	after(20 * SEC);
 	assert_int_equal(rig_pool("db", "alice")->n_idle, 1);
-	after(1);
+	assert_int_equal(rig_pool("other", "bob")->n_idle, 1);
+	after(1);                                        /* both servers' lifetime is over */
 	rig_expect(&pg, 'X', NULL);
 	rig_expect_eof(&pg, NULL, 0);
-	for (int i = 0; i < 5; i++) {
+	rig_expect(&pg2, 'X', NULL);
+	rig_expect_eof(&pg2, NULL, 0);
+	rig_pg_accept(&pg3);
+	rig_pg_login(&pg3, 5, 6);
+	rig_pg_accept(&pg4);
+	rig_pg_login(&pg4, 7, 8);
+	rig_pump();
+	for (int i = 0; i < 10; i++) {
 		after(SEC);
-		assert_null(pool_find_names(rig_w, "db", "alice"));
+		assert_int_equal(rig_pool("db", "alice")->n_idle, 1);
+		assert_int_equal(rig_pool("other", "bob")->n_idle, 1);
 		assert_false(rig_pg_pending());
 	}
+	assert_int_equal(logged("cleaning up idle pool", true), 0);
 	rig_close(&pg);
+	rig_close(&pg2);
+	rig_close(&pg3);
+	rig_close(&pg4);
 }
 
-/* 0 never drops; a RELOAD that sets it takes effect from the pool's last
- * use, not from the reload. */
+/* Several workers (worker 1's shared cell written as it would write it):
+ * a pool is kept while another worker has a server connection of it, and
+ * counts from that one's going; a worker frees its copy without the line
+ * while another still holds the pool, and the last to let go logs it. */
+static void test_pool_idle_timeout_other_worker(void **state)
+{
+	struct peer c, pg, c2, pg2;
+	(void)state;
+	log_to_file();
+	assert_int_equal(hist_create(2, 64), 0);
+	hist_attach_worker(1);
+	struct hist_pool_cell *other = hist_pool_hold("db", "alice");
+	hist_pool_set_use(other, 0, 1, fakeclock_now());           /* a server there */
+	hist_attach_worker(0);
+	rig_start("pool_mode = transaction\npool_idle_timeout = 1\nserver_idle_timeout = 1", DBS);
+	rig_login_first(&c, &pg, 1);
+	rig_close(&c);
+	rig_pump();
+	after(SEC + 1);                                             /* ours goes */
+	rig_expect(&pg, 'X', NULL);
+	rig_expect_eof(&pg, NULL, 0);
+	after(10 * SEC);
+	assert_non_null(pool_find_names(rig_w, "db", "alice"));    /* theirs keeps it */
+	hist_pool_set_use(other, 0, 0, fakeclock_now());           /* theirs goes */
+	after(SEC);
+	assert_non_null(pool_find_names(rig_w, "db", "alice"));
+	after(1);
+	assert_null(pool_find_names(rig_w, "db", "alice"));
+	assert_int_equal(logged("cleaning up idle pool", false), 0);  /* worker 1 holds it */
+	/* A client here makes it again; worker 1 lets go first: ours logs. */
+	rig_login_first(&c2, &pg2, 3);
+	rig_close(&c2);
+	rig_pump();
+	hist_attach_worker(1);
+	assert_false(hist_pool_release(other));
+	hist_attach_worker(0);
+	after(SEC + 1);
+	rig_expect(&pg2, 'X', NULL);
+	rig_expect_eof(&pg2, NULL, 0);
+	after(SEC);
+	assert_non_null(pool_find_names(rig_w, "db", "alice"));
+	after(1);
+	assert_null(pool_find_names(rig_w, "db", "alice"));
+	assert_int_equal(logged(IDLE_LINE "1s)", true), 1);
+	rig_close(&pg);
+	rig_close(&pg2);
+	rig_stop();
+	hist_destroy();
+}
+
+/* 0 never frees; a RELOAD that sets it takes effect from the pool's last
+ * use (here its server's close), not from the reload. */
 static void test_pool_idle_timeout_reload(void **state)
 {
 	struct peer c, pg;
 	struct rig_setup s = { .workers = 1, .databases = DBS,
-			       .settings = "pool_mode = transaction\nserver_idle_timeout = 0\n"
+			       .settings = "pool_mode = transaction\nserver_idle_timeout = 1\n"
 					   "server_lifetime = 0\npool_idle_timeout = 0" };
 	(void)state;
 	rig_start_with(&s);
 	rig_login_first(&c, &pg, 1);
 	rig_close(&c);
 	rig_pump();
-	after(86400 * SEC);
-	assert_int_equal(rig_pool("db", "alice")->n_idle, 1);
-	s.settings = "pool_mode = transaction\nserver_idle_timeout = 0\nserver_lifetime = 0\npool_idle_timeout = 1h";
-	rig_reload(&s);
-	after(1);
+	after(2 * SEC);
 	rig_expect(&pg, 'X', NULL);
 	rig_expect_eof(&pg, NULL, 0);
+	after(86400 * SEC);
+	assert_non_null(pool_find_names(rig_w, "db", "alice"));
+	s.settings = "pool_mode = transaction\nserver_idle_timeout = 1\nserver_lifetime = 0\npool_idle_timeout = 1h";
+	rig_reload(&s);
 	after(1);
 	assert_null(pool_find_names(rig_w, "db", "alice"));
 	rig_close(&pg);
@@ -368,7 +486,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_min_pool_size, rig_teardown),
 		cmocka_unit_test_teardown(test_pool_idle_timeout, rig_teardown),
 		cmocka_unit_test_teardown(test_pool_idle_timeout_login_client, rig_teardown),
-		cmocka_unit_test_teardown(test_pool_idle_timeout_forced_user, rig_teardown),
+		cmocka_unit_test_teardown(test_pool_idle_timeout_min_pool_size, rig_teardown),
+		cmocka_unit_test_teardown(test_pool_idle_timeout_other_worker, rig_teardown),
 		cmocka_unit_test_teardown(test_pool_idle_timeout_reload, rig_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
