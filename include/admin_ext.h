@@ -21,7 +21,7 @@ void admin_ext_encode_rows(struct pktbuf *pb, const uint8_t *buf, size_t len, bo
 			   const int16_t *formats, int n_formats);
 
 /* admin.c */
-enum stream_action admin_run_text(struct client *c, char *sql, bool header, const int16_t *formats,
+enum stream_action admin_run_text(struct client *c, const char *sql, bool header, const int16_t *formats,
 				  int n_formats, bool *failed);
 bool admin_describe(struct world *w, const char *text, struct pktbuf *pb);
 

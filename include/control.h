@@ -21,8 +21,8 @@ enum ctl_cmd {
 enum ctl_result { CTL_DONE, CTL_NOT_HERE, CTL_ERROR, CTL_LATER };
 
 const char *ctl_name(enum ctl_cmd cmd);        /* "PAUSE", ... (the command tag) */
-/* Parse "<name> [arg]"; false if text is not a control command. */
-bool ctl_parse(const char *text, enum ctl_cmd *cmd, const char **arg);
+/* The command named name (any case); false if it is not a control command. */
+bool ctl_lookup(const char *name, enum ctl_cmd *cmd);
 /* Carry it out here. CTL_LATER: the answer (IPC_ADMIN_DONE for fanid)
  * follows from control_janitor(). err gets the text for ERROR/NOT_HERE. */
 enum ctl_result control_apply(struct world *world, enum ctl_cmd cmd, const char *arg, uint32_t fanid, char *err, size_t len);
@@ -33,15 +33,23 @@ void control_free(void);
 /* RESUME without a database (also SIGUSR2): undo PAUSE and SUSPEND. */
 void control_resume_all(struct world *world);
 
-/* The console's SET key = value / SET key TO 'value'. Parse; then apply to
- * a config (reloadable keys only), err naming the reason. The supervisor
+/* The console's SET key = value (cmdparse.h reads it). The supervisor
  * applies it to its own copy first (and refuses it for every worker on an
- * error), then each worker to its current configuration. */
-bool ctl_parse_set(const char *text, char *key, size_t klen, char *val, size_t vlen);
+ * error), then each worker to its current configuration. 0: applied; 1: a
+ * key that needs a restart, which PgBouncer accepts and leaves as it runs
+ * (nothing changed); -1: an unknown key (logged as PgBouncer's cf_set does) or a value the
+ * setting refuses (logged with the reason), err gets PgBouncer's "SET
+ * failed". The key is taken as typed: PgBouncer's names are lower case. */
 struct config;
 int ctl_apply_set(struct config *cfg, const char *key, const char *val, char *err, size_t len);
-/* Parameters drivers set on connect that the console accepts and ignores
- * (PgBouncer's "SET ignored"). */
-bool ctl_fake_param(const char *key);
+
+/* PgBouncer's fake parameters, which drivers set or read on connect: SHOW
+ * gives the value, SET is answered "SET ignored". NULL when name (any
+ * case) is not one. */
+struct ctl_fake {
+	const char *name;              /* as PgBouncer names the SHOW column */
+	const char *value;
+};
+const struct ctl_fake *ctl_fake_param(const char *name);
 
 #endif

@@ -7,7 +7,7 @@ libpgcrew_a_SOURCES += \
 	src/sup/sdnotify.c src/sup/welcome.c \
 	src/worker/worker.c src/worker/janitor.c \
 	src/console/admin.c src/console/admin_ext.c src/console/admin_sockets.c \
-	src/console/control.c src/console/rowmerge.c \
+	src/console/control.c src/console/cmdparse.c src/console/rowmerge.c \
 	src/session/client.c src/session/server.c src/session/pool.c src/session/pool_idle.c \
 	src/session/link.c \
 	src/session/cancel.c src/session/psrelay.c src/session/peer.c src/session/stats.c \
@@ -26,6 +26,7 @@ noinst_HEADERS += \
 	include/cancel.h \
 	include/client.h \
 	include/conn_takeover.h \
+	include/cmdparse.h \
 	include/control.h \
 	include/ipc.h \
 	include/janitor.h \

@@ -17,6 +17,8 @@
 #include "peer.h"
 #include "authquery.h"
 #include "config/userlist.h"
+#include "cmdparse.h"
+#include "connlog.h"
 #include "pool.h"
 #include "proto/build.h"
 #include "proto/error.h"
@@ -31,7 +33,6 @@
 #include "tls.h"
 #include "world.h"
 
-#include <ctype.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -40,7 +41,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define ADMIN_MAX_QUERY 8192
 
 
 static bool in_list(const char *list, const char *name)
@@ -224,22 +224,58 @@ static void send_command_complete(struct client *c, const char *tag)
 /* Set by every console error: the extended protocol then skips to Sync. */
 static bool cmd_failed;
 
-static void send_admin_error_code(struct client *c, const char *sqlstate, const char *fmt,
-				  const char *arg)
+/* An ErrorResponse as PgBouncer's send_pooler_error writes it (logged as
+ * a pooler error of c with log_pooler_errors). */
+static void send_admin_error_code(struct client *c, const char *sqlstate, const char *msg)
 {
 	struct pktbuf pb;
 	cmd_failed = true;
-	pktbuf_init(&pb, 128);
-	pkt_write_error(&pb, "ERROR", sqlstate, fmt, arg);
+	if (c->world->cfg->log_pooler_errors)
+		log_client(c, LG_WARNING, "pooler error: %s", msg);
+	pktbuf_init(&pb, 128 + strlen(msg));
+	pkt_write_error(&pb, "ERROR", sqlstate, "%s", msg);
 	(void)stream_write(&c->s, &pb);
 	pktbuf_free(&pb);
 }
 
-static void send_admin_error(struct client *c, const char *fmt, const char *arg)
+/* PgBouncer's admin_error: the text is logged, then sent (08P01). Never
+ * cut short: a syntax error quotes the whole query. */
+static void PRINTF(2, 3) send_admin_error(struct client *c, const char *fmt, ...)
 {
-	send_admin_error_code(c, "08P01", fmt, arg);
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	char *msg = xmalloc((size_t)(n > 0 ? n : 0) + 1);
+	va_start(ap, fmt);
+	vsnprintf(msg, (size_t)(n > 0 ? n : 0) + 1, fmt, ap);
+	va_end(ap);
+	log_error("%s", msg);
+	send_admin_error_code(c, "08P01", msg);
+	free(msg);
 }
 
+/* A NoticeResponse with PgBouncer's fields: S, C, M and, if given, D. */
+static void send_notice(struct client *c, const char *msg, const char *detail)
+{
+	struct pktbuf pb;
+	pktbuf_init(&pb, 128 + (detail ? strlen(detail) : 0));
+	pktbuf_begin(&pb, 'N');
+	pktbuf_put_u8(&pb, 'S');
+	pktbuf_put_string(&pb, "NOTICE");
+	pktbuf_put_u8(&pb, 'C');
+	pktbuf_put_string(&pb, "00000");
+	pktbuf_put_u8(&pb, 'M');
+	pktbuf_put_string(&pb, msg);
+	if (detail) {
+		pktbuf_put_u8(&pb, 'D');
+		pktbuf_put_string(&pb, detail);
+	}
+	pktbuf_put_u8(&pb, 0);
+	pktbuf_finish(&pb);
+	(void)stream_write(&c->s, &pb);
+	pktbuf_free(&pb);
+}
 
 /* ---- SHOW views ---- */
 
@@ -249,24 +285,29 @@ static void view_version(struct result *r)
 	res_row(r, "s", PACKAGE_NAME " " PACKAGE_VERSION);
 }
 
+/* PgBouncer's text, word for word (pgcrew's own views, WORKERS, HOSTS and
+ * PROTOCOLS, are in doc/admin.md). */
 static void show_help(struct client *c)
 {
-	static const char *const lines[] = {
-		"Console usage",
-		"\tSHOW HELP|CONFIG|DATABASES|POOLS|CLIENTS|SERVERS|USERS|VERSION",
-		"\tSHOW LISTS|STATS|STATS_TOTALS|STATS_AVERAGES|TOTALS|STATE|DNS_HOSTS|DNS_ZONES",
-		"\tSHOW FDS|SOCKETS|ACTIVE_SOCKETS|MEM",
-		"\tSHOW PEERS|PEER_POOLS|WORKERS|HOSTS|PROTOCOLS",
-		"\tPAUSE [<db>]", "\tRESUME [<db>]", "\tDISABLE <db>", "\tENABLE <db>",
-		"\tRECONNECT [<db>]", "\tKILL [<db>]", "\tKILL_CLIENT <client_id>", "\tSUSPEND",
-		"\tWAIT_CLOSE [<db>]", "\tRELOAD", "\tSHUTDOWN [WAIT_FOR_SERVERS|WAIT_FOR_CLIENTS]",
-	};
-	struct pktbuf pb;
-	pktbuf_init(&pb, 512);
-	for (size_t i = 0; i < ARRAY_SIZE(lines); i++)
-		pkt_write_notice(&pb, "NOTICE", "00000", lines[i]);
-	(void)stream_write(&c->s, &pb);
-	pktbuf_free(&pb);
+	send_notice(c, "Console usage",
+		    "\n\tSHOW HELP|CONFIG|DATABASES|POOLS|CLIENTS|SERVERS|USERS|VERSION\n"
+		    "\tSHOW PEERS|PEER_POOLS\n"
+		    "\tSHOW FDS|SOCKETS|ACTIVE_SOCKETS|LISTS|MEM|STATE\n"
+		    "\tSHOW DNS_HOSTS|DNS_ZONES\n"
+		    "\tSHOW STATS|STATS_TOTALS|STATS_AVERAGES|TOTALS\n"
+		    "\tSET key = arg\n"
+		    "\tRELOAD\n"
+		    "\tPAUSE [<db>]\n"
+		    "\tRESUME [<db>]\n"
+		    "\tDISABLE <db>\n"
+		    "\tENABLE <db>\n"
+		    "\tRECONNECT [<db>]\n"
+		    "\tKILL [<db>]\n"
+		    "\tKILL_CLIENT <client_id>\n"
+		    "\tSUSPEND\n"
+		    "\tSHUTDOWN\n"
+		    "\tSHUTDOWN WAIT_FOR_SERVERS|WAIT_FOR_CLIENTS\n"
+		    "\tWAIT_CLOSE [<db>]");
 	send_command_complete(c, "SHOW");
 }
 
@@ -723,69 +764,104 @@ const char *admin_view_rule(const char *view)
 	return NULL;
 }
 
-static bool word_eq(const char **p, const char *w)
+static const struct view *find_view(const char *name)
 {
-	size_t n = strlen(w);
-	if (strncasecmp(*p, w, n) != 0 || (isalnum((unsigned char)(*p)[n]) || (*p)[n] == '_'))
-		return false;
-	*p += n;
-	while (isspace((unsigned char)**p))
-		(*p)++;
-	return true;
-}
-
-static const struct view *find_view(const char *p)
-{
-	for (size_t i = 0; i < ARRAY_SIZE(views); i++) {
-		const char *q = p;
-		if (word_eq(&q, views[i].name) && !*q)
+	for (size_t i = 0; i < ARRAY_SIZE(views); i++)
+		if (strcasecmp(views[i].name, name) == 0)
 			return &views[i];
-	}
 	return NULL;
 }
 
-/* What a command is, after trimming: a view, a control command for every
- * worker (control.h), or something the supervisor does (signals). */
+/* What a command is: a view, a control command for every worker
+ * (control.h), something the supervisor does (SET, RELOAD, signals), or
+ * what PgBouncer refuses before looking further. */
 enum cmd_kind {
-	CMD_VIEW, CMD_HELP, CMD_CONTROL, CMD_SET, CMD_SET_IGNORED, CMD_RELOAD, CMD_SHUTDOWN,
-	CMD_SHUTDOWN_SERVERS, CMD_SHUTDOWN_CLIENTS, CMD_BAD_SET, CMD_UNKNOWN_SHOW, CMD_UNKNOWN
+	CMD_VIEW, CMD_HELP, CMD_FAKE_SHOW, CMD_CONTROL, CMD_SET, CMD_SET_IGNORED, CMD_RELOAD,
+	CMD_SHUTDOWN, CMD_SHUTDOWN_SERVERS, CMD_SHUTDOWN_CLIENTS, CMD_SYNTAX, CMD_BAD_ARGS
 };
 
-static enum cmd_kind parse_command(char *sql, const struct view **v, const char **arg, enum ctl_cmd *ctl)
+struct command {
+	enum cmd_kind kind;
+	const struct view *view;           /* CMD_VIEW */
+	const struct ctl_fake *fake;       /* CMD_FAKE_SHOW */
+	enum ctl_cmd ctl;                  /* CMD_CONTROL */
+	struct cmdparse words;             /* arg: the argument (SET: the key); val: SET's value */
+};
+
+/* PgBouncer's exec_cmd over its cmd_list and show_map: SELECT is SHOW,
+ * the fake parameters come before the views, and an argument a command
+ * does not take, or any name it does not know, is a syntax error. */
+static enum cmd_kind classify_words(struct command *cmd)
 {
-	while (isspace((unsigned char)*sql))
-		memmove(sql, sql + 1, strlen(sql));
-	size_t n = strlen(sql);
-	while (n && (isspace((unsigned char)sql[n - 1]) || sql[n - 1] == ';'))
-		sql[--n] = 0;
-	const char *p = sql;
-	*arg = "";
-	if (word_eq(&p, "show")) {
-		*arg = p;
-		if (word_eq(&p, "help") && !*p)
+	const char *name = cmd->words.cmd, *arg = cmd->words.arg;
+
+	if (strcasecmp(name, "show") == 0 || strcasecmp(name, "select") == 0) {
+		if ((cmd->fake = ctl_fake_param(arg)) != NULL)
+			return CMD_FAKE_SHOW;
+		if (strcasecmp(arg, "help") == 0)
 			return CMD_HELP;
-		*v = find_view(*arg);
-		return *v ? CMD_VIEW : CMD_UNKNOWN_SHOW;
+		cmd->view = find_view(arg);
+		return cmd->view ? CMD_VIEW : CMD_SYNTAX;
 	}
-	if (ctl_parse(p, ctl, arg))
-		return CMD_CONTROL;
-	char key[64], val[1024];
-	if (strncasecmp(p, "set", 3) == 0 && isspace((unsigned char)p[3])) {
-		if (!ctl_parse_set(p, key, sizeof(key), val, sizeof(val)))
-			return CMD_BAD_SET;
-		return ctl_fake_param(key) ? CMD_SET_IGNORED : CMD_SET;
-	}
-	if (word_eq(&p, "reload") && !*p)
-		return CMD_RELOAD;
-	if (word_eq(&p, "shutdown")) {
-		if (!*p)
+	if (strcasecmp(name, "reload") == 0)
+		return *arg ? CMD_SYNTAX : CMD_RELOAD;
+	if (strcasecmp(name, "shutdown") == 0) {
+		if (!*arg)
 			return CMD_SHUTDOWN;
-		if (word_eq(&p, "wait_for_servers") && !*p)
+		if (strcasecmp(arg, "wait_for_servers") == 0)
 			return CMD_SHUTDOWN_SERVERS;
-		if (word_eq(&p, "wait_for_clients") && !*p)
+		if (strcasecmp(arg, "wait_for_clients") == 0)
 			return CMD_SHUTDOWN_CLIENTS;
+		return CMD_SYNTAX;
 	}
-	return CMD_UNKNOWN;
+	if (!ctl_lookup(name, &cmd->ctl))
+		return CMD_SYNTAX;
+	return cmd->ctl == CTL_SUSPEND && *arg ? CMD_SYNTAX : CMD_CONTROL;
+}
+
+static void classify(const char *sql, struct command *cmd)
+{
+	memset(cmd, 0, sizeof(*cmd));
+	cmd->ctl = CTL_COUNT;
+	switch (cmdparse(sql, &cmd->words)) {
+	case CMDPARSE_COMMAND:
+		cmd->kind = classify_words(cmd);
+		break;
+	case CMDPARSE_SET:
+		cmd->kind = ctl_fake_param(cmd->words.arg) ? CMD_SET_IGNORED : CMD_SET;
+		break;
+	case CMDPARSE_BAD_ARGS:
+		cmd->kind = CMD_BAD_ARGS;
+		break;
+	default:
+		cmd->kind = CMD_SYNTAX;
+	}
+}
+
+/* PgBouncer's order: a query that does not parse is refused to anyone;
+ * the views but FDS (it shows cancel keys), SHOW HELP and the ignored
+ * SETs are for stats users too. */
+static bool needs_admin(const struct command *cmd)
+{
+	switch (cmd->kind) {
+	case CMD_SYNTAX:
+	case CMD_BAD_ARGS:
+	case CMD_HELP:
+	case CMD_FAKE_SHOW:
+	case CMD_SET_IGNORED:
+		return false;
+	case CMD_VIEW:
+		return cmd->view->fn == admin_view_fds;
+	default:
+		return true;
+	}
+}
+
+/* SHOW of a fake parameter: one text column named after it. */
+static void fake_result(struct result *r, const struct ctl_fake *fake)
+{
+	res_begin(r, COLS(fake->name), TYPES(OID_TEXT), 1);
+	res_row(r, "s", fake->value);
 }
 
 /* How the result of the command being run is sent: with its
@@ -835,60 +911,12 @@ static void write_result(struct client *c, struct result *r, const struct view *
 	pktbuf_free(&r->pb);
 }
 
-/* Run a command with this worker's view only (one worker, or a view that is
- * the same everywhere). */
-static void run_local(struct client *c, enum cmd_kind k, const struct view *v, const char *arg, const char *sql)
-{
-	struct result r;
-
-	switch (k) {
-	case CMD_HELP:
-		show_help(c);
-		break;
-	case CMD_VIEW:
-		r.world = c->world;
-		v->fn(&r);
-		write_result(c, &r, v);
-		break;
-	case CMD_RELOAD:
-		/* Answered by the fan-out (start_fanout) once every worker has
-		 * applied the file, or with PgBouncer's error. */
-		break;
-	case CMD_SHUTDOWN:
-	case CMD_SHUTDOWN_SERVERS:
-	case CMD_SHUTDOWN_CLIENTS:
-		/* The supervisor's signals, PgBouncer's meanings: now, once
-		 * servers are released, once clients have left. */
-		send_command_complete(c, "SHUTDOWN");
-		kill(getppid(), k == CMD_SHUTDOWN ? SIGQUIT : k == CMD_SHUTDOWN_SERVERS ? SIGINT : SIGTERM);
-		break;
-	case CMD_UNKNOWN_SHOW:
-		send_admin_error(c, "unknown SHOW command: %s", arg);
-		break;
-	case CMD_SET_IGNORED: {
-		/* What drivers send on connect: accepted, as PgBouncer does. */
-		struct pktbuf pb;
-		pktbuf_init(&pb, 64);
-		pkt_write_notice(&pb, "NOTICE", "00000", "SET ignored");
-		(void)stream_write(&c->s, &pb);
-		pktbuf_free(&pb);
-		send_command_complete(c, "SET");
-		break;
-	}
-	case CMD_BAD_SET:
-		send_admin_error(c, "%s", "SET failed: expected SET key = value");
-		break;
-	default:
-		send_admin_error(c, "unknown command: %s", sql);
-	}
-}
-
 /* ---- fan-out over the workers ---- */
 
 struct admin_fanout {
 	enum cmd_kind kind;
 	enum ctl_cmd ctl;
-	char tag[1100];            /* CommandComplete of a SET: "SET key=value" */
+	char tag[CMDPARSE_ARG_MAX + CMDPARSE_VAL_MAX + 8];  /* a SET's CommandComplete: "SET key=value" */
 	const struct view *view;
 	struct pktbuf header;      /* the first RowDescription seen */
 	struct rowset rows;
@@ -897,31 +925,87 @@ struct admin_fanout {
 	bool bad;                  /* a worker's answer did not parse */
 };
 
-/* Control commands always go through the supervisor (one worker too): it
- * collects every worker's answer, deferred ones included. */
-static bool wants_fanout(enum cmd_kind k, const struct view *v)
+/* PgBouncer's SHUTDOWN modes as the supervisor's signals: now, once
+ * servers are released, once clients have left. The immediate one is not
+ * answered: the console connection ends with the process, as in PgBouncer. */
+static void run_shutdown(struct client *c, enum cmd_kind k)
 {
-	if (k == CMD_CONTROL || k == CMD_SET || k == CMD_RELOAD)
-		return true;
-	return shm_n_workers() > 1 && k == CMD_VIEW && (v->per_worker || v->flush_all);
+	if (k == CMD_SHUTDOWN) {
+		log_info("SHUTDOWN command issued");
+		c->fanout = xcalloc(1, sizeof(*c->fanout));     /* never done: no answer */
+		c->fanout->kind = k;
+		pktbuf_init(&c->fanout->header, 16);
+		rowset_init(&c->fanout->rows, NULL);
+	} else {
+		log_info("SHUTDOWN %s command issued",
+			 k == CMD_SHUTDOWN_SERVERS ? "WAIT_FOR_SERVERS" : "WAIT_FOR_CLIENTS");
+		send_command_complete(c, "SHUTDOWN");
+	}
+	kill(getppid(), k == CMD_SHUTDOWN ? SIGQUIT : k == CMD_SHUTDOWN_SERVERS ? SIGINT : SIGTERM);
 }
 
-static bool start_fanout(struct client *c, enum cmd_kind k, const struct view *v, enum ctl_cmd ctl,
-			 const char *sql)
+/* Run a command with this worker's view only (one worker, or a view that is
+ * the same everywhere). */
+static void run_local(struct client *c, const struct command *cmd, const char *sql)
+{
+	struct result r = { .world = c->world };
+
+	switch (cmd->kind) {
+	case CMD_HELP:
+		show_help(c);
+		break;
+	case CMD_VIEW:
+		cmd->view->fn(&r);
+		write_result(c, &r, cmd->view);
+		break;
+	case CMD_FAKE_SHOW:
+		fake_result(&r, cmd->fake);
+		write_result(c, &r, NULL);
+		break;
+	case CMD_RELOAD:
+		/* Answered by the fan-out (start_fanout) once every worker has
+		 * applied the file, or with PgBouncer's error. */
+		break;
+	case CMD_SHUTDOWN:
+	case CMD_SHUTDOWN_SERVERS:
+	case CMD_SHUTDOWN_CLIENTS:
+		run_shutdown(c, cmd->kind);
+		break;
+	case CMD_SET_IGNORED:
+		/* What drivers send on connect: accepted, as PgBouncer does. */
+		send_notice(c, "SET ignored", NULL);
+		send_command_complete(c, "SET");
+		break;
+	case CMD_BAD_ARGS:
+		send_admin_error(c, "bad arguments");
+		break;
+	default:
+		send_admin_error(c, "invalid command '%s', use SHOW HELP;", sql);
+	}
+}
+
+/* Control commands always go through the supervisor (one worker too): it
+ * collects every worker's answer, deferred ones included. */
+static bool wants_fanout(const struct command *cmd)
+{
+	if (cmd->kind == CMD_CONTROL || cmd->kind == CMD_SET || cmd->kind == CMD_RELOAD)
+		return true;
+	return shm_n_workers() > 1 && cmd->kind == CMD_VIEW &&
+	       (cmd->view->per_worker || cmd->view->flush_all);
+}
+
+static bool start_fanout(struct client *c, const struct command *cmd, const char *sql)
 {
 	struct admin_fanout *f = xcalloc(1, sizeof(*f));
-	f->kind = k;
-	f->ctl = ctl;
-	f->view = v;
-	if (k == CMD_SET) {
-		char key[64], val[1024];
-		if (ctl_parse_set(sql, key, sizeof(key), val, sizeof(val)))
-			snprintf(f->tag, sizeof(f->tag), "SET %s=%s", key, val);
-	}
+	f->kind = cmd->kind;
+	f->ctl = cmd->ctl;
+	f->view = cmd->view;
+	if (cmd->kind == CMD_SET)          /* PgBouncer's "SET %s=%s": as typed, unquoted */
+		snprintf(f->tag, sizeof(f->tag), "SET %s=%s", cmd->words.arg, cmd->words.val);
 	pktbuf_init(&f->header, 256);
-	rowset_init(&f->rows, v ? v->rule : NULL);
+	rowset_init(&f->rows, cmd->view ? cmd->view->rule : NULL);
 	c->fanout = f;
-	if (k == CMD_RELOAD)
+	if (cmd->kind == CMD_RELOAD)
 		sql = ADMIN_RELOAD_REQ;
 	if (ipc_send_text(c->world->sup, IPC_ADMIN_REQ, (uint32_t)c->id, sql) < 0) {
 		admin_fanout_free(c);
@@ -947,9 +1031,9 @@ static void finish_fanout(struct client *c)
 	struct pktbuf pb;
 
 	if (f->bad)
-		send_admin_error(c, "%s", "a worker's answer could not be read");
+		send_admin_error(c, "a worker's answer could not be read");
 	else if (f->kind == CMD_RELOAD && f->err[0])
-		send_admin_error_code(c, "F0000", "%s", f->err);    /* config_file_error */
+		send_admin_error_code(c, "F0000", f->err);    /* config_file_error, not logged again */
 	else if (f->kind == CMD_RELOAD)
 		send_command_complete(c, "RELOAD");
 	else if (f->err[0])
@@ -1020,46 +1104,47 @@ static void send_part(struct world *w, uint32_t fanid, const uint8_t *p, size_t 
 		log_warning("could not send console rows to the supervisor");
 }
 
+/* One worker's rows of a view for the asker, in parts that end on message
+ * boundaries and fit one IPC message. */
+static void send_view_parts(struct world *w, uint32_t fanid, const struct view *v)
+{
+	struct result r = { .world = w };
+	size_t off = 0, start = 0;
+	v->fn(&r);
+	while (off < r.pb.len) {
+		struct pkt_hdr h;
+		if (pkt_parse_header(r.pb.buf + off, r.pb.len - off, false, 1u << 30, &h, NULL) != PKT_OK)
+			break;
+		if (off + h.len - start > IPC_MAX_PAYLOAD && off > start) {
+			send_part(w, fanid, r.pb.buf + start, off - start);
+			start = off;
+		}
+		off += h.len;
+	}
+	if (off > start)
+		send_part(w, fanid, r.pb.buf + start, off - start);
+	pktbuf_free(&r.pb);
+}
+
 /* Another worker's console client asks: answer for this worker. */
 void admin_remote_run(struct world *w, uint32_t fanid, const char *text, size_t len)
 {
-	char sql[ADMIN_MAX_QUERY], err[256] = "";
-	const struct view *v = NULL;
-	const char *arg;
-	enum ctl_cmd ctl = CTL_COUNT;
+	char err[256] = "";
+	struct command cmd;
 
-	if (len == 0 || len > sizeof(sql) || text[len - 1] != 0) {
+	if (len == 0 || text[len - 1] != 0) {
 		snprintf(err, sizeof(err), "malformed console command");
 	} else {
-		memcpy(sql, text, len);
-		enum cmd_kind k = parse_command(sql, &v, &arg, &ctl);
-		if (k == CMD_VIEW && v->flush_all) {
+		classify(text, &cmd);
+		if (cmd.kind == CMD_VIEW && cmd.view->flush_all) {
 			stats_flush(w);      /* the asking worker reads shared memory */
-		} else if (k == CMD_VIEW) {
-			struct result r = { .world = w };
-			v->fn(&r);
-			/* Parts end on message boundaries and fit one IPC message. */
-			size_t off = 0, start = 0;
-			while (off < r.pb.len) {
-				struct pkt_hdr h;
-				if (pkt_parse_header(r.pb.buf + off, r.pb.len - off, false, 1u << 30, &h, NULL) != PKT_OK)
-					break;
-				if (off + h.len - start > IPC_MAX_PAYLOAD && off > start) {
-					send_part(w, fanid, r.pb.buf + start, off - start);
-					start = off;
-				}
-				off += h.len;
-			}
-			if (off > start)
-				send_part(w, fanid, r.pb.buf + start, off - start);
-			pktbuf_free(&r.pb);
-		} else if (k == CMD_CONTROL) {
-			if (control_apply(w, ctl, arg, fanid, err, sizeof(err)) == CTL_LATER)
+		} else if (cmd.kind == CMD_VIEW) {
+			send_view_parts(w, fanid, cmd.view);
+		} else if (cmd.kind == CMD_CONTROL) {
+			if (control_apply(w, cmd.ctl, cmd.words.arg, fanid, err, sizeof(err)) == CTL_LATER)
 				return;     /* answered by control_janitor() */
-		} else if (k == CMD_SET) {
-			char key[64], val[1024];
-			if (ctl_parse_set(sql, key, sizeof(key), val, sizeof(val)) &&
-			    ctl_apply_set(w->cfg, key, val, err, sizeof(err)) == 0)
+		} else if (cmd.kind == CMD_SET) {
+			if (ctl_apply_set(w->cfg, cmd.words.arg, cmd.words.val, err, sizeof(err)) == 0)
 				world_refresh_config(w);
 		} else {
 			snprintf(err, sizeof(err), "not a command for every worker");
@@ -1075,7 +1160,7 @@ void admin_remote_run(struct world *w, uint32_t fanid, const char *text, size_t 
  * answer (without ReadyForQuery) is written. *failed tells whether it was an
  * error. header/formats say how rows are sent (admin_ext.c for Execute).
  */
-enum stream_action admin_run_text(struct client *c, char *sql, bool header, const int16_t *formats,
+enum stream_action admin_run_text(struct client *c, const char *sql, bool header, const int16_t *formats,
 				  int n_formats, bool *failed)
 {
 	out = (struct out_mode){ header, formats, n_formats };
@@ -1087,26 +1172,25 @@ enum stream_action admin_run_text(struct client *c, char *sql, bool header, cons
 			return SA_PAUSE;
 		finish_fanout(c);
 	} else {
-		const struct view *v = NULL;
-		const char *arg;
-		enum ctl_cmd ctl = CTL_COUNT;
-		enum cmd_kind k = parse_command(sql, &v, &arg, &ctl);
-		/* SHOW FDS lists cancel keys: admin only, as in PgBouncer. */
-		bool admin_only = k == CMD_VIEW && v->fn == admin_view_fds;
-		if (c->stats_only && ((k != CMD_VIEW && k != CMD_HELP && k != CMD_UNKNOWN_SHOW) || admin_only)) {
-			send_admin_error(c, "%s", "admin access needed");
-		} else if (wants_fanout(k, v)) {
-			if (k == CMD_CONTROL && *arg)
-				log_info("%s '%s' command issued", ctl_name(ctl), arg);
-			else if (k == CMD_CONTROL)
-				log_info("%s command issued", ctl_name(ctl));
-			else if (k == CMD_RELOAD)
+		struct command cmd;
+		log_debug("got admin query: %s", sql);
+		classify(sql, &cmd);
+		if (c->stats_only && needs_admin(&cmd)) {
+			send_admin_error(c, "admin access needed");
+		} else if (wants_fanout(&cmd)) {
+			if (cmd.kind == CMD_CONTROL && cmd.words.arg[0])
+				log_info("%s '%s' command issued", ctl_name(cmd.ctl), cmd.words.arg);
+			else if (cmd.kind == CMD_CONTROL)
+				log_info("%s command issued", ctl_name(cmd.ctl));
+			else if (cmd.kind == CMD_RELOAD)
 				log_info("RELOAD command issued");
-			if (start_fanout(c, k, v, ctl, sql))
+			if (start_fanout(c, &cmd, sql))
 				return SA_PAUSE;
-			send_admin_error(c, "%s", "could not reach the other workers");
+			send_admin_error(c, "could not reach the other workers");
 		} else {
-			run_local(c, k, v, arg, sql);
+			run_local(c, &cmd, sql);
+			if (cmd.kind == CMD_SHUTDOWN)
+				return SA_PAUSE;       /* no answer; the process ends */
 		}
 	}
 	out = (struct out_mode){ true, NULL, 0 };
@@ -1118,17 +1202,17 @@ enum stream_action admin_run_text(struct client *c, char *sql, bool header, cons
  * command returns no rows (NoData). */
 bool admin_describe(struct world *w, const char *text, struct pktbuf *pb)
 {
-	char sql[ADMIN_MAX_QUERY];
-	const struct view *v = NULL;
-	const char *arg;
-	enum ctl_cmd ctl;
+	struct command cmd;
 	struct result r = { .world = w };
 	struct pkt_hdr h;
 
-	strlcpy_(sql, text, sizeof(sql));
-	if (parse_command(sql, &v, &arg, &ctl) != CMD_VIEW)
+	classify(text, &cmd);
+	if (cmd.kind == CMD_FAKE_SHOW)
+		fake_result(&r, cmd.fake);
+	else if (cmd.kind == CMD_VIEW)
+		cmd.view->fn(&r);     /* cheap; the rows are dropped, the header is the same everywhere */
+	else
 		return false;
-	v->fn(&r);     /* cheap; the rows are dropped, the header is the same everywhere */
 	bool ok = r.pb.len >= 5 && r.pb.buf[0] == 'T' &&
 		  pkt_parse_header(r.pb.buf, r.pb.len, false, 1u << 30, &h, NULL) == PKT_OK;
 	if (ok)
@@ -1152,7 +1236,6 @@ static void count_console_xact(struct client *c)
 enum stream_action admin_on_pkt(struct client *c, const struct pkt_hdr *h,
 				const uint8_t *data, size_t avail)
 {
-	char sql[ADMIN_MAX_QUERY];
 	struct pktbuf pb;
 	bool failed;
 
@@ -1161,21 +1244,24 @@ enum stream_action admin_on_pkt(struct client *c, const struct pkt_hdr *h,
 		return SA_STOP;
 	}
 	count_console_xact(c);
-	if (h->len > ADMIN_MAX_QUERY) {
-		client_close(c, true, "admin command too long");
+	/* PgBouncer reads a console message whole into its pkt_buf buffer and
+	 * ends the connection when it does not fit. */
+	if (h->len > (size_t)c->world->cfg->pkt_buf) {
+		client_close(c, true, "incomplete pkt");
 		return SA_STOP;
 	}
 	if (avail < h->len)
 		return SA_NEED_FULL;
 	if (h->type != 'Q')
 		return admin_ext_message(c, h->type, data + 5, h->len - 5);
-	size_t len = h->len - 5;
-	if (len == 0 || data[h->len - 1] != 0) {
-		client_close(c, true, "malformed query message");
+	/* The query is the message's first string, as PgBouncer reads it. */
+	if (!memchr(data + 5, 0, h->len - 5)) {
+		client_close(c, true, "incomplete query");
 		return SA_STOP;
 	}
-	memcpy(sql, data + 5, len);
-	if (admin_run_text(c, sql, true, NULL, 0, &failed) == SA_PAUSE)
+	/* It stays in the stream's buffer while it is offered again
+	 * (SA_PAUSE). */
+	if (admin_run_text(c, (const char *)data + 5, true, NULL, 0, &failed) == SA_PAUSE)
 		return SA_PAUSE;
 	pktbuf_init(&pb, 8);
 	pkt_write_ready(&pb, 'I');

@@ -46,20 +46,13 @@ const char *ctl_name(enum ctl_cmd cmd)
 	return cmd < CTL_COUNT ? names[cmd] : "?";
 }
 
-bool ctl_parse(const char *text, enum ctl_cmd *cmd, const char **arg)
+bool ctl_lookup(const char *name, enum ctl_cmd *cmd)
 {
 	for (int i = 0; i < CTL_COUNT; i++) {
-		size_t n = strlen(names[i]);
-		if (strncasecmp(text, names[i], n) != 0)
-			continue;
-		const char *p = text + n;
-		if (*p && !isspace((unsigned char)*p))
-			continue;
-		while (isspace((unsigned char)*p))
-			p++;
-		*cmd = (enum ctl_cmd)i;
-		*arg = p;
-		return true;
+		if (strcasecmp(name, names[i]) == 0) {
+			*cmd = (enum ctl_cmd)i;
+			return true;
+		}
 	}
 	return false;
 }
@@ -399,68 +392,19 @@ enum ctl_result control_apply(struct world *world, enum ctl_cmd cmd, const char 
 	}
 }
 
-bool ctl_parse_set(const char *text, char *key, size_t klen, char *val, size_t vlen)
+const struct ctl_fake *ctl_fake_param(const char *name)
 {
-	const char *p = text;
-	size_t n = 0;
-
-	if (strncasecmp(p, "set", 3) != 0 || !isspace((unsigned char)p[3]))
-		return false;
-	p += 3;
-	while (isspace((unsigned char)*p))
-		p++;
-	while ((isalnum((unsigned char)*p) || *p == '_') && n + 1 < klen)
-		key[n++] = (char)tolower((unsigned char)*p++);
-	key[n] = 0;
-	if (isalnum((unsigned char)*p) || *p == '_')
-		return false;            /* longer than any setting name */
-	while (isspace((unsigned char)*p))
-		p++;
-	if (*p == '=')
-		p++;
-	else if (strncasecmp(p, "to", 2) == 0 && isspace((unsigned char)p[2]))
-		p += 2;
-	else
-		return false;
-	while (isspace((unsigned char)*p))
-		p++;
-	n = 0;
-	if (*p == '\'') {
-		/* A quoted string; '' is a quote. */
-		for (p++; *p; p++) {
-			if (*p == '\'' && p[1] != '\'')
-				break;
-			if (*p == '\'')
-				p++;
-			if (n + 1 >= vlen)
-				return false;
-			val[n++] = *p;
-		}
-		if (*p != '\'')
-			return false;
-		p++;
-	} else {
-		while (*p && !isspace((unsigned char)*p) && n + 1 < vlen)
-			val[n++] = *p++;
-		if (n == 0)
-			return false;        /* a value is required; '' writes an empty one */
-	}
-	val[n] = 0;
-	while (isspace((unsigned char)*p))
-		p++;
-	return key[0] && !*p;
-}
-
-bool ctl_fake_param(const char *key)
-{
-	static const char *const fake[] = {
-		"client_encoding", "datestyle", "timezone", "standard_conforming_strings",
-		"application_name", "extra_float_digits", "default_transaction_isolation",
+	static const struct ctl_fake fake[] = {     /* PgBouncer's fake_param_list */
+		{ "client_encoding", "UTF-8" },
+		{ "default_transaction_isolation", "read committed" },
+		{ "standard_conforming_strings", "on" },
+		{ "datestyle", "ISO" },
+		{ "timezone", "GMT" },
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(fake); i++)
-		if (strcasecmp(key, fake[i]) == 0)
-			return true;
-	return false;
+		if (strcasecmp(name, fake[i].name) == 0)
+			return &fake[i];
+	return NULL;
 }
 
 int ctl_apply_set(struct config *cfg, const char *key, const char *val, char *err, size_t len)
@@ -468,18 +412,20 @@ int ctl_apply_set(struct config *cfg, const char *key, const char *val, char *er
 	const struct setting *s = setting_find(key);
 	char msg[256];
 
+	snprintf(err, len, "SET failed");
 	if (!s) {
-		snprintf(err, len, "SET failed: unknown setting %s", key);
+		log_error("unknown parameter: pgbouncer/%s", key);      /* cf_set's words */
 		return -1;
 	}
 	if (!setting_reloadable(s)) {
-		snprintf(err, len, "SET failed: %s cannot be changed while running (restart needed)", key);
-		return -1;
+		err[0] = 0;
+		return 1;        /* PgBouncer's cf_set: ignored once loaded, whatever the value */
 	}
 	if (setting_parse(cfg, s, val, msg, sizeof(msg)) < 0) {
-		snprintf(err, len, "SET failed: %s: %s", key, msg);
+		log_error("invalid value \"%s\" for parameter %s: %s", val, key, msg);
 		return -1;
 	}
+	err[0] = 0;
 	return 0;
 }
 

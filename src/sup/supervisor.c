@@ -17,6 +17,7 @@
 #include "handover.h"
 #include "takeover.h"
 #include "sdnotify.h"
+#include "cmdparse.h"
 #include "control.h"
 #include "hist.h"
 #include "metrics.h"
@@ -417,20 +418,21 @@ static void fan_answered(struct fan *f, int slot, const char *err)
 	fan_finish(f);
 }
 
-/* SET: the supervisor's copy first, so a bad value or a key that cannot be
- * changed online reaches no worker, and respawned workers keep the value.
- * False when it answered the asker itself. */
+/* SET: the supervisor's copy first, so a bad value or an unknown key
+ * reaches no worker, and respawned workers keep the value (a key that needs
+ * a restart is accepted and changes nothing, as in PgBouncer). False when
+ * it answered the asker itself. */
 static bool admin_set_here(int slot, const struct ipc_hdr *hdr, const char *text)
 {
-	char key[64], val[1024], err[256];
-	while (*text == ' ' || *text == '\t')
-		text++;
-	if (!ctl_parse_set(text, key, sizeof(key), val, sizeof(val)))
+	struct cmdparse p;
+	char err[256];
+	if (cmdparse(text, &p) != CMDPARSE_SET)
 		return true;
-	if (ctl_apply_set(sup.cfg, key, val, err, sizeof(err)) == 0) {
-		log_info("SET %s = %s", key, val);
+	int r = ctl_apply_set(sup.cfg, p.arg, p.val, err, sizeof(err));
+	if (r == 0)
+		log_info("SET %s = %s", p.arg, p.val);
+	if (r >= 0)
 		return true;
-	}
 	send_to(slot, IPC_ADMIN_DONE, hdr->reqid, err, (uint32_t)strlen(err) + 1);
 	return false;
 }

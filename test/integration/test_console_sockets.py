@@ -59,9 +59,10 @@ def test_columns_and_types(pg15, make_pooler):
             got, _ = show(a, view)
             assert got == cols, view
         notices = []
-        a.add_notice_handler(lambda d: notices.append(d.message_primary))
+        a.add_notice_handler(lambda d: notices.append((d.message_primary, d.message_detail)))
         a.execute("SHOW HELP")
-        assert any("SHOW FDS|SOCKETS|ACTIVE_SOCKETS|MEM" in n for n in notices), notices
+        assert notices[0][0] == "Console usage", notices
+        assert "\tSHOW FDS|SOCKETS|ACTIVE_SOCKETS|LISTS|MEM|STATE\n" in notices[0][1], notices
     from test_console import psql_shows
     psql_shows(p, EXPECTED)
 

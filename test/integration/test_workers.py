@@ -582,8 +582,9 @@ def test_worker_sched_slice(pg15, make_pooler, workers):
     util.wait_until(lambda: set(slices().values()) == {default}, 5, what=f"the default back: {slices()}")
 
     with p.admin() as a:
-        with pytest.raises(psycopg.Error, match="worker_sched_slice"):
+        with pytest.raises(psycopg.Error, match="^SET failed$"):
             a.execute("SET worker_sched_slice = '50us'")
+    p.wait_for_log(r'invalid value "50us" for parameter worker_sched_slice: must be 0 or a time')
     p.settings["worker_sched_slice"] = "101ms"
     p.write_config()
     p.reload()
