@@ -23,13 +23,29 @@ enum ctl_result { CTL_DONE, CTL_NOT_HERE, CTL_ERROR, CTL_LATER };
 const char *ctl_name(enum ctl_cmd cmd);        /* "PAUSE", ... (the command tag) */
 /* The command named name (any case); false if it is not a control command. */
 bool ctl_lookup(const char *name, enum ctl_cmd *cmd);
+/* Before a command goes to every worker, in the asking one: PgBouncer's
+ * checks of the instance's state in its order ("already suspended/
+ * paused", "pooler is not paused/suspended", "cannot suspend with paused
+ * databases", "a database is required", ...; every worker holds the same
+ * state, as every change of it reaches them all) and its "... command
+ * issued" log line. false: err is the error to answer. Admin rights are
+ * checked before. */
+bool control_check(struct world *world, enum ctl_cmd cmd, const char *arg, char *err, size_t len);
 /* Carry it out here. CTL_LATER: the answer (IPC_ADMIN_DONE for fanid)
- * follows from control_janitor(). err gets the text for ERROR/NOT_HERE. */
+ * follows from control_janitor(). err gets the text for ERROR/NOT_HERE:
+ * a NOT_HERE text starts with "?" (this worker lacks the database or
+ * client) or "??" (it has it, but the command does not apply: RESUME of a
+ * database not paused); the supervisor answers the strongest of them
+ * only when no worker carried the command out. */
 enum ctl_result control_apply(struct world *world, enum ctl_cmd cmd, const char *arg, uint32_t fanid, char *err, size_t len);
 /* Janitor tick: answer PAUSE/WAIT_CLOSE whose servers are gone, SUSPEND
  * once flushed (closing what is not after suspend_timeout). */
 void control_janitor(struct world *world);
 void control_free(void);
+/* KILL_CLIENT's argument as PgBouncer's sscanf("%llu") reads it: blanks,
+ * a sign, digits, and whatever follows ignored ("12abc" is 12, "-1" wraps
+ * around, one too large is the largest). false: no digit. */
+bool ctl_client_id(const char *arg, unsigned long long *id);
 /* RESUME without a database (also SIGUSR2): undo PAUSE and SUSPEND. */
 void control_resume_all(struct world *world);
 

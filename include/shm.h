@@ -63,6 +63,26 @@ uint32_t shm_names_high(void);
 bool shm_name_take(int idx, int limit);
 void shm_name_put(int idx);
 int shm_name_total(int idx);
+/* What PgBouncer keeps on its one database object and pgcrew on a
+ * database's shared slot, so every worker reads the same:
+ * - pooled: a client of some worker has used a pool of it since the last
+ *   KILL of it (PgBouncer's KILL frees the pools it empties, and KILL
+ *   without a database pauses only the databases it still has pools of).
+ *   Set on every pool_get(); shm_db_unpool() is KILL db.
+ * - kill: KILL without a database, checked in the asking worker, turns
+ *   every database's pooled into kill (shm_db_mark_kill) before the
+ *   command goes to the workers, which then pause and empty the databases
+ *   marked: the choice is made once, whatever the order the workers run it.
+ * - paused: set by every worker that pauses or resumes it, read by a worker
+ *   that makes it later (an auto-database) and by SUSPEND's "cannot
+ *   suspend with paused databases" in a worker that lacks it. */
+void shm_db_set_pooled(int idx);
+void shm_db_unpool(const char *name);
+void shm_db_mark_kill(void);
+bool shm_db_kill_marked(int idx);
+void shm_db_set_paused(int idx, bool paused);
+bool shm_db_paused(int idx);
+int shm_db_count_paused(void);
 /* A database's host-list position, shared so every worker round-robins
  * over one sequence and skips a host another worker found down. */
 int shm_host(int idx, int advance);       /* returns the value before adding */

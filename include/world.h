@@ -41,6 +41,12 @@ struct world {
 	bool suspended;                  /* SUSPEND: sockets do not read, listeners do not accept */
 	bool shutting_down;
 	enum shutdown_mode shutdown_mode;
+	/* The console's SHUTDOWN WAIT_FOR_SERVERS/CLIENTS in this worker,
+	 * before the supervisor's order (IPC_SHUTDOWN) comes back: the same
+	 * console's next command finds the pooler shutting down (and paused),
+	 * as PgBouncer's does (control_check). */
+	bool shutdown_asked;
+	enum shutdown_mode asked_mode;
 	bool shutdown_ready_told;        /* WAIT_FOR_SERVERS: told the supervisor none is in use */
 	struct event *reaper;            /* frees justfree objects */
 	struct event *janitor;           /* periodic timeouts and maintenance */

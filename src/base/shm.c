@@ -19,6 +19,9 @@ struct name_data {                 /* what a database's slot keeps besides count
 	_Atomic uint8_t role[SHM_HOSTS];        /* SHM_DB: each host's last known role */
 	_Atomic int64_t skip_until[SHM_HOSTS];  /* SHM_DB: a host that did not match, until */
 	_Atomic uint8_t addr_next[SHM_HOSTS];   /* SHM_DB: which address of each host name next */
+	_Atomic bool pooled;       /* SHM_DB: a pool of it in use since the last KILL of it */
+	_Atomic bool kill;         /* SHM_DB: it was pooled when the last KILL was checked */
+	_Atomic bool paused;       /* SHM_DB: paused (PAUSE db, KILL) in the workers that have it */
 };
 
 struct shm_head {
@@ -300,6 +303,73 @@ bool shm_name_take(int idx, int limit)
 		return false;
 	}
 	return true;
+}
+
+void shm_db_set_pooled(int idx)
+{
+	/* a load first: every login passes here, the store is rare */
+	if (known_idx(idx) && !atomic_load_explicit(&name_data(idx)->pooled, memory_order_relaxed))
+		atomic_store(&name_data(idx)->pooled, true);
+}
+
+/* Each database slot in use: fn(idx). Slots of users are skipped. */
+static void for_each_db(void (*fn)(int idx, void *arg), void *arg)
+{
+	char key[NAME_LEN + 2];
+	uint32_t high = shm_names_high();
+	for (uint32_t i = 0; i < high; i++)
+		if (shtab_key_at(tab(), (int)i, key, sizeof(key), NULL) > 0 && key[0] == '0' + SHM_DB)
+			fn((int)i, arg);
+}
+
+static void mark_kill(int idx, void *arg)
+{
+	(void)arg;
+	atomic_store(&name_data(idx)->kill, atomic_exchange(&name_data(idx)->pooled, false));
+}
+
+void shm_db_mark_kill(void)
+{
+	if (head)
+		for_each_db(mark_kill, NULL);
+}
+
+bool shm_db_kill_marked(int idx)
+{
+	return known_idx(idx) && atomic_load(&name_data(idx)->kill);
+}
+
+void shm_db_unpool(const char *name)
+{
+	char key[NAME_LEN + 2];
+	size_t len;
+	int idx;
+	if (head && (len = name_key(key, SHM_DB, name)) > 0 && (idx = shtab_find(tab(), key, len)) >= 0)
+		atomic_store(&name_data(idx)->pooled, false);
+}
+
+void shm_db_set_paused(int idx, bool paused)
+{
+	if (known_idx(idx))
+		atomic_store(&name_data(idx)->paused, paused);
+}
+
+bool shm_db_paused(int idx)
+{
+	return known_idx(idx) && atomic_load(&name_data(idx)->paused);
+}
+
+static void count_paused(int idx, void *arg)
+{
+	*(int *)arg += atomic_load(&name_data(idx)->paused);
+}
+
+int shm_db_count_paused(void)
+{
+	int n = 0;
+	if (head)
+		for_each_db(count_paused, &n);
+	return n;
 }
 
 int shm_host(int idx, int advance)

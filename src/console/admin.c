@@ -939,6 +939,8 @@ static void run_shutdown(struct client *c, enum cmd_kind k)
 	} else {
 		log_info("SHUTDOWN %s command issued",
 			 k == CMD_SHUTDOWN_SERVERS ? "WAIT_FOR_SERVERS" : "WAIT_FOR_CLIENTS");
+		c->world->shutdown_asked = true;
+		c->world->asked_mode = k == CMD_SHUTDOWN_SERVERS ? SHUTDOWN_WAIT_SERVERS : SHUTDOWN_WAIT_CLIENTS;
 		send_command_complete(c, "SHUTDOWN");
 	}
 	kill(getppid(), k == CMD_SHUTDOWN ? SIGQUIT : k == CMD_SHUTDOWN_SERVERS ? SIGINT : SIGTERM);
@@ -1173,16 +1175,16 @@ enum stream_action admin_run_text(struct client *c, const char *sql, bool header
 		finish_fanout(c);
 	} else {
 		struct command cmd;
+		char err[128];
 		log_debug("got admin query: %s", sql);
 		classify(sql, &cmd);
 		if (c->stats_only && needs_admin(&cmd)) {
 			send_admin_error(c, "admin access needed");
+		} else if (cmd.kind == CMD_CONTROL &&
+			   !control_check(c->world, cmd.ctl, cmd.words.arg, err, sizeof(err))) {
+			send_admin_error(c, "%s", err);
 		} else if (wants_fanout(&cmd)) {
-			if (cmd.kind == CMD_CONTROL && cmd.words.arg[0])
-				log_info("%s '%s' command issued", ctl_name(cmd.ctl), cmd.words.arg);
-			else if (cmd.kind == CMD_CONTROL)
-				log_info("%s command issued", ctl_name(cmd.ctl));
-			else if (cmd.kind == CMD_RELOAD)
+			if (cmd.kind == CMD_RELOAD)
 				log_info("RELOAD command issued");
 			if (start_fanout(c, &cmd, sql))
 				return SA_PAUSE;

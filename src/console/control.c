@@ -11,6 +11,7 @@
 #include "listen.h"
 #include "log.h"
 #include "pool.h"
+#include "shm.h"
 #include "server.h"
 #include "stream.h"
 #include "util.h"
@@ -120,10 +121,13 @@ static enum ctl_result later(struct world *world, enum ctl_cmd cmd, const char *
 }
 
 /* The named database, or an error/"not here" text. Auto-databases exist
- * only in the workers whose clients made them. */
-static struct database *find_db(struct world *world, const char *arg, char *err, size_t len, enum ctl_result *why)
+ * only in the workers whose clients made them, unless the command
+ * registers one as PgBouncer's find_or_register_database does (PAUSE,
+ * KILL, DISABLE, RECONNECT, WAIT_CLOSE: then in every worker; RESUME and
+ * ENABLE only look). */
+static struct database *find_db(struct world *world, const char *arg, bool reg, char *err, size_t len, enum ctl_result *why)
 {
-	struct database *db = pool_find_db(world, arg);
+	struct database *db = reg ? pool_get_db(world, arg) : pool_find_db(world, arg);
 	if (db && !db->dead)
 		return db;
 	snprintf(err, len, "?no such database: %s", arg);
@@ -143,6 +147,14 @@ static void close_idle(struct world *world, struct database *only, const char *r
 	}
 }
 
+/* db->paused and its shared copy (shm.h), which a worker making the
+ * database later and SUSPEND's check read. */
+static void set_paused(struct database *db, bool paused)
+{
+	db->paused = paused;
+	shm_db_set_paused(db->shm_idx, paused);
+}
+
 static void relaunch_all(struct world *world)
 {
 	struct list *it;
@@ -150,36 +162,45 @@ static void relaunch_all(struct world *world)
 		pool_launch_needed(container_of(it, struct pool, node));
 }
 
-static enum ctl_result do_pause(struct world *world, const char *arg, uint32_t fanid, char *err, size_t len, bool pause)
+static enum ctl_result do_pause(struct world *world, const char *arg, uint32_t fanid, char *err, size_t len)
 {
 	enum ctl_result r = CTL_ERROR;
 	struct database *db = NULL;
 
-	if (*arg && !(db = find_db(world, arg, err, len, &r)))
+	if (*arg && !(db = find_db(world, arg, true, err, len, &r)))
 		return r;
 	if (db && db->admin) {
 		snprintf(err, len, "cannot pause admin db: %s", arg);
 		return CTL_ERROR;
 	}
-	if (!pause && world->shutting_down) {
-		snprintf(err, len, "pooler is shutting down");     /* PgBouncer's words */
-		return CTL_ERROR;
-	}
-	if (!pause) {
-		if (!db) {
-			control_resume_all(world);
-			return CTL_DONE;
-		}
-		db->paused = false;
-		relaunch_all(world);
-		return CTL_DONE;
-	}
 	if (db)
-		db->paused = true;
+		set_paused(db, true);
 	else
 		world->paused = true;
 	close_idle(world, db, "pause mode");
 	return later(world, CTL_PAUSE, db ? db->name : "", fanid);
+}
+
+/* RESUME db: only where it is paused; "not paused" outranks "no such
+ * database" from the workers that lack it (an auto-database). */
+static enum ctl_result do_resume(struct world *world, const char *arg, char *err, size_t len)
+{
+	enum ctl_result r = CTL_ERROR;
+	struct database *db;
+
+	if (!*arg) {
+		control_resume_all(world);
+		return CTL_DONE;
+	}
+	if (!(db = find_db(world, arg, false, err, len, &r)))
+		return r;
+	if (!db->paused) {
+		snprintf(err, len, "??database %s is not paused", arg);
+		return CTL_NOT_HERE;
+	}
+	set_paused(db, false);
+	relaunch_all(world);
+	return CTL_DONE;
 }
 
 /* ---- SUSPEND ----
@@ -216,13 +237,9 @@ static int unflushed(struct world *world, bool close_them)
 	return n;
 }
 
-static enum ctl_result do_suspend(struct world *world, const char *arg, uint32_t fanid, char *err, size_t len)
+static enum ctl_result do_suspend(struct world *world, uint32_t fanid)
 {
 	struct list *it;
-	if (*arg) {
-		snprintf(err, len, "SUSPEND takes no argument");
-		return CTL_ERROR;
-	}
 	world->suspended = true;
 	listener_pause(world->listener, true);
 	list_for_each(it, &world->all_clients) {
@@ -235,7 +252,7 @@ static enum ctl_result do_suspend(struct world *world, const char *arg, uint32_t
 		if (sv->state != SERVER_JUSTFREE)
 			stream_suspend(&sv->s);
 	}
-	log_info("SUSPEND: sockets suspended, waiting for buffers to flush");
+	log_debug("SUSPEND: sockets suspended, waiting for buffers to flush");
 	return later(world, CTL_SUSPEND, "", fanid);
 }
 
@@ -269,7 +286,7 @@ void control_resume_all(struct world *world)
 static void kill_db(struct database *db)
 {
 	struct list *it, *tmp;
-	db->paused = true;     /* new clients wait until RESUME, as in PgBouncer */
+	set_paused(db, true);  /* new clients wait until RESUME, as in PgBouncer */
 	list_for_each_safe(it, tmp, &db->world->all_clients) {
 		struct client *c = container_of(it, struct client, all_node);
 		if (c->state != CLIENT_JUSTFREE && c->db == db && !c->admin)
@@ -282,6 +299,21 @@ static void kill_db(struct database *db)
 	}
 }
 
+/* KILL without a database: PgBouncer pauses and empties the databases it
+ * has pools of. Which those are was decided once, in the asking worker,
+ * from every worker's use (shm_db_mark_kill in control_check); without
+ * shared memory (one process) from this worker's pools. */
+static bool kill_marked(struct world *world, const struct database *db)
+{
+	struct list *it;
+	if (shm_enabled())
+		return shm_db_kill_marked(db->shm_idx);
+	list_for_each(it, &world->pools)
+		if (container_of(it, struct pool, node)->db == db)
+			return true;
+	return false;
+}
+
 static enum ctl_result do_kill(struct world *world, const char *arg, char *err, size_t len)
 {
 	enum ctl_result r = CTL_ERROR;
@@ -291,12 +323,12 @@ static enum ctl_result do_kill(struct world *world, const char *arg, char *err, 
 	if (!*arg) {
 		list_for_each(it, &world->databases) {
 			db = container_of(it, struct database, node);
-			if (!db->admin && !db->dead)
+			if (!db->admin && !db->dead && kill_marked(world, db))
 				kill_db(db);
 		}
 		return CTL_DONE;
 	}
-	if (!(db = find_db(world, arg, err, len, &r)))
+	if (!(db = find_db(world, arg, true, err, len, &r)))
 		return r;
 	if (db->admin) {
 		snprintf(err, len, "cannot kill admin db: %s", arg);
@@ -306,13 +338,25 @@ static enum ctl_result do_kill(struct world *world, const char *arg, char *err, 
 	return CTL_DONE;
 }
 
+bool ctl_client_id(const char *arg, unsigned long long *id)
+{
+	const char *p = arg;
+	while (isspace((unsigned char)*p))
+		p++;
+	if (*p == '+' || *p == '-')
+		p++;
+	if (!isdigit((unsigned char)*p))
+		return false;
+	*id = strtoull(arg, NULL, 10);
+	return true;
+}
+
 static enum ctl_result do_kill_client(struct world *world, const char *arg, char *err, size_t len)
 {
-	char *end;
-	unsigned long long id = strtoull(arg, &end, 10);
+	unsigned long long id;
 	struct list *it;
 
-	if (!*arg || *end) {
+	if (!ctl_client_id(arg, &id)) {
 		snprintf(err, len, "invalid client pointer supplied");      /* PgBouncer's words */
 		return CTL_ERROR;
 	}
@@ -335,9 +379,9 @@ static enum ctl_result do_able(struct world *world, const char *arg, char *err, 
 		snprintf(err, len, "a database is required");
 		return CTL_ERROR;
 	}
-	if (!(db = find_db(world, arg, err, len, &r)))
+	if (!(db = find_db(world, arg, disable, err, len, &r)))
 		return r;
-	if (db->admin) {
+	if (db->admin) {     /* ENABLE's words too, in PgBouncer 1.25 */
 		snprintf(err, len, "cannot disable admin db: %s", arg);
 		return CTL_ERROR;
 	}
@@ -351,8 +395,12 @@ static enum ctl_result do_reconnect(struct world *world, const char *arg, uint32
 	struct database *db = NULL;
 	struct list *it;
 
-	if (*arg && !(db = find_db(world, arg, err, len, &r)))
+	if (*arg && !(db = find_db(world, arg, true, err, len, &r)))
 		return r;
+	if (db && db->admin) {
+		snprintf(err, len, wait ? "cannot wait in admin db: %s" : "cannot reconnect admin db: %s", arg);
+		return CTL_ERROR;
+	}
 	if (wait)
 		return later(world, CTL_WAIT_CLOSE, db ? db->name : "", fanid);
 	list_for_each(it, &world->databases) {
@@ -366,14 +414,11 @@ static enum ctl_result do_reconnect(struct world *world, const char *arg, uint32
 enum ctl_result control_apply(struct world *world, enum ctl_cmd cmd, const char *arg, uint32_t fanid, char *err, size_t len)
 {
 	err[0] = 0;
-	if (strlen(arg) >= 64 && cmd != CTL_KILL_CLIENT) {
-		snprintf(err, len, "?no such database: %.63s", arg);
-		return CTL_NOT_HERE;
-	}
 	switch (cmd) {
 	case CTL_PAUSE:
+		return do_pause(world, arg, fanid, err, len);
 	case CTL_RESUME:
-		return do_pause(world, arg, fanid, err, len, cmd == CTL_PAUSE);
+		return do_resume(world, arg, err, len);
 	case CTL_DISABLE:
 	case CTL_ENABLE:
 		return do_able(world, arg, err, len, cmd == CTL_DISABLE);
@@ -385,11 +430,97 @@ enum ctl_result control_apply(struct world *world, enum ctl_cmd cmd, const char 
 	case CTL_WAIT_CLOSE:
 		return do_reconnect(world, arg, fanid, err, len, cmd == CTL_WAIT_CLOSE);
 	case CTL_SUSPEND:
-		return do_suspend(world, arg, fanid, err, len);
+		return do_suspend(world, fanid);
 	default:
 		snprintf(err, len, "unknown command");
 		return CTL_ERROR;
 	}
+}
+
+/* PgBouncer's cf_shutdown: a shutdown that waits, ordered or asked here. */
+static bool shutting_down(const struct world *world)
+{
+	return world->shutting_down || world->shutdown_asked;
+}
+
+/* PgBouncer's cf_pause_mode: paused (PAUSE, SIGUSR1, or a shutdown that
+ * waits for servers) or suspended. */
+static bool pause_mode(const struct world *world)
+{
+	return world->paused || world->suspended ||
+	       (world->shutting_down && world->shutdown_mode == SHUTDOWN_WAIT_SERVERS) ||
+	       (world->shutdown_asked && world->asked_mode == SHUTDOWN_WAIT_SERVERS);
+}
+
+/* Paused databases, in any worker (an auto-database another worker has):
+ * PgBouncer's count_paused_databases. */
+static bool any_db_paused(struct world *world)
+{
+	struct list *it;
+	if (shm_enabled())
+		return shm_db_count_paused() > 0;
+	list_for_each(it, &world->databases) {
+		const struct database *db = container_of(it, struct database, node);
+		if (db->paused && !db->dead)
+			return true;
+	}
+	return false;
+}
+
+static void log_issued(enum ctl_cmd cmd, const char *arg)
+{
+	if (*arg)
+		log_info("%s '%s' command issued", ctl_name(cmd), arg);
+	else
+		log_info("%s command issued", ctl_name(cmd));
+}
+
+/* Where PgBouncer logs "... command issued": RESUME before its checks,
+ * KILL_CLIENT never, the others once their checks passed. */
+bool control_check(struct world *world, enum ctl_cmd cmd, const char *arg, char *err, size_t len)
+{
+	unsigned long long id;
+	const char *why = NULL;
+
+	if (cmd == CTL_RESUME)
+		log_issued(cmd, arg);
+	switch (cmd) {
+	case CTL_PAUSE:
+	case CTL_KILL:
+	case CTL_SUSPEND:
+		if (pause_mode(world))
+			why = "already suspended/paused";
+		else if (cmd == CTL_SUSPEND && any_db_paused(world))
+			why = "cannot suspend with paused databases";   /* SUSPEND must flush */
+		break;
+	case CTL_RESUME:
+		if (!*arg && shutting_down(world))
+			why = "pooler is shutting down";
+		else if (!*arg && !world->paused && !world->suspended)
+			why = "pooler is not paused/suspended";
+		break;
+	case CTL_DISABLE:
+	case CTL_ENABLE:
+		if (!*arg)
+			why = "a database is required";
+		break;
+	case CTL_KILL_CLIENT:
+		if (!ctl_client_id(arg, &id))
+			why = "invalid client pointer supplied";
+		break;
+	default:
+		break;
+	}
+	snprintf(err, len, "%s", why ? why : "");
+	if (why)
+		return false;
+	if (cmd != CTL_RESUME && cmd != CTL_KILL_CLIENT)
+		log_issued(cmd, arg);
+	if (cmd == CTL_KILL && *arg)
+		shm_db_unpool(arg);        /* its pools are emptied: none left */
+	else if (cmd == CTL_KILL)
+		shm_db_mark_kill();
+	return true;
 }
 
 const struct ctl_fake *ctl_fake_param(const char *name)

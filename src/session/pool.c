@@ -144,6 +144,7 @@ static struct database *db_new(struct world *w, const char *name)
 	strlcpy_(db->name, name, sizeof(db->name));
 	varcache_init(&db->startup_vars);
 	db->shm_idx = shm_name_hold(SHM_DB, name);
+	db->paused = shm_db_paused(db->shm_idx);   /* another worker's PAUSE or KILL of it */
 	list_append(&w->databases, &db->node);
 	hmap_add(&w->db_map, &db->hn, hmap_hash_str(db->name));
 	db->last_used = util_monotonic();
@@ -318,6 +319,8 @@ static uint32_t pool_hash(const struct database *db, const struct puser *user)
 struct pool *pool_get(struct database *db, struct puser *user)
 {
 	uint32_t h = pool_hash(db, user);
+	if (!db->admin)          /* PgBouncer's get_pool: a pool again after a KILL */
+		shm_db_set_pooled(db->shm_idx);
 	for (struct hnode *n = hmap_first(&db->world->pool_map, h); n; n = hmap_next(n)) {
 		struct pool *p = container_of(n, struct pool, hn);
 		if (p->db == db && p->user == user)
@@ -1896,6 +1899,8 @@ void pool_apply_config(struct world *w, const struct config *cfg)
 			continue;
 		}
 		db->dead = true;
+		db->paused = false;        /* PgBouncer frees it: nothing left paused */
+		shm_db_set_paused(db->shm_idx, false);
 	}
 	list_for_each(it, &w->users) {
 		struct puser *u = container_of(it, struct puser, node);

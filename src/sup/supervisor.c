@@ -369,6 +369,7 @@ struct fan {
 	int n_ok;                  /* workers that carried it out */
 	char err[256];             /* the first error */
 	char not_here[256];        /* "?..." answers: an error only if nobody did it */
+	int not_here_rank;         /* its '?' marks: "??" (has it, not applicable) outranks "?" */
 };
 
 #define FAN_HERE (-2)              /* asked by the supervisor itself (metrics.c) */
@@ -407,12 +408,15 @@ static void fan_answered(struct fan *f, int slot, const char *err)
 	if (!f->owed[slot])
 		return;
 	f->owed[slot] = false;
-	if (err && *err == '?' && !f->not_here[0])
-		snprintf(f->not_here, sizeof(f->not_here), "%s", err + 1);
-	else if (err && *err && *err != '?' && !f->err[0])
+	int rank = err && *err == '?' ? (err[1] == '?' ? 2 : 1) : 0;
+	if (rank > f->not_here_rank) {
+		snprintf(f->not_here, sizeof(f->not_here), "%s", err + rank);
+		f->not_here_rank = rank;
+	} else if (err && *err && *err != '?' && !f->err[0]) {
 		snprintf(f->err, sizeof(f->err), "%s", err);
-	else if (err && !*err)
+	} else if (err && !*err) {
 		f->n_ok++;
+	}
 	if (--f->pending > 0)
 		return;
 	fan_finish(f);

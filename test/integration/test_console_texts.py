@@ -192,6 +192,77 @@ SET_TABLE = [
     ("SET default_transaction_isolation = 'read committed'", ok("SET")),
 ]
 
+PAUSED = err("already suspended/paused")
+NOT_PAUSED = err("pooler is not paused/suspended")
+
+# PAUSE, RESUME, SUSPEND and KILL in turn, each answered by the state the
+# ones before left (testdb has a pool, otherdb none).
+STATE_SEQUENCE = [
+    ("RESUME", NOT_PAUSED),
+    ("RESUME testdb", err("database testdb is not paused")),
+    ("RESUME pgbouncer", err("database pgbouncer is not paused")),
+    ("RESUME nosuchdb", err("no such database: nosuchdb")),
+    ("PAUSE testdb", ok("PAUSE")),
+    ("PAUSE testdb", ok("PAUSE")),
+    ("SUSPEND", err("cannot suspend with paused databases")),
+    ("PAUSE", ok("PAUSE")),
+    ("PAUSE", PAUSED),
+    ("PAUSE testdb", PAUSED),
+    ("PAUSE nosuchdb", PAUSED),
+    ("KILL", PAUSED),
+    ("KILL testdb", PAUSED),
+    ("KILL nosuchdb", PAUSED),
+    ("SUSPEND", PAUSED),
+    ("RESUME testdb", ok("RESUME")),
+    ("RESUME testdb", err("database testdb is not paused")),
+    ("RESUME", ok("RESUME")),
+    ("RESUME", NOT_PAUSED),
+    ("SUSPEND", ok("SUSPEND")),
+    ("SUSPEND", PAUSED),
+    ("PAUSE", PAUSED),
+    ("PAUSE testdb", PAUSED),
+    ("KILL", PAUSED),
+    ("RESUME testdb", err("database testdb is not paused")),
+    ("RESUME", ok("RESUME")),
+    ("KILL testdb", ok("KILL")),
+    ("SUSPEND", err("cannot suspend with paused databases")),
+    ("RESUME", NOT_PAUSED),
+    ("RESUME testdb", ok("RESUME")),
+    # KILL testdb emptied (PgBouncer: freed) its pool: KILL pauses nothing
+    ("KILL", ok("KILL")),
+    ("RESUME testdb", err("database testdb is not paused")),
+    ("SUSPEND", ok("SUSPEND")),
+    ("RESUME", ok("RESUME")),
+    ("RECONNECT pgbouncer", err("cannot reconnect admin db: pgbouncer")),
+    ("WAIT_CLOSE pgbouncer", err("cannot wait in admin db: pgbouncer")),
+    ("KILL pgbouncer", err("cannot kill admin db: pgbouncer")),
+    ("PAUSE pgbouncer", err("cannot pause admin db: pgbouncer")),
+]
+
+# Then a client logs in to testdb again: KILL pauses the databases that
+# have pools, and only those.
+KILL_SEQUENCE = [
+    ("KILL", ok("KILL")),
+    ("RESUME", NOT_PAUSED),
+    ("RESUME otherdb", err("database otherdb is not paused")),
+    ("SUSPEND", err("cannot suspend with paused databases")),
+    ("RESUME testdb", ok("RESUME")),
+    ("RESUME testdb", err("database testdb is not paused")),
+    ("SUSPEND", ok("SUSPEND")),
+    ("RESUME", ok("RESUME")),
+]
+
+# KILL_CLIENT reads its argument as sscanf("%llu"): digits after blanks
+# and a sign, the rest ignored.
+KILL_CLIENT_TABLE = [
+    ("KILL_CLIENT 12abc", err("client not found")),
+    ("KILL_CLIENT 0x10", err("client not found")),
+    ('KILL_CLIENT " 5"', err("client not found")),
+    ('KILL_CLIENT "-1"', err("client not found")),
+    ('KILL_CLIENT "+"', err("invalid client pointer supplied")),
+    ('KILL_CLIENT " "', err("invalid client pointer supplied")),
+]
+
 # A stats user: PgBouncer checks the grammar first, then admin rights,
 # except for SHOW (but FDS) and the fake parameters.
 STATS_TABLE = [
@@ -225,9 +296,11 @@ STATS_TABLE = [
 ]
 
 
-def pooler(pg15, make_pooler):
+def pooler(pg15, make_pooler, pool_mode="transaction"):
+    """Transaction pooling: a client's server goes back at once, so PAUSE
+    has nothing to wait for."""
     return make_pooler(pg15, settings={"admin_users": "trust_user", "stats_users": "md5_user",
-                                       "auth_type": "md5"})
+                                       "auth_type": "md5", "pool_mode": pool_mode})
 
 
 def console(p, user="trust_user"):
@@ -306,6 +379,124 @@ def test_set(pg15, make_pooler, pooler_workers):
     p.wait_for_log(r"ERROR unknown parameter: pgbouncer/unknown_key")
     p.wait_for_log(r"ERROR unknown parameter: pgbouncer/Default_Pool_Size")
     p.wait_for_log(r"ERROR SET failed")
+
+
+def test_pause_resume_suspend_kill_states(pg15, make_pooler, pooler_workers):
+    """Every state error of PAUSE, RESUME, SUSPEND and KILL, in sequence,
+    with PgBouncer's log lines: "... command issued" only once a command
+    passed its checks (RESUME's before them, KILL_CLIENT's never)."""
+    p = pooler(pg15, make_pooler)
+    user = p.connect("testdb", "trust_user", password=password("trust_user"))
+    user.execute("SELECT 1")
+    conn, _ = console(p)
+    run_table(conn, STATE_SEQUENCE)
+    with p.connect("testdb", "trust_user", password=password("trust_user")) as again:
+        again.execute("SELECT 1")
+    run_table(conn, KILL_SEQUENCE)
+    paused = {r[0]: r[15] for r in conn.execute("SHOW DATABASES").fetchall()}
+    assert paused == {"otherdb": 0, "pgbouncer": 0, "testdb": 0}, paused
+    run_table(conn, KILL_CLIENT_TABLE)
+    log = p.log_text()
+    for line in ("ERROR already suspended/paused", "ERROR database otherdb is not paused",
+                 "ERROR cannot suspend with paused databases", "ERROR pooler is not paused/suspended",
+                 "LOG RESUME 'testdb' command issued", "LOG RESUME 'nosuchdb' command issued",
+                 "LOG PAUSE 'testdb' command issued", "LOG KILL 'testdb' command issued",
+                 "LOG KILL 'pgbouncer' command issued", "LOG PAUSE 'pgbouncer' command issued",
+                 "LOG RECONNECT 'pgbouncer' command issued", "LOG WAIT_CLOSE 'pgbouncer' command issued"):
+        assert line in log, line
+    counts = {cmd: log.count(f"LOG {cmd} command issued")
+              for cmd in ("PAUSE", "SUSPEND", "KILL", "RESUME")}
+    assert counts == {"PAUSE": 1, "SUSPEND": 3, "KILL": 2, "RESUME": 8}, counts
+    assert "PAUSE 'nosuchdb'" not in log and "KILL 'nosuchdb'" not in log
+    assert "KILL_CLIENT" not in log
+
+
+def test_kill_pauses_databases_with_pools(pg15, make_pooler, pooler_workers):
+    """KILL without a database pauses (and empties) the databases a client
+    has used, in every worker though one client of one worker used it:
+    each console, whichever worker it is in, finds testdb paused (SUSPEND
+    refused, RESUME testdb done once, then "not paused"); a database
+    nobody used is left alone; a client logs in again after RESUME."""
+    p = pooler(pg15, make_pooler)
+    user = p.connect("testdb", "trust_user", password=password("trust_user"))
+    user.execute("SELECT 1")
+    consoles = [console(p)[0] for _ in range(6)]
+    run_table(consoles[0], [("KILL", ok("KILL"))])
+    with pytest.raises(psycopg.OperationalError):
+        user.execute("SELECT 1")
+    for conn in consoles:
+        run_table(conn, [("SUSPEND", err("cannot suspend with paused databases")),
+                         ("RESUME", NOT_PAUSED),
+                         ("RESUME otherdb", err("database otherdb is not paused"))])
+    paused = {r[0]: r[15] for r in consoles[-1].execute("SHOW DATABASES").fetchall()}
+    assert paused == {"otherdb": 0, "pgbouncer": 0, "testdb": 1}, paused
+    run_table(consoles[-1], [("RESUME testdb", ok("RESUME"))])
+    for conn in consoles:
+        run_table(conn, [("RESUME testdb", err("database testdb is not paused"))])
+    run_table(consoles[0], [("SUSPEND", ok("SUSPEND")), ("RESUME", ok("RESUME"))])
+    with p.connect("testdb", "trust_user", password=password("trust_user")) as u:
+        assert u.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_auto_database_states(pg15, make_pooler, pooler_workers):
+    """Auto-databases: PAUSE, KILL and DISABLE register one (PgBouncer's
+    find_or_register_database), RESUME and ENABLE only look. A database
+    one worker's client made, or one paused there, is paused for every
+    console, whichever worker it is in."""
+    dsn = f"host={pg15.host} port={pg15.port}"
+    p = make_pooler(pg15, settings={"admin_users": "trust_user", "auth_type": "md5",
+                                    "pool_mode": "transaction"},
+                    databases={"testdb": dsn, "*": dsn})
+    consoles = [console(p)[0] for _ in range(6)]
+    run_table(consoles[0], [("RESUME newdb", err("no such database: newdb")),
+                            ("ENABLE newdb", err("no such database: newdb")),
+                            ("PAUSE newdb", ok("PAUSE")),
+                            ("RESUME newdb", ok("RESUME")),
+                            ("RESUME newdb", err("database newdb is not paused")),
+                            ("DISABLE newdb2", ok("DISABLE")),
+                            ("ENABLE newdb2", ok("ENABLE")),
+                            ("PAUSE newdb3", ok("PAUSE"))])
+    for conn in consoles:
+        run_table(conn, [("SUSPEND", err("cannot suspend with paused databases"))])
+    run_table(consoles[0], [("RESUME newdb3", ok("RESUME"))])
+    user = p.connect("otherdb", "trust_user", password=password("trust_user"))
+    user.execute("SELECT 1")
+    run_table(consoles[0], [("KILL", ok("KILL"))])
+    for conn in consoles:
+        run_table(conn, [("SUSPEND", err("cannot suspend with paused databases")),
+                         ("RESUME testdb", err("database testdb is not paused"))])
+    run_table(consoles[-1], [("RESUME otherdb", ok("RESUME"))])
+    for conn in consoles:
+        run_table(conn, [("RESUME otherdb", err("database otherdb is not paused"))])
+    run_table(consoles[0], [("SUSPEND", ok("SUSPEND")), ("RESUME", ok("RESUME"))])
+
+
+def test_shutdown_states(pg15, make_pooler, pooler_workers):
+    """While SHUTDOWN WAIT_FOR_SERVERS waits (it pauses, as PgBouncer's),
+    PAUSE, SUSPEND and KILL find the pooler paused and RESUME finds it
+    shutting down; the pooler exits once the last server is released."""
+    p = pooler(pg15, make_pooler, pool_mode="session")
+    holder = p.connect("testdb", "trust_user", password=password("trust_user"))
+    holder.execute("SELECT 1")        # session pooling: holds its server
+    conn, _ = console(p)
+    run_table(conn, [("SHUTDOWN WAIT_FOR_SERVERS", ok("SHUTDOWN")), ("PAUSE", PAUSED),
+                     ("SUSPEND", PAUSED), ("KILL testdb", PAUSED),
+                     ("RESUME", err("pooler is shutting down")),
+                     ("RESUME testdb", err("database testdb is not paused"))])
+    p.wait_for_log(r"LOG SHUTDOWN WAIT_FOR_SERVERS command issued")
+    holder.close()
+    p.proc.wait(timeout=10)
+
+
+def test_shutdown_not_answered(pg15, make_pooler, pooler_workers):
+    """Plain SHUTDOWN sends no CommandComplete: the connection ends with
+    the process."""
+    p = pooler(pg15, make_pooler)
+    conn, _ = console(p)
+    with pytest.raises(psycopg.OperationalError):
+        conn.execute("SHUTDOWN")
+    p.proc.wait(timeout=10)
+    assert "SHUTDOWN command issued" in p.log_text()
 
 
 def test_stats_user(pg15, make_pooler, pooler_workers):

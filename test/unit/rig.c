@@ -349,8 +349,8 @@ static void console_request(uint32_t reqid, const void *payload, size_t len)
 static void console_answered(struct fan *f, const void *payload, size_t len)
 {
 	const char *err = len > 0 && ((const char *)payload)[len - 1] == 0 ? payload : "";
-	if (*err == '?')
-		err = shm_n_workers() > 1 ? "" : err + 1;
+	if (*err == '?')         /* "?" or "??" (control.h) */
+		err = shm_n_workers() > 1 ? "" : err + (err[1] == '?' ? 2 : 1);
 	console_done(f->origin_req, err);
 	*f = fans[--n_fans];
 }

@@ -7,6 +7,7 @@
  * through the console). */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -324,6 +325,40 @@ static void test_ctl_names(void **state)
 	assert_string_equal(ctl_name((enum ctl_cmd)1000), "?");
 }
 
+/* ---- ctl_client_id: KILL_CLIENT's argument as sscanf("%llu") ---- */
+
+static void test_client_id(void **state)
+{
+	static const struct {
+		const char *arg;
+		bool ok;
+		unsigned long long id;
+	} t[] = {
+		{ "12", true, 12 }, { "0", true, 0 }, { "12abc", true, 12 }, { "0x10", true, 0 },
+		{ " 5", true, 5 }, { "\t\n7", true, 7 }, { "+5", true, 5 }, { "007", true, 7 },
+		{ "-1", true, ULLONG_MAX }, { "-2", true, ULLONG_MAX - 1 },
+		{ "18446744073709551615", true, ULLONG_MAX },
+		{ "99999999999999999999999", true, ULLONG_MAX },     /* one too large: the largest */
+		{ "1 2", true, 1 }, { "5-", true, 5 },
+		{ "", false, 0 }, { " ", false, 0 }, { "+", false, 0 }, { "-", false, 0 },
+		{ "abc", false, 0 }, { "+ 5", false, 0 }, { "--1", false, 0 }, { "x1", false, 0 },
+	};
+	(void)state;
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		unsigned long long id = 4242, want = 4242;
+		if (t[i].ok)
+			want = t[i].id;
+		bool ok = ctl_client_id(t[i].arg, &id);
+		if (ok != t[i].ok || id != want)
+			fail_msg("ctl_client_id(\"%s\"): %d %llu, expected %d %llu", t[i].arg, ok, id, t[i].ok, want);
+		/* the same as the C library's own reading, which PgBouncer uses */
+		unsigned long long lib = 0;
+		assert_int_equal(sscanf(t[i].arg, "%llu", &lib) == 1, ok);
+		if (ok)
+			assert_true(lib == id);
+	}
+}
+
 /* ---- ctl_fake_param ---- */
 
 /* PgBouncer's five, any case; application_name and extra_float_digits
@@ -477,6 +512,7 @@ int main(void)
 		cmocka_unit_test(test_set_long_run),
 		cmocka_unit_test(test_ctl_names),
 		cmocka_unit_test(test_fake_param),
+		cmocka_unit_test(test_client_id),
 		T(test_apply_unknown),
 		T(test_apply_not_reloadable),
 		T(test_apply_bad_value),
