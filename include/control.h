@@ -46,6 +46,11 @@ void control_free(void);
  * a sign, digits, and whatever follows ignored ("12abc" is 12, "-1" wraps
  * around, one too large is the largest). false: no digit. */
 bool ctl_client_id(const char *arg, unsigned long long *id);
+/* PgBouncer's cf_pause_mode, which its checks and SHOW STATE read:
+ * paused by PAUSE, SIGUSR1 or a SHUTDOWN WAIT_FOR_SERVERS (ordered, or
+ * asked by this worker's console), or suspended. */
+enum ctl_pause { CTL_RUNNING, CTL_PAUSED, CTL_SUSPENDED };
+enum ctl_pause control_pause_mode(const struct world *world);
 /* RESUME without a database (also SIGUSR2): undo PAUSE and SUSPEND. */
 void control_resume_all(struct world *world);
 

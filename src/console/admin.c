@@ -627,9 +627,10 @@ static void view_totals(struct result *r)
 static void view_state(struct result *r)
 {
 	res_begin(r, COLS("key", "value"), TYPES(OID_TEXT, OID_TEXT), 2);
-	res_row(r, "ss", "active", r->world->paused || r->world->suspended ? "no" : "yes");
-	res_row(r, "ss", "paused", r->world->paused ? "yes" : "no");
-	res_row(r, "ss", "suspended", r->world->suspended ? "yes" : "no");
+	enum ctl_pause mode = control_pause_mode(r->world);
+	res_row(r, "ss", "active", mode == CTL_RUNNING ? "yes" : "no");
+	res_row(r, "ss", "paused", mode == CTL_PAUSED ? "yes" : "no");
+	res_row(r, "ss", "suspended", mode == CTL_SUSPENDED ? "yes" : "no");
 }
 
 static void dns_row(void *arg, const char *host, int64_t ttl_left_usec, const char *addrs)

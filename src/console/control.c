@@ -443,13 +443,19 @@ static bool shutting_down(const struct world *world)
 	return world->shutting_down || world->shutdown_asked;
 }
 
-/* PgBouncer's cf_pause_mode: paused (PAUSE, SIGUSR1, or a shutdown that
- * waits for servers) or suspended. */
+enum ctl_pause control_pause_mode(const struct world *world)
+{
+	if ((world->shutting_down && world->shutdown_mode == SHUTDOWN_WAIT_SERVERS) ||
+	    (world->shutdown_asked && world->asked_mode == SHUTDOWN_WAIT_SERVERS))
+		return CTL_PAUSED;       /* PgBouncer's SHUTDOWN WAIT_FOR_SERVERS sets P_PAUSE */
+	if (world->suspended)
+		return CTL_SUSPENDED;
+	return world->paused ? CTL_PAUSED : CTL_RUNNING;
+}
+
 static bool pause_mode(const struct world *world)
 {
-	return world->paused || world->suspended ||
-	       (world->shutting_down && world->shutdown_mode == SHUTDOWN_WAIT_SERVERS) ||
-	       (world->shutdown_asked && world->asked_mode == SHUTDOWN_WAIT_SERVERS);
+	return control_pause_mode(world) != CTL_RUNNING;
 }
 
 /* Paused databases, in any worker (an auto-database another worker has):

@@ -193,6 +193,14 @@ SET_TABLE = [
 ]
 
 PAUSED = err("already suspended/paused")
+
+
+def state(mode):
+    """SHOW STATE while running, paused or suspended."""
+    return ok("SHOW", ["key", "value"], [(k, "yes" if k == mode else "no")
+                                         for k in ("active", "paused", "suspended")])
+
+
 NOT_PAUSED = err("pooler is not paused/suspended")
 
 # PAUSE, RESUME, SUSPEND and KILL in turn, each answered by the state the
@@ -204,8 +212,10 @@ STATE_SEQUENCE = [
     ("RESUME nosuchdb", err("no such database: nosuchdb")),
     ("PAUSE testdb", ok("PAUSE")),
     ("PAUSE testdb", ok("PAUSE")),
+    ("SHOW STATE", state("active")),
     ("SUSPEND", err("cannot suspend with paused databases")),
     ("PAUSE", ok("PAUSE")),
+    ("SHOW STATE", state("paused")),
     ("PAUSE", PAUSED),
     ("PAUSE testdb", PAUSED),
     ("PAUSE nosuchdb", PAUSED),
@@ -218,6 +228,7 @@ STATE_SEQUENCE = [
     ("RESUME", ok("RESUME")),
     ("RESUME", NOT_PAUSED),
     ("SUSPEND", ok("SUSPEND")),
+    ("SHOW STATE", state("suspended")),
     ("SUSPEND", PAUSED),
     ("PAUSE", PAUSED),
     ("PAUSE testdb", PAUSED),
@@ -237,6 +248,7 @@ STATE_SEQUENCE = [
     ("WAIT_CLOSE pgbouncer", err("cannot wait in admin db: pgbouncer")),
     ("KILL pgbouncer", err("cannot kill admin db: pgbouncer")),
     ("PAUSE pgbouncer", err("cannot pause admin db: pgbouncer")),
+    ("SHOW STATE", state("active")),
 ]
 
 # Then a client logs in to testdb again: KILL pauses the databases that
@@ -479,7 +491,12 @@ def test_shutdown_states(pg15, make_pooler, pooler_workers):
     holder = p.connect("testdb", "trust_user", password=password("trust_user"))
     holder.execute("SELECT 1")        # session pooling: holds its server
     conn, _ = console(p)
-    run_table(conn, [("SHUTDOWN WAIT_FOR_SERVERS", ok("SHUTDOWN")), ("PAUSE", PAUSED),
+    state = [("active", "yes"), ("paused", "no"), ("suspended", "no")]
+    assert conn.execute("SHOW STATE").fetchall() == state
+    run_table(conn, [("SHUTDOWN WAIT_FOR_SERVERS", ok("SHUTDOWN"))])
+    state = [("active", "no"), ("paused", "yes"), ("suspended", "no")]
+    assert conn.execute("SHOW STATE").fetchall() == state
+    run_table(conn, [("PAUSE", PAUSED),
                      ("SUSPEND", PAUSED), ("KILL testdb", PAUSED),
                      ("RESUME", err("pooler is shutting down")),
                      ("RESUME testdb", err("database testdb is not paused"))])
