@@ -73,9 +73,12 @@ int shm_name_total(int idx);
  *   every database's pooled into kill (shm_db_mark_kill) before the
  *   command goes to the workers, which then pause and empty the databases
  *   marked: the choice is made once, whatever the order the workers run it.
- * - paused: set by every worker that pauses or resumes it, read by a worker
- *   that makes it later (an auto-database) and by SUSPEND's "cannot
- *   suspend with paused databases" in a worker that lacks it. */
+ * - paused: one bit per worker, set and cleared by each worker that
+ *   pauses or resumes it, cleared when its copy is dropped (a removed or
+ *   idle auto-database) or the worker dies; paused if any bit is set. Read
+ *   by a worker that makes the database later (an auto-database) and by
+ *   SUSPEND's "cannot suspend with paused databases" in a worker that
+ *   lacks it. */
 void shm_db_set_pooled(int idx);
 void shm_db_unpool(const char *name);
 void shm_db_mark_kill(void);

@@ -21,7 +21,7 @@ struct name_data {                 /* what a database's slot keeps besides count
 	_Atomic uint8_t addr_next[SHM_HOSTS];   /* SHM_DB: which address of each host name next */
 	_Atomic bool pooled;       /* SHM_DB: a pool of it in use since the last KILL of it */
 	_Atomic bool kill;         /* SHM_DB: it was pooled when the last KILL was checked */
-	_Atomic bool paused;       /* SHM_DB: paused (PAUSE db, KILL) in the workers that have it */
+	_Atomic uint64_t paused[SHM_MAX_WORKERS / 64];  /* SHM_DB: the workers where it is paused */
 };
 
 struct shm_head {
@@ -122,8 +122,10 @@ void shm_worker_reset(int w)
 		return;
 	atomic_store(&head->clients[w], 0);
 	uint32_t high = shtab_high_water(tab());
-	for (uint32_t i = 0; i < high; i++)
+	for (uint32_t i = 0; i < high; i++) {
 		atomic_store(cell((int)i, w), 0);
+		atomic_fetch_and(&name_data((int)i)->paused[w / 64], ~(UINT64_C(1) << (w % 64)));
+	}
 	(void)shtab_worker_gone(tab(), w);
 }
 
@@ -350,18 +352,29 @@ void shm_db_unpool(const char *name)
 
 void shm_db_set_paused(int idx, bool paused)
 {
-	if (known_idx(idx))
-		atomic_store(&name_data(idx)->paused, paused);
+	if (!valid_idx(idx))
+		return;
+	_Atomic uint64_t *word = &name_data(idx)->paused[self / 64];
+	uint64_t bit = UINT64_C(1) << (self % 64);
+	if (paused)
+		atomic_fetch_or(word, bit);
+	else
+		atomic_fetch_and(word, ~bit);
 }
 
 bool shm_db_paused(int idx)
 {
-	return known_idx(idx) && atomic_load(&name_data(idx)->paused);
+	if (!known_idx(idx))
+		return false;
+	for (int i = 0; i < SHM_MAX_WORKERS / 64; i++)
+		if (atomic_load(&name_data(idx)->paused[i]))
+			return true;
+	return false;
 }
 
 static void count_paused(int idx, void *arg)
 {
-	*(int *)arg += atomic_load(&name_data(idx)->paused);
+	*(int *)arg += shm_db_paused(idx);
 }
 
 int shm_db_count_paused(void)

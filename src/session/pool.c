@@ -137,6 +137,17 @@ static void db_apply_def(struct database *db, const struct db_def *d, const char
 	db->dead = false;
 }
 
+/* A database this worker makes (or an auto-database it brings back) while
+ * another worker has it paused (PAUSE db, KILL: shm.h) is paused here too,
+ * as PgBouncer's one database object would be. */
+static void db_inherit_pause(struct database *db)
+{
+	if (shm_db_paused(db->shm_idx)) {
+		db->paused = true;
+		shm_db_set_paused(db->shm_idx, true);
+	}
+}
+
 static struct database *db_new(struct world *w, const char *name)
 {
 	struct database *db = xcalloc(1, sizeof(*db));
@@ -144,7 +155,7 @@ static struct database *db_new(struct world *w, const char *name)
 	strlcpy_(db->name, name, sizeof(db->name));
 	varcache_init(&db->startup_vars);
 	db->shm_idx = shm_name_hold(SHM_DB, name);
-	db->paused = shm_db_paused(db->shm_idx);   /* another worker's PAUSE or KILL of it */
+	db_inherit_pause(db);
 	list_append(&w->databases, &db->node);
 	hmap_add(&w->db_map, &db->hn, hmap_hash_str(db->name));
 	db->last_used = util_monotonic();
@@ -157,6 +168,7 @@ static void db_free(struct database *db)
 {
 	list_del(&db->node);
 	hmap_del(&db->world->db_map, &db->hn);
+	shm_db_set_paused(db->shm_idx, false);
 	shm_name_release(db->shm_idx);
 	free_hosts(db);
 	free(db->forced_user);
@@ -187,6 +199,7 @@ struct database *pool_get_db(struct world *w, const char *name)
 		db = db_new(w, name);
 	db_apply_def(db, w->cfg->autodb, name);
 	db->is_autodb = true;
+	db_inherit_pause(db);
 	log_info("registered new auto-database: %s", name);
 	return db;
 }

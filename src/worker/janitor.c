@@ -9,6 +9,7 @@
 #include "pool.h"
 #include "pool_idle.h"
 #include "server.h"
+#include "shm.h"
 #include "stats.h"
 #include "world.h"
 
@@ -162,6 +163,8 @@ static void check_autodb(struct world *w, usec_t now)
 			log_warning("dropping database '%s' as it does not exist anymore or inactive auto-database",
 				    db->name);
 			db->dead = true;
+			db->paused = false;      /* this worker's copy is gone (shm.h) */
+			shm_db_set_paused(db->shm_idx, false);
 		}
 	}
 }

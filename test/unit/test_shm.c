@@ -732,6 +732,52 @@ static void test_addr_next(void **state)
 	assert_int_equal(shm_addr_next(-1, 0, 1), -1);
 }
 
+/* The console's database state (shm.h): KILL's choice of the databases
+ * used since their last KILL, made once whatever worker asks; a pause
+ * held per worker, seen by every worker, let go when the pausing worker's
+ * copy goes or the worker dies. */
+static void test_db_console_state(void **state)
+{
+	(void)state;
+	int a = shm_name_hold(SHM_DB, "a"), b = shm_name_hold(SHM_DB, "b");
+	int u = shm_name_hold(SHM_USER, "a");
+	assert_true(a >= 0 && b >= 0 && u >= 0);
+	shm_attach_worker(2);
+	assert_int_equal(shm_name_hold(SHM_DB, "a"), a);
+	shm_db_set_pooled(a);                  /* a client of worker 2 used a */
+	shm_attach_worker(0);
+	shm_db_mark_kill();                    /* KILL, asked in worker 0 */
+	assert_true(shm_db_kill_marked(a));
+	assert_false(shm_db_kill_marked(b));
+	assert_false(shm_db_kill_marked(u));
+	shm_db_mark_kill();                    /* KILL again: nothing used since */
+	assert_false(shm_db_kill_marked(a));
+	shm_db_set_pooled(b);
+	shm_db_unpool("b");                    /* KILL b */
+	shm_db_unpool("nosuch");
+	shm_db_mark_kill();
+	assert_false(shm_db_kill_marked(b));
+
+	assert_int_equal(shm_db_count_paused(), 0);
+	shm_attach_worker(2);
+	shm_db_set_paused(a, true);
+	shm_attach_worker(0);
+	assert_true(shm_db_paused(a));         /* seen from worker 0, which lacks it */
+	assert_int_equal(shm_db_count_paused(), 1);
+	shm_db_set_paused(a, true);
+	shm_db_set_paused(a, false);           /* worker 0's copy resumed or dropped */
+	assert_true(shm_db_paused(a));
+	shm_worker_reset(2);                   /* worker 2 dies */
+	assert_false(shm_db_paused(a));
+	assert_int_equal(shm_db_count_paused(), 0);
+	shm_db_set_paused(b, true);
+	assert_int_equal(shm_db_count_paused(), 1);
+	shm_db_set_paused(b, false);
+	assert_int_equal(shm_db_count_paused(), 0);
+	shm_db_set_paused(-1, true);
+	assert_false(shm_db_paused(-1));
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -748,6 +794,7 @@ int main(void)
 		T(test_dead_worker_reset),
 		T(test_name_release_reuse),
 		T(test_addr_next),
+		T(test_db_console_state),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
