@@ -53,6 +53,11 @@ enum ctl_pause { CTL_RUNNING, CTL_PAUSED, CTL_SUSPENDED };
 enum ctl_pause control_pause_mode(const struct world *world);
 /* RESUME without a database (also SIGUSR2): undo PAUSE and SUSPEND. */
 void control_resume_all(struct world *world);
+/* SIGUSR1: pause as PAUSE does, without waiting for anything. */
+void control_pause_all(struct world *world);
+/* A worker starting (again, after a crash) takes up the other workers'
+ * PAUSE or SUSPEND (shm.h), once its listener is made. */
+void control_adopt_mode(struct world *world);
 
 /* The console's SET key = value (cmdparse.h reads it). The supervisor
  * applies it to its own copy first (and refuses it for every worker on an

@@ -37,6 +37,12 @@ int shm_clients_total(void);
 void shm_note_restart(int w);
 int shm_restarts(int w);
 
+/* The pooler's pause mode (control.h's enum ctl_pause) as each worker
+ * holds it, so that a worker started again after a crash takes up the
+ * others' PAUSE or SUSPEND: the highest of the other workers' cells. */
+void shm_set_pause_mode(int mode);
+int shm_pause_mode_of_others(void);
+
 /* Logins by protocol version (3.0 to 3.<SHM_PROTO_MINORS - 1>): clients
  * given their key, servers logged in. One cell per worker, never zeroed, so
  * a total never goes back (the metrics endpoint sums them). */

@@ -31,6 +31,7 @@ struct shm_head {
 	size_t tab_off, data_off, counts_off, stats_off, avgs_off;
 	_Atomic int clients[SHM_MAX_WORKERS];
 	_Atomic int restarts[SHM_MAX_WORKERS];
+	_Atomic uint8_t pause_mode[SHM_MAX_WORKERS];    /* each worker's console pause mode */
 	_Atomic uint64_t logins[SHM_MAX_WORKERS][SHM_LOGIN_KINDS][SHM_PROTO_MINORS];
 	_Atomic bool avgs_set;     /* a stats_period has passed */
 	usec_t created;
@@ -121,6 +122,7 @@ void shm_worker_reset(int w)
 	if (!head || w < 0 || w >= head->n_workers)
 		return;
 	atomic_store(&head->clients[w], 0);
+	atomic_store(&head->pause_mode[w], 0);
 	uint32_t high = shtab_high_water(tab());
 	for (uint32_t i = 0; i < high; i++) {
 		atomic_store(cell((int)i, w), 0);
@@ -203,6 +205,22 @@ uint64_t shm_logins_total(enum shm_login_kind kind, int minor)
 	for (int w = 0; w < head->n_workers; w++)
 		n += atomic_load_explicit(&head->logins[w][kind][minor], memory_order_relaxed);
 	return n;
+}
+
+void shm_set_pause_mode(int mode)
+{
+	if (head && self >= 0)
+		atomic_store(&head->pause_mode[self], (uint8_t)mode);
+}
+
+int shm_pause_mode_of_others(void)
+{
+	int mode = 0;
+	for (int w = 0; head && w < head->n_workers; w++) {
+		int m = w == self ? 0 : atomic_load(&head->pause_mode[w]);
+		mode = m > mode ? m : mode;
+	}
+	return mode;
 }
 
 int shm_restarts(int w)

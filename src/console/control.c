@@ -173,10 +173,12 @@ static enum ctl_result do_pause(struct world *world, const char *arg, uint32_t f
 		snprintf(err, len, "cannot pause admin db: %s", arg);
 		return CTL_ERROR;
 	}
-	if (db)
+	if (db) {
 		set_paused(db, true);
-	else
+	} else {
 		world->paused = true;
+		shm_set_pause_mode((int)control_pause_mode(world));
+	}
 	close_idle(world, db, "pause mode");
 	return later(world, CTL_PAUSE, db ? db->name : "", fanid);
 }
@@ -241,6 +243,7 @@ static enum ctl_result do_suspend(struct world *world, uint32_t fanid)
 {
 	struct list *it;
 	world->suspended = true;
+	shm_set_pause_mode((int)control_pause_mode(world));
 	listener_pause(world->listener, true);
 	list_for_each(it, &world->all_clients) {
 		struct client *c = container_of(it, struct client, all_node);
@@ -280,7 +283,29 @@ void control_resume_all(struct world *world)
 {
 	world->paused = false;
 	resume_sockets(world);
+	shm_set_pause_mode((int)control_pause_mode(world));
 	relaunch_all(world);
+}
+
+void control_pause_all(struct world *world)
+{
+	world->paused = true;
+	shm_set_pause_mode((int)control_pause_mode(world));
+}
+
+void control_adopt_mode(struct world *world)
+{
+	int mode = shm_pause_mode_of_others();
+	if (mode == CTL_SUSPENDED) {
+		world->suspended = true;
+		listener_pause(world->listener, true);
+	} else if (mode == CTL_PAUSED) {
+		world->paused = true;
+	}
+	if (mode != CTL_RUNNING)
+		log_info("worker %d starts %s, as the other workers are",
+			 world->id, mode == CTL_SUSPENDED ? "suspended" : "paused");
+	shm_set_pause_mode(mode);
 }
 
 static void kill_db(struct database *db)

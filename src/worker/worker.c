@@ -485,7 +485,7 @@ static void on_ipc(struct ipc_chan *ch, const struct ipc_hdr *hdr, const void *p
 			start_shutdown((enum shutdown_mode)v);
 		break;
 	case IPC_PAUSE:
-		W->paused = true;
+		control_pause_all(W);       /* SIGUSR1 */
 		break;
 	case IPC_RESUME:
 		control_resume_all(W);      /* SIGUSR2: after PAUSE or SUSPEND, as in PgBouncer */
@@ -643,6 +643,7 @@ void worker_main(int id, struct config *cfg, int ipc_fd, struct listen_set *ls)
 	W->reaper = event_new(W->base, -1, 0, reap, NULL);
 	W->sup = ipc_chan_new(W->base, ipc_fd, id, on_ipc, on_ipc_eof, NULL);
 	W->listener = listener_start(W->base, ls, id, on_accept, NULL);
+	control_adopt_mode(W);
 	janitor_start(W);
 	stats_start(W);
 	if (ipc_send_empty(W->sup, IPC_WORKER_READY) < 0)

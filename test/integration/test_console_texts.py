@@ -5,10 +5,15 @@ bin/pgbouncer); pgcrew must answer the same with one worker and with four.
 An error is always 08P01, severity ERROR, and leaves the connection
 usable. The parser's every branch is in test/unit/test_console_parse.c."""
 
+import os
+import signal
+
 import psycopg
 import pytest
 
+import util
 from pg_cluster import password
+from test_pgcrew_only import children
 
 WORKERS_MATRIX = (1, 4)
 
@@ -481,6 +486,32 @@ def test_auto_database_states(pg15, make_pooler, pooler_workers):
     for conn in consoles:
         run_table(conn, [("RESUME otherdb", err("database otherdb is not paused"))])
     run_table(consoles[0], [("SUSPEND", ok("SUSPEND")), ("RESUME", ok("RESUME"))])
+
+
+@pytest.mark.pgcrew_only  # workers: a worker killed and started again
+def test_restarted_worker_keeps_pause(pg15, make_pooler, pooler_workers):
+    """A worker that dies while the pooler is paused comes back paused (it
+    takes the others' mode from shared memory): every console, whichever
+    worker it lands in, finds the pooler paused, and RESUME resumes all."""
+    if pooler_workers == 1:
+        pytest.skip("one worker: its death ends the console too")
+    p = pooler(pg15, make_pooler)
+    workers = util.wait_until(lambda: children(p.pid) if len(children(p.pid)) >= pooler_workers
+                              else None, 10, what="every worker process")
+    conn, _ = console(p)
+    run_table(conn, [("PAUSE", ok("PAUSE"))])
+    conn.close()
+    victim = workers[0]
+    os.kill(victim, signal.SIGKILL)
+    util.wait_until(lambda: len(children(p.pid)) >= pooler_workers and victim not in children(p.pid),
+                    10, what="a new worker in the killed one's place")
+    p.wait_for_log(r"LOG worker \d+ starts paused, as the other workers are")
+    consoles = [console(p)[0] for _ in range(8)]
+    for c in consoles:
+        run_table(c, [("PAUSE", PAUSED), ("SHOW STATE", state("paused"))])
+    run_table(consoles[0], [("RESUME", ok("RESUME"))])
+    for c in consoles:
+        run_table(c, [("RESUME", NOT_PAUSED), ("SHOW STATE", state("active"))])
 
 
 def test_shutdown_states(pg15, make_pooler, pooler_workers):
