@@ -377,6 +377,17 @@ def test_commands_and_errors(pg15, make_pooler, pooler_workers):
     conn, _ = console(p)
     run_table(conn, ADMIN_TABLE)
     p.wait_for_log(r"ERROR cannot disable admin db: pgbouncer")
+    # "... command issued" before the database is looked up, after "a
+    # database is required"; never for KILL_CLIENT
+    log = p.log_text()
+    for line in ("RECONNECT", "RECONNECT 'testdb'", "WAIT_CLOSE", "WAIT_CLOSE 'testdb'",
+                 "DISABLE 'testdb'", "ENABLE 'testdb'", "DISABLE 'nosuchdb'", "ENABLE 'x'",
+                 "ENABLE 'TESTDB'", "DISABLE 'pgbouncer'", "ENABLE 'pgbouncer'",
+                 "PAUSE 'nosuchdb'", "PAUSE 'pgbouncer'", "KILL 'nosuchdb'", "KILL 'pgbouncer'",
+                 "RESUME 'nosuchdb'", "RECONNECT 'nosuch'", "WAIT_CLOSE 'nosuch'"):
+        assert f"LOG {line} command issued" in log, line
+    assert "DISABLE command issued" not in log and "ENABLE command issued" not in log
+    assert "KILL_CLIENT" not in log
 
 
 def test_set(pg15, make_pooler, pooler_workers):
