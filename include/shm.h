@@ -59,6 +59,8 @@ uint64_t shm_logins_total(enum shm_login_kind kind, int minor);
  * shared memory. */
 int shm_name_hold(enum shm_kind kind, const char *name);
 void shm_name_release(int idx);
+/* The slot some worker holds for the name, or -1. */
+int shm_name_find(enum shm_kind kind, const char *name);
 /* Shared memory there and this process one of its workers. */
 bool shm_enabled(void);
 /* Names held now, the capacity, and the highest slot ever used + 1

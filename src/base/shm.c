@@ -267,6 +267,15 @@ int shm_name_hold(enum shm_kind kind, const char *name)
 	return len ? shtab_hold(tab(), self, key, len, NULL, clear_name, NULL) : -1;
 }
 
+int shm_name_find(enum shm_kind kind, const char *name)
+{
+	char key[NAME_LEN + 2];
+	size_t len;
+	if (!head || !(len = name_key(key, kind, name)))
+		return -1;
+	return shtab_find(tab(), key, len);
+}
+
 void shm_name_release(int idx)
 {
 	if (head && self >= 0 && idx >= 0)
@@ -361,10 +370,8 @@ bool shm_db_kill_marked(int idx)
 
 void shm_db_unpool(const char *name)
 {
-	char key[NAME_LEN + 2];
-	size_t len;
-	int idx;
-	if (head && (len = name_key(key, SHM_DB, name)) > 0 && (idx = shtab_find(tab(), key, len)) >= 0)
+	int idx = shm_name_find(SHM_DB, name);
+	if (idx >= 0)
 		atomic_store(&name_data(idx)->pooled, false);
 }
 

@@ -88,9 +88,37 @@ static void answer(struct world *world, uint32_t fanid, const char *err)
 		log_warning("could not answer a console command");
 }
 
+static bool suspend_pending(void)
+{
+	struct list *it;
+	list_for_each(it, &waits)
+		if (container_of(it, struct waiting, node)->cmd == CTL_SUSPEND)
+			return true;
+	return false;
+}
+
+/* PgBouncer resumes by itself once suspended (and flushed) with no console
+ * connection left: nobody could RESUME, since new ones cannot log in.
+ * Console clients are counted on the console database's shared slot, so
+ * each worker sees when the last one of any worker has gone; worker 0
+ * logs it, once, as PgBouncer does. */
+static void resume_if_no_console(struct world *world)
+{
+	struct database *adb = pool_find_db(world, "pgbouncer");
+	int idx = shm_name_find(SHM_DB, "pgbouncer");    /* a worker that never had one lacks adb */
+	if (!world->suspended || world->shutting_down || suspend_pending())
+		return;
+	if ((idx >= 0 ? shm_name_total(idx) : adb ? adb->n_clients : 0) > 0)
+		return;
+	if (world->id == 0)
+		log_info("admin disappeared when suspended, doing RESUME");
+	control_resume_all(world);
+}
+
 void control_janitor(struct world *world)
 {
 	struct list *it, *tmp;
+	resume_if_no_console(world);
 	list_for_each_safe(it, tmp, &waits) {
 		struct waiting *w = container_of(it, struct waiting, node);
 		/* PgBouncer's suspend_timeout: drop what would not flush. */

@@ -7,6 +7,7 @@ usable. The parser's every branch is in test/unit/test_console_parse.c."""
 
 import os
 import signal
+import time
 
 import psycopg
 import pytest
@@ -497,6 +498,26 @@ def test_auto_database_states(pg15, make_pooler, pooler_workers):
     for conn in consoles:
         run_table(conn, [("RESUME otherdb", err("database otherdb is not paused"))])
     run_table(consoles[0], [("SUSPEND", ok("SUSPEND")), ("RESUME", ok("RESUME"))])
+
+
+def test_suspend_resumes_when_console_leaves(pg15, make_pooler, pooler_workers):
+    """Suspended with no console connection left (a new one cannot log
+    in), the pooler resumes by itself, with PgBouncer's log line; a console
+    still connected keeps it suspended."""
+    p = pooler(pg15, make_pooler)
+    first, _ = console(p)
+    second, _ = console(p)
+    run_table(first, [("SUSPEND", ok("SUSPEND"))])
+    first.close()
+    time.sleep(0.6)       # three janitor passes: the other console keeps it suspended
+    run_table(second, [("SHOW STATE", state("suspended"))])
+    second.close()
+    p.wait_for_log(r"LOG admin disappeared when suspended, doing RESUME")
+    with p.connect("testdb", "trust_user", password=password("trust_user")) as u:
+        assert u.execute("SELECT 1").fetchone() == (1,)
+    conn, _ = console(p)
+    run_table(conn, [("SHOW STATE", state("active")), ("RESUME", NOT_PAUSED)])
+    assert p.log_text().count("admin disappeared") == 1
 
 
 @pytest.mark.pgcrew_only  # workers: a worker killed and started again
