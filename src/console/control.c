@@ -104,10 +104,10 @@ static bool suspend_pending(void)
  * logs it, once, as PgBouncer does. */
 static void resume_if_no_console(struct world *world)
 {
-	struct database *adb = pool_find_db(world, "pgbouncer");
-	int idx = shm_name_find(SHM_DB, "pgbouncer");    /* a worker that never had one lacks adb */
 	if (!world->suspended || world->shutting_down || suspend_pending())
 		return;
+	struct database *adb = pool_find_db(world, "pgbouncer");
+	int idx = shm_name_find(SHM_DB, "pgbouncer");    /* a worker that never had one lacks adb */
 	if ((idx >= 0 ? shm_name_total(idx) : adb ? adb->n_clients : 0) > 0)
 		return;
 	if (world->id == 0)
