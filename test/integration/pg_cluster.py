@@ -231,6 +231,29 @@ class PgCluster:
         with self.connect() as conn:
             return conn.execute(sql, args).fetchone()[0]
 
+    def open_server_connections(self, dbname=None, user=None):
+        """server_connections() without the backends whose client has already
+        closed its end: such a backend stays in pg_stat_activity until it has
+        read the end and exited, which on a busy machine takes a while, so a
+        pooler that closed a server and opened another at once would look as
+        if it held both. TCP clients only (the poolers reach the clusters
+        over TCP); a client's end counts while its socket is established."""
+        sql = ("SELECT client_port FROM pg_stat_activity WHERE backend_type = 'client backend'"
+               " AND usename <> %s AND client_port IS NOT NULL")
+        args = [SUPERUSER]
+        if dbname is not None:
+            sql += " AND datname = %s"
+            args.append(dbname)
+        if user is not None:
+            sql += " AND usename = %s"
+            args.append(user)
+        with self.connect() as conn:
+            ports = {r[0] for r in conn.execute(sql, args).fetchall()}
+        out = subprocess.run(["ss", "-Htn", "state", "established", "dport", "=", f":{self.port}"],
+                             capture_output=True, text=True, check=True).stdout
+        open_ports = {int(line.split()[2].rsplit(":", 1)[1]) for line in out.splitlines() if line.strip()}
+        return len(ports & open_ports)
+
     def active_queries(self, like):
         """Backends running a query LIKE `like` right now (state active)."""
         with self.connect() as conn:
