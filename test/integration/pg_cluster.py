@@ -65,7 +65,6 @@ def unpack_npm(pkgdir, dest):
     return os.path.join(target, "bin")
 
 
-
 def _backends_of(dbname, user):
     """The WHERE clause (and its arguments) for the client backends of
     (dbname, user) in pg_stat_activity, the harness's superuser left out;
