@@ -281,6 +281,21 @@ static bool owned(const char *name)
 	return false;
 }
 
+/* PEER_ID: a number, or a StatefulSet pod's name, whose ordinal + 1 it
+ * takes (pgcrew-0 -> 1, pgcrew-1 -> 2; 0 would turn peering off), so one
+ * manifest gives each replica its own id through the downward API. */
+static const char *peer_id_of(const char *v)
+{
+	static char buf[16];
+	size_t n = strlen(v), d = n;
+	while (d > 0 && isdigit((unsigned char)v[d - 1]))
+		d--;
+	if (d == 0 || d == n || v[d - 1] != '-' || n - d > 5)
+		return v;                   /* a number, or left to the check */
+	snprintf(buf, sizeof(buf), "%ld", strtol(v + d, NULL, 10) + 1);
+	return buf;
+}
+
 /* A setting's value from NAME or PGBOUNCER_NAME (bitnami's prefix); both
  * set and different is an error. */
 static const char *setting_env(const char *name, char *var, size_t len)
@@ -316,6 +331,8 @@ static const char *image_default(const char *name, const struct dburl *u)
 		return u->user;
 	if (strcmp(name, "server_tls_sslmode") == 0)
 		return u->sslmode;
+	if (strcmp(name, "unix_socket_dir") == 0)
+		return rundir;              /* writable with a read-only root too */
 	for (size_t i = 0; i < ARRAY_SIZE(image_defaults); i++)
 		if (strcmp(name, image_defaults[i].name) == 0)
 			return image_defaults[i].value;
@@ -339,6 +356,8 @@ static void put_settings(FILE *f, const struct dburl *u, const char **auth_file,
 			say("%s ignored: the container sets %s itself", var, name);
 			continue;
 		}
+		if (v && strcmp(name, "peer_id") == 0)
+			v = peer_id_of(v);
 		if (v)
 			check_text(var, v);
 		else
@@ -426,6 +445,31 @@ static const char *generate(void)
 	return ini;
 }
 
+/* A mounted file with PEER_ID set: a file of ours that includes it and
+ * sets peer_id after it (a later key wins), so every replica of one
+ * manifest mounts the same ConfigMap. */
+static const char *wrap_mounted(const char *mounted)
+{
+	const char *v = env("PEER_ID");
+	char msg[256];
+	struct config scratch;
+	if (!v)
+		return mounted;
+	v = peer_id_of(v);
+	memset(&scratch, 0, sizeof(scratch));
+	settings_init_defaults(&scratch);
+	check_text("PEER_ID", v);
+	if (setting_parse(&scratch, setting_find("peer_id"), v, msg, sizeof(msg)) < 0)
+		die("PEER_ID: %s", msg);
+	settings_free_values(&scratch);
+	FILE *f = create(ini_path);
+	fprintf(f, "; written by pgcrew-entrypoint: %s with PEER_ID\n%%include %s\n[pgbouncer]\npeer_id = %s\n",
+		mounted, mounted, v);
+	finish(f, ini_path);
+	say("peer_id = %s (PEER_ID), over %s", v, mounted);
+	return ini_path;
+}
+
 static const char *find_mounted(void)
 {
 	struct stat st;
@@ -458,9 +502,10 @@ int main(int argc, char **argv)
 		snprintf(ini_path, sizeof(ini_path), "%s/pgcrew.ini", rundir);
 		snprintf(userlist_path, sizeof(userlist_path), "%s/userlist.txt", rundir);
 		conf = find_mounted();
-		if (conf)
+		if (conf) {
 			say("using the mounted %s", conf);
-		else
+			conf = wrap_mounted(conf);
+		} else
 			conf = generate();
 		args[n++] = (char *)conf;
 	}
