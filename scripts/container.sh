@@ -73,7 +73,8 @@ make_base() {
         mv "$tar.part" "$tar"
     fi
     say "podman import $tar as $name"
-    podman import --quiet --change 'CMD ["/bin/bash"]' "$tar" "$name" >/dev/null
+    podman import --quiet --change 'CMD ["/bin/bash"]' \
+        --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' "$tar" "$name" >/dev/null
     echo "$name"
 }
 
