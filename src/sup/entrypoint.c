@@ -286,7 +286,7 @@ static bool owned(const char *name)
  * manifest gives each replica its own id through the downward API. */
 static const char *peer_id_of(const char *v)
 {
-	static char buf[16];
+	static char buf[24];
 	size_t n = strlen(v), d = n;
 	while (d > 0 && isdigit((unsigned char)v[d - 1]))
 		d--;
