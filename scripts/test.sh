@@ -16,6 +16,11 @@
 # Optional last step, in CI (CI set) or with PGCREW_PACKAGING_TEST=1, and
 # never with PGCREW_PACKAGING_TEST=0: the packaging tests (test/packaging/:
 # .deb built, installed, run and purged; .rpm built), which need root.
+# Optional step, in CI (CI set) or with PGCREW_CONTAINER_TEST=1, and never
+# with PGCREW_CONTAINER_TEST=0: the container tests (test/container/run.sh:
+# the image built from the .deb, run under podman against a PostgreSQL
+# container, and deploy/kubernetes under podman kube play), which need
+# root; where podman cannot run containers they say so and count as skipped.
 # In CI or with PGCREW_BUSY_TEST=1 (never with PGCREW_BUSY_TEST=0), the unit
 # tests run a second time beside 2 busy loops per CPU (scripts/busy.sh), as
 # on a distribution's build machine. scripts/test.sh --busy runs only that:
@@ -226,6 +231,28 @@ if wanted PGCREW_PACKAGING_TEST; then
     fi
     pkg_secs=$((SECONDS - pkg_start))
 fi
+
+# ---- optional: containers (test/container/run.sh), a few minutes ----
+ct_ran=no
+ct_rc=0
+ct_secs=0
+ct_note=
+if wanted PGCREW_CONTAINER_TEST; then
+    step "container tests (test/container/run.sh)"
+    ct_ran=yes
+    ct_start=$SECONDS
+    ct_out=$(mktemp /tmp/pgcrew-ct.XXXXXX)
+    if scripts/deps.sh container; then
+        timeout --kill-after=30 1500 bash test/container/run.sh 2>&1 | tee "$ct_out"
+        ct_rc=${PIPESTATUS[0]}
+        ct_note=$(grep -o 'SKIPPED (.*)' "$ct_out" | head -n1)
+    else
+        echo "FAILED: scripts/deps.sh container"
+        ct_rc=1
+    fi
+    rm -f "$ct_out"
+    ct_secs=$((SECONDS - ct_start))
+fi
 step_end
 
 printf '\n==== summary ====\n'
@@ -251,6 +278,13 @@ if [ $pkg_ran = no ]; then
     echo "packaging tests: not run (CI or PGCREW_PACKAGING_TEST=1 runs them)"
 else
     echo "packaging tests: $([ $pkg_rc -eq 0 ] && echo ok || echo "FAILED ($pkg_rc)") in ${pkg_secs} s"
+fi
+if [ $ct_ran = no ]; then
+    echo "container tests: not run (CI or PGCREW_CONTAINER_TEST=1 runs them)"
+elif [ -n "$ct_note" ]; then
+    echo "container tests: $ct_note in ${ct_secs} s"
+else
+    echo "container tests: $([ $ct_rc -eq 0 ] && echo ok || echo "FAILED ($ct_rc)") in ${ct_secs} s"
 fi
 echo
 echo "time per step:"
@@ -279,4 +313,4 @@ if rows:
         print(f"{secs:8.1f} s  {test}  ({name})")
 EOF
 [ $unit_rc -eq 0 ] && [ $busy_rc -eq 0 ] && [ $fuzz_rc -eq 0 ] && [ $it_rc -eq 0 ] &&
-    [ $rs_rc -eq 0 ] && [ $ref_rc -eq 0 ] && [ $pkg_rc -eq 0 ]
+    [ $rs_rc -eq 0 ] && [ $ref_rc -eq 0 ] && [ $pkg_rc -eq 0 ] && [ $ct_rc -eq 0 ]

@@ -28,6 +28,8 @@ struct shm_head {
 	size_t tab_off, data_off, counts_off, stats_off, avgs_off;
 	_Atomic int clients[SHM_MAX_WORKERS];
 	_Atomic int restarts[SHM_MAX_WORKERS];
+	_Atomic uint64_t beat[SHM_MAX_WORKERS];     /* worker's last janitor pass (monotonic usec) */
+	_Atomic unsigned health[SHM_MAX_WORKERS];   /* enum shm_health_flag, as of that pass */
 	_Atomic uint64_t logins[SHM_MAX_WORKERS][SHM_LOGIN_KINDS][SHM_PROTO_MINORS];
 	_Atomic bool avgs_set;     /* a stats_period has passed */
 	usec_t created;
@@ -118,6 +120,8 @@ void shm_worker_reset(int w)
 	if (!head || w < 0 || w >= head->n_workers)
 		return;
 	atomic_store(&head->clients[w], 0);
+	atomic_store(&head->beat[w], 0);
+	atomic_store(&head->health[w], 0);
 	uint32_t high = shtab_high_water(tab());
 	for (uint32_t i = 0; i < high; i++)
 		atomic_store(cell((int)i, w), 0);
@@ -198,6 +202,24 @@ uint64_t shm_logins_total(enum shm_login_kind kind, int minor)
 	for (int w = 0; w < head->n_workers; w++)
 		n += atomic_load_explicit(&head->logins[w][kind][minor], memory_order_relaxed);
 	return n;
+}
+
+void shm_health_beat(unsigned flags)
+{
+	if (!head || self < 0)
+		return;
+	atomic_store(&head->health[self], flags);
+	atomic_store(&head->beat[self], (uint64_t)util_monotonic());
+}
+
+usec_t shm_health_of(int w, unsigned *flags)
+{
+	*flags = 0;
+	if (!head || w < 0 || w >= head->n_workers)
+		return 0;
+	usec_t beat = (usec_t)atomic_load(&head->beat[w]);
+	*flags = atomic_load(&head->health[w]);
+	return beat;
 }
 
 int shm_restarts(int w)
