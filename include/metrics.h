@@ -1,6 +1,6 @@
 /* pgcrew — the Prometheus endpoint (metrics_listen): an evhttp server in the
  * supervisor answering GET /metrics in text format 0.0.4 for the whole
- * instance. Counters and histograms come from shared memory, pool, server and
+ * instance, and the probes GET /healthz and /readyz (doc/metrics.md). Counters and histograms come from shared memory, pool, server and
  * database gauges from a console fan-out over every worker. */
 #ifndef PGCREW_METRICS_H
 #define PGCREW_METRICS_H
@@ -20,6 +20,9 @@ struct metrics_source {
 	const struct config *(*config)(void);
 	void (*fanout)(const char *cmd, metrics_part_fn on_part, metrics_done_fn on_done, void *arg);
 	int (*ledger_entries)(void);        /* may be NULL */
+	/* For /readyz; NULL: not shutting down, every worker ready. */
+	bool (*shutting_down)(void);
+	bool (*worker_ready)(int slot);     /* running and listening */
 };
 
 /* Bind metrics_listen (nothing when empty). -1 when it cannot be bound;
@@ -34,5 +37,12 @@ void metrics_stop(void);
 /* In a freshly forked worker: close the supervisor's HTTP sockets (listener
  * and connections) without touching its event_base. */
 void metrics_close_in_child(void);
+
+/* The probes' verdicts, without HTTP (unit tests): true when healthy /
+ * ready; why gets one line per reason otherwise ("" when true). A worker
+ * is hung when its heartbeat (shm_health_of) is older than stale_usec. */
+#define METRICS_STALE_USEC (2 * USEC_PER_SEC)
+bool metrics_healthy(const struct metrics_source *src, usec_t now, char *why, size_t len);
+bool metrics_ready(const struct metrics_source *src, usec_t now, char *why, size_t len);
 
 #endif

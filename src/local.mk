@@ -35,6 +35,9 @@ noinst_HEADERS += \
 	include/connlog.h \
 	include/handover.h \
 	include/hist.h \
+	include/hmap.h \
+	include/shtab.h \
+	include/welcome.h \
 	include/sched_slice.h \
 	include/uring.h \
 	include/ledger.h \

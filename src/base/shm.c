@@ -32,6 +32,8 @@ struct shm_head {
 	_Atomic int clients[SHM_MAX_WORKERS];
 	_Atomic int restarts[SHM_MAX_WORKERS];
 	_Atomic uint8_t pause_mode[SHM_MAX_WORKERS];    /* each worker's console pause mode */
+	_Atomic uint64_t beat[SHM_MAX_WORKERS];     /* worker's last janitor pass (monotonic usec) */
+	_Atomic unsigned health[SHM_MAX_WORKERS];   /* enum shm_health_flag, as of that pass */
 	_Atomic uint64_t logins[SHM_MAX_WORKERS][SHM_LOGIN_KINDS][SHM_PROTO_MINORS];
 	_Atomic bool avgs_set;     /* a stats_period has passed */
 	usec_t created;
@@ -123,6 +125,8 @@ void shm_worker_reset(int w)
 		return;
 	atomic_store(&head->clients[w], 0);
 	atomic_store(&head->pause_mode[w], 0);
+	atomic_store(&head->beat[w], 0);
+	atomic_store(&head->health[w], 0);
 	uint32_t high = shtab_high_water(tab());
 	for (uint32_t i = 0; i < high; i++) {
 		atomic_store(cell((int)i, w), 0);
@@ -221,6 +225,24 @@ int shm_pause_mode_of_others(void)
 		mode = m > mode ? m : mode;
 	}
 	return mode;
+}
+
+void shm_health_beat(unsigned flags)
+{
+	if (!head || self < 0)
+		return;
+	atomic_store(&head->health[self], flags);
+	atomic_store(&head->beat[self], (uint64_t)util_monotonic());
+}
+
+usec_t shm_health_of(int w, unsigned *flags)
+{
+	*flags = 0;
+	if (!head || w < 0 || w >= head->n_workers)
+		return 0;
+	usec_t beat = (usec_t)atomic_load(&head->beat[w]);
+	*flags = atomic_load(&head->health[w]);
+	return beat;
 }
 
 int shm_restarts(int w)

@@ -1010,7 +1010,7 @@ static enum ps_verdict parse_unnamed(struct ctx *x)
 	if (x->avail < x->len)
 		return PS_NEED_FULL;
 	if (!parse_parse(x->msg, x->len, &pm))
-		return bad(x, "malformed Parse message");
+		return bad(x, "broken Parse packet");
 	uint64_t h = hash_bytes(pm.body, pm.body_len);
 	struct ps_stmt *st = stmt_find(pm.body, pm.body_len, h);
 	struct ps_sentry *se = st ? server_find(*x->ps, st) : NULL;
@@ -1072,7 +1072,7 @@ static enum ps_verdict on_parse(struct ctx *x)
 	char nm[32];
 
 	if (x->len < 6)
-		return bad(x, "malformed Parse message");
+		return bad(x, "broken Parse packet");
 	if (x->avail < 6)
 		return PS_NEED_MORE;
 	if (x->msg[5] == 0)
@@ -1080,7 +1080,7 @@ static enum ps_verdict on_parse(struct ctx *x)
 	if (x->avail < x->len)
 		return PS_NEED_FULL;
 	if (!parse_parse(x->msg, x->len, &pm))
-		return bad(x, "malformed Parse message");
+		return bad(x, "broken Parse packet");
 	if (client_find(*x->pc, pm.name, pm.name_len))
 		return client_error(x, "42P05", "prepared statement \"%s\" already exists", pm.name);
 	uint64_t h = hash_bytes(pm.body, pm.body_len);
@@ -1170,7 +1170,7 @@ static enum ps_verdict on_bind(struct ctx *x)
 	if (name < 0 && x->avail < x->len)   /* names of any length: all of it, then */
 		return x->avail < 5 + PS_HEAD_MAX ? PS_NEED_MORE : PS_NEED_FULL;
 	if (name < 0)
-		return bad(x, "malformed Bind message");
+		return bad(x, "broken Bind packet");
 	if (name == 0 && !unnamed_of(x))
 		return PS_PASS;
 	const char *nm = (const char *)x->msg + 5 + portal + 1;
@@ -1204,7 +1204,7 @@ static enum ps_verdict on_describe(struct ctx *x)
 	uint8_t kind;
 	const char *name;
 
-	if (!read_kind_name(x, "malformed Describe message", &kind, &name, &v))
+	if (!read_kind_name(x, "broken Describe packet", &kind, &name, &v))
 		return v;
 	if (kind == 'P' || (!*name && !unnamed_of(x)))
 		return PS_PASS;
@@ -1220,7 +1220,7 @@ static enum ps_verdict on_close(struct ctx *x)
 	uint8_t kind;
 	const char *name;
 
-	if (!read_kind_name(x, "malformed Close message", &kind, &name, &v))
+	if (!read_kind_name(x, "broken Close packet", &kind, &name, &v))
 		return v;
 	if (kind == 'P') {
 		pass_reply(x);

@@ -17,6 +17,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <event2/http.h>
@@ -529,20 +530,110 @@ static void scrape_start(struct evhttp_request *req)
 		m.src->fanout(view_cmd[v], on_part, on_done, &s->parts[v]);
 }
 
+/* ---- probes: /healthz and /readyz ----
+ * Answered from shared memory and the supervisor's own state, with no
+ * message to a worker: a probe every second costs a few loads, and a
+ * stopped worker cannot hold it up (it is what the probe must find). */
+
+static void whyf(char *why, size_t len, const char *fmt, ...) PRINTF(3, 4);
+static void whyf(char *why, size_t len, const char *fmt, ...)
+{
+	size_t o = strlen(why);
+	va_list ap;
+	if (o >= len)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(why + o, len - o, fmt, ap);
+	va_end(ap);
+}
+
+/* A worker whose loop ran (it stamped its cell) and has not since within
+ * stale_usec is hung: stopped, spinning or blocked. One that has not
+ * stamped yet is starting (or being restarted): not a hang. */
+static bool worker_hung(int w, usec_t now, char *why, size_t len, unsigned *flags)
+{
+	usec_t beat = shm_health_of(w, flags);
+	if (beat == 0 || now - beat <= METRICS_STALE_USEC)
+		return false;
+	whyf(why, len, "worker %d: no heartbeat for %.1f s\n", w, (double)(now - beat) / USEC_PER_SEC);
+	return true;
+}
+
+bool metrics_healthy(const struct metrics_source *src, usec_t now, char *why, size_t len)
+{
+	bool ok = true;
+	unsigned flags;
+	(void)src;
+	why[0] = 0;
+	for (int w = 0; w < shm_n_workers(); w++)
+		if (worker_hung(w, now, why, len, &flags))
+			ok = false;
+	return ok;
+}
+
+bool metrics_ready(const struct metrics_source *src, usec_t now, char *why, size_t len)
+{
+	bool ok = true, down = src->shutting_down && src->shutting_down();
+	unsigned flags;
+	why[0] = 0;
+	for (int w = 0; w < shm_n_workers(); w++) {
+		if (worker_hung(w, now, why, len, &flags)) {
+			ok = false;
+		} else if (src->worker_ready && !src->worker_ready(w)) {
+			if (!down)
+				whyf(why, len, "worker %d: not running\n", w);
+			ok = false;
+		} else if (shm_health_of(w, &flags) == 0) {
+			whyf(why, len, "worker %d: starting\n", w);
+			ok = false;
+		}
+		down |= (flags & SHM_HEALTH_SHUTDOWN) != 0;
+		if (flags & SHM_HEALTH_PAUSED) {
+			whyf(why, len, "worker %d: paused\n", w);
+			ok = false;
+		}
+	}
+	if (down) {
+		whyf(why, len, "shutting down\n");
+		ok = false;
+	}
+	return ok;
+}
+
+static void probe_reply(struct evhttp_request *req, bool ok, const char *why)
+{
+	struct evbuffer *b = evbuffer_new();
+	if (!b)
+		fatal("out of memory");
+	evbuffer_add_printf(b, "%s", ok ? "ok\n" : why);
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "text/plain; charset=utf-8");
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Cache-Control", "no-store");
+	evhttp_send_reply(req, ok ? HTTP_OK : HTTP_SERVUNAVAIL, ok ? "OK" : "Service Unavailable", b);
+	evbuffer_free(b);
+}
+
 static void on_request(struct evhttp_request *req, void *arg)
 {
 	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
 	const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
-	if (!path || strcmp(path, "/metrics") != 0) {
+	enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+	char why[1024];
+	bool health = path && strcmp(path, "/healthz") == 0, ready = path && strcmp(path, "/readyz") == 0;
+	if (!path || (strcmp(path, "/metrics") != 0 && !health && !ready)) {
 		evhttp_send_error(req, HTTP_NOTFOUND, NULL);
 		return;
 	}
-	if (evhttp_request_get_command(req) != EVHTTP_REQ_GET) {
-		evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "GET");
+	if (cmd != EVHTTP_REQ_GET && !((health || ready) && cmd == EVHTTP_REQ_HEAD)) {
+		evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", health || ready ? "GET, HEAD" : "GET");
 		evhttp_send_error(req, 405, "Method Not Allowed");
 		return;
 	}
-	scrape_start(req);
+	if (health)
+		probe_reply(req, metrics_healthy(m.src, util_monotonic(), why, sizeof(why)), why);
+	else if (ready)
+		probe_reply(req, metrics_ready(m.src, util_monotonic(), why, sizeof(why)), why);
+	else
+		scrape_start(req);
 }
 
 /* ---- listener ---- */
@@ -553,7 +644,7 @@ static int bind_listener(void)
 	m.sock = evhttp_bind_socket_with_handle(m.http, addr, (uint16_t)m.port);
 	if (!m.sock)
 		return -1;
-	log_info("metrics: listening on %s:%d (GET /metrics)", m.host, m.port);
+	log_info("metrics: listening on %s:%d (GET /metrics, /healthz, /readyz)", m.host, m.port);
 	return 0;
 }
 

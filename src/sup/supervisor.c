@@ -42,6 +42,7 @@ struct slot {
 	bool reload_missed;        /* started during a reload: gets it after */
 	bool shutdown_ready;       /* WAIT_FOR_SERVERS: no server in use there */
 	bool apply_owed;           /* owes a RELOAD_APPLIED */
+	bool ready;                /* told IPC_WORKER_READY and not dead since: listening */
 };
 
 static struct {
@@ -483,6 +484,17 @@ static int supervisor_ledger_entries(void)
 	return sup.ledger ? ledger_entries(sup.ledger) : 0;
 }
 
+/* /readyz (metrics.c): a worker that is running and has said it listens. */
+static bool supervisor_worker_ready(int slot)
+{
+	return slot >= 0 && slot < sup.n_slots && sup.slots && sup.slots[slot].pid > 0 && sup.slots[slot].ready;
+}
+
+static bool supervisor_shutting_down(void)
+{
+	return sup.shutting_down;
+}
+
 static const struct config *supervisor_config(void)
 {
 	return sup.cfg;
@@ -765,6 +777,7 @@ static void on_worker_msg(struct ipc_chan *ch, const struct ipc_hdr *hdr, const 
 	switch (hdr->type) {
 	case IPC_WORKER_READY:
 		log_debug("worker %d ready (pid %d)", slot, (int)sup.slots[slot].pid);
+		sup.slots[slot].ready = true;
 		if (++sup.n_ready == sup.n_slots) {
 			sdnotify("READY=1\nSTATUS=%d workers, accepting connections\nMAINPID=%d",
 				 sup.n_slots, (int)getpid());
@@ -896,6 +909,7 @@ static void worker_died(int slot, int status)
 	s->ch = NULL;
 	pid_t old_pid = s->pid;
 	s->pid = 0;
+	s->ready = false;
 	reload_answered(slot, true);    /* a dead worker does not hold a reload up */
 	reload_applied(slot);
 	fans_worker_gone(slot);
@@ -1098,6 +1112,7 @@ int supervisor_run(const struct run_options *opt, struct config *cfg)
 	static const struct metrics_source metrics_src = {
 		.config = supervisor_config, .fanout = supervisor_fanout,
 		.ledger_entries = supervisor_ledger_entries,
+		.shutting_down = supervisor_shutting_down, .worker_ready = supervisor_worker_ready,
 	};
 	if (metrics_start(sup.base, cfg, &metrics_src, sup.takeover) < 0)
 		goto fail_metrics;

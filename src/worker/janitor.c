@@ -196,10 +196,20 @@ static void sweep(struct world *w, usec_t now)
 	pool_sweep(w);
 }
 
+/* The worker's heartbeat for /healthz and /readyz (shm.h). */
+static void beat(const struct world *w)
+{
+	unsigned flags = (w->paused || w->suspended ? SHM_HEALTH_PAUSED : 0) |
+			 (w->shutting_down ? SHM_HEALTH_SHUTDOWN : 0);
+	shm_health_beat(flags);
+}
+
 void janitor_pass(struct world *w)
 {
 	usec_t now = util_monotonic();
 	struct list *it;
+
+	beat(w);
 
 	check_login_clients(w, now);
 	check_cancel_clients(w, now);
@@ -231,6 +241,7 @@ void janitor_start(struct world *w)
 	struct timeval tv = { 0, JANITOR_PERIOD_USEC };
 	w->janitor = event_new(w->base, -1, EV_PERSIST, janitor_run, w);
 	event_add(w->janitor, &tv);
+	beat(w);
 }
 
 void janitor_stop(struct world *w)

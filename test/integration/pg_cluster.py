@@ -65,6 +65,20 @@ def unpack_npm(pkgdir, dest):
     return os.path.join(target, "bin")
 
 
+def _backends_of(dbname, user):
+    """The WHERE clause (and its arguments) for the client backends of
+    (dbname, user) in pg_stat_activity, the harness's superuser left out;
+    None = any."""
+    where = "backend_type = 'client backend' AND usename <> %s"
+    args = [SUPERUSER]
+    if dbname is not None:
+        where += " AND datname = %s"
+        args.append(dbname)
+    if user is not None:
+        where += " AND usename = %s"
+        args.append(user)
+    return where, args
+
 class PgCluster:
     """One initdb'd PostgreSQL server. Use start()/stop()/restart()."""
 
@@ -219,17 +233,26 @@ class PgCluster:
 
     def server_connections(self, dbname=None, user=None):
         """Client backends for (dbname, user) in pg_stat_activity; None = any."""
-        sql = ("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'"
-               " AND usename <> %s")
-        args = [SUPERUSER]
-        if dbname is not None:
-            sql += " AND datname = %s"
-            args.append(dbname)
-        if user is not None:
-            sql += " AND usename = %s"
-            args.append(user)
+        where, args = _backends_of(dbname, user)
         with self.connect() as conn:
-            return conn.execute(sql, args).fetchone()[0]
+            return conn.execute(f"SELECT count(*) FROM pg_stat_activity WHERE {where}",
+                                args).fetchone()[0]
+
+    def open_server_connections(self, dbname=None, user=None):
+        """server_connections() without the backends whose client has already
+        closed its end: such a backend stays in pg_stat_activity until it has
+        read the end and exited, which on a busy machine takes a while, so a
+        pooler that closed a server and opened another at once would look as
+        if it held both. TCP clients only (the poolers reach the clusters
+        over TCP); a client's end counts while its socket is established."""
+        where, args = _backends_of(dbname, user)
+        with self.connect() as conn:
+            ports = {r[0] for r in conn.execute(
+                f"SELECT client_port FROM pg_stat_activity WHERE {where}", args).fetchall()}
+        out = subprocess.run(["ss", "-Htn", "state", "established", "dport", "=", f":{self.port}"],
+                             capture_output=True, text=True, check=True).stdout
+        open_ports = {int(line.split()[2].rsplit(":", 1)[1]) for line in out.splitlines() if line.strip()}
+        return len(ports & open_ports)
 
     def active_queries(self, like):
         """Backends running a query LIKE `like` right now (state active)."""

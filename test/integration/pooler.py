@@ -1,7 +1,7 @@
 """The pooler under test as a child process: writes pgbouncer.ini and
 userlist.txt from dicts, runs the binary in the foreground, exposes its log,
 reload and stop, and on stop fails the test if a sanitizer reported anything.
-Works with pgcrew and with PgBouncer (PGCREW_BIN=/usr/sbin/pgbouncer)."""
+Works with pgcrew and with PgBouncer (PGCREW_BIN=.cache/pgbouncer-1.25.2/bin/pgbouncer)."""
 
 import glob
 import os

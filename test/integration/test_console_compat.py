@@ -1,6 +1,6 @@
 """Console views a PgBouncer user's scripts read, checked the same way
 against pgcrew (workers 1 and 4) and Debian's PgBouncer 1.18
-(PGCREW_BIN=/usr/sbin/pgbouncer)."""
+(PGCREW_BIN=.cache/pgbouncer-1.25.2/bin/pgbouncer)."""
 
 import os
 import socket

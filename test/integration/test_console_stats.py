@@ -2,7 +2,7 @@
 one transaction and one query of the admin database, and the averages have
 values before the first stats_period has passed; client logins are counted
 as PgBouncer's development branch counts them. Run with workers 1 and 4
-and against PgBouncer 1.25 (PGCREW_BIN=/opt/pgbouncer-1.25/bin/pgbouncer)."""
+and against PgBouncer 1.25 (PGCREW_BIN=.cache/pgbouncer-1.25.2/bin/pgbouncer)."""
 
 import pytest
 

@@ -1,6 +1,6 @@
 """The console's grammar, error texts, command tags, notices and log lines,
 input by input, exactly as PgBouncer 1.25.2's: each table row is a query
-and what PgBouncer answers (checked with PGCREW_BIN=/opt/pgbouncer-1.25/
+and what PgBouncer answers (checked with PGCREW_BIN=.cache/pgbouncer-1.25.2/
 bin/pgbouncer); pgcrew must answer the same with one worker and with four.
 An error is always 08P01, severity ERROR, and leaves the connection
 usable. The parser's every branch is in test/unit/test_console_parse.c."""

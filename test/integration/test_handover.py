@@ -9,7 +9,7 @@ pg_stat_activity), never through the pooler.
 Tests 1-3 are pgcrew-only (workers, SHOW SERVERS' remote_pid, protocol-level
 prepared statements PgBouncer 1.18 lacks). test_end_counts_match_pgbouncer
 states PgBouncer's end counts and also runs against it
-(PGCREW_BIN=/usr/sbin/pgbouncer; the workers setting is then not written),
+(PGCREW_BIN=.cache/pgbouncer-1.25.2/bin/pgbouncer; the workers setting is then not written),
 so it carries no pgcrew_only mark."""
 
 import statistics
@@ -288,7 +288,7 @@ def session_rounds(p, pg, clients, rounds, hold):
         threads = [threading.Thread(target=session) for _ in range(clients)]
         for t in threads:
             t.start()
-        peak = max(peak, sample_max(threads, lambda: pg.server_connections("testdb")))
+        peak = max(peak, sample_max(threads, lambda: pg.open_server_connections("testdb")))
     return errors, peak
 
 
@@ -315,7 +315,7 @@ def end_count_run(pg15, make_pooler, case):
                                                 query_wait_timeout=20))
         jobs = [("testdb", u) for u in users for _ in range(2)]
         threads, errors = run_concurrently(p, jobs, queries=4, sleep=0.05)
-        peak = sample_max(threads, lambda: pg15.server_connections("testdb"))
+        peak = sample_max(threads, lambda: pg15.open_server_connections("testdb"))
     # Once the burst is over the count settles (an eviction's replacement
     # may still be logging in): then it must be PgBouncer's, and stay so.
     time.sleep(1)

@@ -293,7 +293,7 @@ def test_fatal_never_inside_a_message(pg15, make_pooler, tls_files, tls):
         types, end = frames(bytes(got))
         if b"E" in types:
             assert types[-1] == b"E", types[-5:]
-        fatal_at = bytes(got).find(b"malformed Parse")
+        fatal_at = bytes(got).find(b"broken Parse packet")
         if end == "cut":
             assert fatal_at < 0, "the FATAL was written inside a message"
     answered_alone(p, "after_copy")

@@ -53,7 +53,7 @@ def sample_max(threads, count_fn, timeout=30):
 def test_default_pool_size_caps_servers(pg, make_pooler):
     p = make_pooler(pg, settings={"pool_mode": "transaction", "default_pool_size": 3})
     threads, errors = run_concurrently(p, [("testdb", "trust_user")] * 8)
-    peak = sample_max(threads, lambda: pg.server_connections("testdb", "trust_user"))
+    peak = sample_max(threads, lambda: pg.open_server_connections("testdb", "trust_user"))
     assert not errors, errors
     assert peak == 3, f"expected exactly 3 servers at peak, saw {peak}"
 
@@ -62,7 +62,7 @@ def test_session_mode_clients_queue_for_servers(pg15, make_pooler):
     """Session mode, pool of 2, 5 clients: the others queue and all finish."""
     p = make_pooler(pg15, settings={"pool_mode": "session", "default_pool_size": 2})
     threads, errors = run_concurrently(p, [("testdb", "trust_user")] * 5, queries=2, sleep=0.2)
-    peak = sample_max(threads, lambda: pg15.server_connections("testdb", "trust_user"))
+    peak = sample_max(threads, lambda: pg15.open_server_connections("testdb", "trust_user"))
     assert not errors, errors
     assert 1 <= peak <= 2, peak
 
@@ -95,7 +95,7 @@ def test_max_db_connections(pg15, make_pooler):
                                     "max_db_connections": 2})
     jobs = [("testdb", "trust_user")] * 3 + [("testdb", "scram_user")] * 3
     threads, errors = run_concurrently(p, jobs, queries=2, sleep=0.2)
-    peak = sample_max(threads, lambda: pg15.server_connections("testdb"))
+    peak = sample_max(threads, lambda: pg15.open_server_connections("testdb"))
     assert not errors, errors
     assert 1 <= peak <= 2, peak
 
@@ -106,6 +106,6 @@ def test_max_user_connections(pg15, make_pooler):
                                     "max_user_connections": 2})
     jobs = [("testdb", "trust_user")] * 3 + [("otherdb", "trust_user")] * 3
     threads, errors = run_concurrently(p, jobs, queries=2, sleep=0.2)
-    peak = sample_max(threads, lambda: pg15.server_connections(user="trust_user"))
+    peak = sample_max(threads, lambda: pg15.open_server_connections(user="trust_user"))
     assert not errors, errors
     assert 1 <= peak <= 2, peak

@@ -26,6 +26,9 @@ def closed_with_error(raw, timeout=5.0):
     return raw.closed_with_error(timeout)
 
 
+# PgBouncer 1.25.2 waits for the 1.2 GB the first four bytes announce
+# (client_login_timeout); pgcrew refuses at once (doc/config.md, Differences).
+@pytest.mark.pgcrew_only
 def test_garbage_first_packet(pooler):
     with wire.RawConn(pooler.port) as raw:
         raw.send(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")

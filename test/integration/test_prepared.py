@@ -215,6 +215,9 @@ def raw(pg, make_pooler):
         c.close()
 
 
+# PgBouncer disconnects at a Bind of an unknown name (doc/config.md,
+# Differences from PgBouncer: prepared statements).
+@pytest.mark.pgcrew_only
 def test_close_then_parse_again(raw):
     c = raw()
     msgs = exchange(c, parse("s1", "SELECT 1") + bind("s1") + execute() + SYNC)
@@ -236,6 +239,8 @@ def test_close_then_parse_again(raw):
     raw.pooler.wait_for_log(r"WARNING prepared statement 's1' not found")
 
 
+# The last Bind: PgBouncer disconnects at a Bind of an unknown name.
+@pytest.mark.pgcrew_only
 def test_names_of_any_length(raw):
     """PostgreSQL takes statement and portal names of any length, and so
     does the pooler (pgcrew closed the connection past about 600 bytes:
@@ -259,6 +264,9 @@ def result_type(msgs):
     return struct.unpack("!I", body[end + 7:end + 11])[0]
 
 
+# PgBouncer 1.25.2 maps the new Parse back onto the stale statement, as
+# pgcrew did (doc/config.md, Differences from PgBouncer).
+@pytest.mark.pgcrew_only
 def test_statement_broken_by_ddl(raw, pg):
     """ALTER COLUMN TYPE under a prepared statement: PostgreSQL answers its
     Bind with 0A000 "cached plan must not change result type", and a driver
@@ -297,6 +305,8 @@ def test_statement_broken_by_ddl(raw, pg):
             direct.commit()
 
 
+# PgBouncer disconnects at a Parse of a name in use (Differences).
+@pytest.mark.pgcrew_only
 def test_parse_existing_name(raw):
     c = raw()
     assert kinds(exchange(c, parse("s1", "SELECT 1") + SYNC)) == b"1Z"
@@ -309,6 +319,8 @@ def test_parse_existing_name(raw):
     raw.pooler.wait_for_log(r"WARNING prepared statement 's1' was already prepared")
 
 
+# PgBouncer disconnects at a Bind of an unknown name (Differences).
+@pytest.mark.pgcrew_only
 def test_error_in_transaction_aborts_it(raw):
     c = raw()
     msgs = exchange(c, wire.query_message("BEGIN"))
@@ -332,6 +344,9 @@ def test_same_text_two_names_and_same_name_two_clients(raw):
     assert clients == [1, 2]
 
 
+# PgBouncer 1.25.2 keeps the name of a Parse PostgreSQL refused and
+# disconnects at its next Parse (doc/config.md, Differences from PgBouncer).
+@pytest.mark.pgcrew_only
 def test_describe_and_failed_parse(raw):
     c = raw()
     msgs = exchange(c, parse("d", "SELECT $1::int AS n", [23]) + describe(b"S", "d") + SYNC)
@@ -360,6 +375,9 @@ def test_pipeline_error_midway(pg, make_pooler):
     assert conn.execute("SELECT 1 / %s::int", (1,)).fetchone()[0] == 1
 
 
+# PgBouncer 1.25.2 stalls here: a client waiting for a server ends in
+# query_wait_timeout (doc/config.md, Differences from PgBouncer).
+@pytest.mark.pgcrew_only
 def test_pipeline_many_statements(pg, make_pooler):
     p = make_pooler(pg, settings=settings(default_pool_size=2))
     conns = [p.connect(prepare_threshold=0) for _ in range(4)]
@@ -370,6 +388,8 @@ def test_pipeline_many_statements(pg, make_pooler):
             assert [c.fetchone()[0] for c in cur] == [(rnd + k) * j for j in range(5)]
 
 
+# PgBouncer disconnects at a Bind of an unknown name (Differences).
+@pytest.mark.pgcrew_only
 def test_deallocate_all(raw):
     c = raw()
     assert kinds(exchange(c, parse("s", "SELECT 5") + SYNC)) == b"1Z"
@@ -386,7 +406,7 @@ def test_malformed_parse_closes_only_that_client(raw):
     c.send(wire.message(b"P", b"name\0SELECT 1\0\x00\x05"))   # 5 types announced, none sent
     c.send(SYNC)
     data = c.wait_closed()
-    assert b"malformed Parse message" in data
+    assert b"broken Parse packet" in data
     assert rows(exchange(other, parse("ok", "SELECT 7") + bind("ok") + execute() + SYNC)) == ["7"]
 
 

@@ -3,7 +3,7 @@ server_check_delay = 0 (issue 43 item 2): a server is checked before it is
 reused, as in PgBouncer 1.25, counted in PostgreSQL's own log (one
 `statement: ` line per empty query; the test database logs every
 statement). Workers 1 and 4, and PgBouncer 1.25
-(PGCREW_BIN=/opt/pgbouncer-1.25/bin/pgbouncer)."""
+(PGCREW_BIN=.cache/pgbouncer-1.25.2/bin/pgbouncer)."""
 
 import re
 import threading

@@ -1,6 +1,7 @@
 """sv_used: a server idle longer than server_check_delay is "used" in SHOW
 POOLS (and SHOW SERVERS) until server_check_query has checked it, as in
-PgBouncer. Workers 1 and 4, and PgBouncer 1.18 (PGCREW_BIN=/usr/sbin/pgbouncer)."""
+PgBouncer. Workers 1 and 4, and PgBouncer 1.25.2
+(PGCREW_BIN=.cache/pgbouncer-1.25.2/bin/pgbouncer)."""
 
 import util
 

@@ -3,7 +3,7 @@ and servers, as PgBouncer's, so the numbering has no gaps; a server moved
 to another worker keeps its id and takes no new one. Ids are taken at the
 events where PgBouncer 1.25 takes them, in its order (issue 43 item 3):
 test_ids_in_pgbouncer_order runs against PgBouncer 1.25 too
-(PGCREW_BIN=/opt/pgbouncer-1.25/bin/pgbouncer). Workers 1 and 4."""
+(PGCREW_BIN=.cache/pgbouncer-1.25.2/bin/pgbouncer). Workers 1 and 4."""
 
 import psycopg
 import pytest

@@ -84,7 +84,7 @@ def test_db_and_user_limits_are_instance_wide(pg15, make_pooler):
                                     "default_pool_size": 5, "max_db_connections": 3})
     jobs = [("testdb", "trust_user")] * 6 + [("testdb", "scram_user")] * 6
     threads, errors = run_concurrently(p, jobs, queries=2, sleep=0.2)
-    peak = sample_max(threads, lambda: pg15.server_connections("testdb"))
+    peak = sample_max(threads, lambda: pg15.open_server_connections("testdb"))
     assert not errors, errors
     assert 1 <= peak <= 3, peak
     p.stop()
@@ -94,7 +94,7 @@ def test_db_and_user_limits_are_instance_wide(pg15, make_pooler):
                                     "default_pool_size": 5, "max_user_connections": 3})
     jobs = [("testdb", "trust_user")] * 6 + [("otherdb", "trust_user")] * 6
     threads, errors = run_concurrently(q, jobs, queries=2, sleep=0.2)
-    peak = sample_max(threads, lambda: pg15.server_connections(user="trust_user"))
+    peak = sample_max(threads, lambda: pg15.open_server_connections(user="trust_user"))
     assert not errors, errors
     assert 1 <= peak <= 3, peak
 
@@ -104,7 +104,7 @@ def test_reserve_pool_is_instance_wide(pg15, make_pooler):
                                     "default_pool_size": 2, "reserve_pool_size": 1,
                                     "reserve_pool_timeout": 0.3})
     threads, errors = run_concurrently(p, [("testdb", "trust_user")] * 10, queries=3, sleep=0.4)
-    peak = sample_max(threads, lambda: pg15.server_connections("testdb", "trust_user"))
+    peak = sample_max(threads, lambda: pg15.open_server_connections("testdb", "trust_user"))
     assert not errors, errors
     assert peak == 3, f"pool 2 + reserve 1, saw {peak} servers"
 

@@ -1,7 +1,7 @@
 # unit tests: core relay modules (stream transport, varcache, strpool, ipc, slot
 # ledger, shared memory, SHOW row merging, console parsers, admin_ext,
 # latency histograms, prepared statements, the server hand-over record,
-# the workers' scheduler slice).
+# the workers' scheduler slice, the health probes' verdicts).
 noinst_HEADERS += test/unit/streamfix.h
 check_PROGRAMS += test/unit/test_stream
 TESTS += test/unit/test_stream
@@ -14,6 +14,12 @@ TESTS += test/unit/test_uring
 test_unit_test_uring_SOURCES = test/unit/test_uring.c
 test_unit_test_uring_CFLAGS = $(UNIT_CFLAGS)
 test_unit_test_uring_LDADD = $(UNIT_LDADD)
+
+check_PROGRAMS += test/unit/test_health
+TESTS += test/unit/test_health
+test_unit_test_health_SOURCES = test/unit/test_health.c
+test_unit_test_health_CFLAGS = $(UNIT_CFLAGS)
+test_unit_test_health_LDADD = $(UNIT_LDADD)
 
 check_PROGRAMS += test/unit/test_varcache
 TESTS += test/unit/test_varcache
