@@ -97,14 +97,14 @@ static void send_to(int slot, enum ipc_type type, uint32_t reqid, const void *pa
 		log_warning("could not send %s to worker %d", ipc_type_name(type), slot);
 }
 
-static void send_fd(int slot, const struct client_fd *m, int fd)
+/* Queues fd (a dup) for the worker; false when its channel is gone or
+ * dead (a worker that has exited, its end not yet seen). fd stays ours. */
+static bool send_fd(int slot, const struct client_fd *m, int fd)
 {
 	struct client_fd out = *m;
 	struct ipc_chan *ch = sup.slots[slot].ch;
 	out.target = slot;
-	if (!ch || ipc_send_client_fd(ch, &out, fd) < 0)
-		log_warning("could not pass a client connection to worker %d: closing it", slot);
-	close(fd);
+	return ch && ipc_send_client_fd(ch, &out, fd) == 0;
 }
 
 /* ---- slot ledger ---- */
@@ -572,12 +572,14 @@ static void pass_client(int from, const struct ipc_hdr *hdr, const void *payload
 	if (!ok)
 		memset(&m, 0, sizeof(m));    /* id 0: the worker keeping it numbers it */
 	int target = m.target;
-	if (ok && target >= 0 && target < sup.n_slots && target != from && sup.slots[target].ch) {
-		send_fd(target, &m, fd);
-		return;
-	}
-	/* The target is gone: the sender keeps the client after all. */
-	send_fd(from, &m, fd);
+	bool sent = ok && target >= 0 && target < sup.n_slots && target != from &&
+		    send_fd(target, &m, fd);
+	/* The target is gone (in an online restart, a worker that has handed
+	 * its clients over and exited): the sender keeps the client after all. */
+	if (!sent && !send_fd(from, &m, fd))
+		log_warning("could not pass a client connection to worker %d: closing it",
+			    target >= 0 ? target : from);
+	close(fd);
 }
 
 /* ---- reload ---- */
