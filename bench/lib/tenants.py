@@ -71,7 +71,8 @@ def ms(v):
 class Tenants:
     """The bench Env plus N roles, a userlist of them and one ini per target."""
 
-    def __init__(self, env, max_pools, targets, limit, clients_per_pool):
+    def __init__(self, env, max_pools, targets, limit, clients_per_pool, samples):
+        self.samples = samples
         self.env = env
         self.max_pools = max_pools
         self.targets = targets
@@ -125,7 +126,7 @@ class Tenants:
             "pool_mode": "transaction",
             "default_pool_size": 1,
             "max_db_connections": self.limit,
-            "max_client_conn": self.max_pools * self.clients_per_pool + 100,
+            "max_client_conn": self.max_pools * self.clients_per_pool + self.samples + 100,
             "server_tls_sslmode": "disable",
             "log_connections": 0,
             "log_disconnections": 0,
@@ -173,7 +174,12 @@ class Tenants:
                                  "usename ~ '^u[0-9]+$'"))
 
 
-# -- clients -----------------------------------------------------------------
+# -- clients: one process per target -----------------------------------------
+# A process may hold 20,000 descriptors here (the hard limit cannot be
+# raised), and 10,000 pools on three targets need more: each target's
+# clients live in a process of their own (an agent), which the run drives
+# step by step over a pipe, so the steps stay interleaved. Timings are taken
+# in the agent, around the connection alone.
 
 async def login(port, pool, password, timeout=60):
     """Log client of pool `pool` in and run one SELECT 1: (client, seconds
@@ -196,77 +202,137 @@ def note(errors, e):
     errors[msg] = errors.get(msg, 0) + 1
 
 
-async def timed_logins(state, pools, kind):
+class AgentState:
+    """The clients of one target, by pool, in the agent process."""
+
+    def __init__(self, port, password, pools):
+        self.port = port
+        self.password = password
+        self.clients = [[] for _ in range(pools)]
+        self.errors = {}
+
+    async def op_login(self, pool):
+        try:
+            c, ready, total = await login(self.port, pool, self.password)
+        except CONN_ERRORS as e:
+            note(self.errors, e)
+            return {"error": True}
+        self.clients[pool].append(c)
+        return {"ready": ready, "total": total}
+
+    async def op_bulk(self, wanted, parallel, seed):
+        """Untimed logins until every pool has `wanted` clients."""
+        sem = asyncio.Semaphore(parallel)
+
+        async def one(pool):
+            async with sem:
+                await self.op_login(pool)
+
+        jobs = [one(pool) for pool, cl in enumerate(self.clients)
+                for _ in range(wanted - len(cl))]
+        random.Random(seed).shuffle(jobs)
+        await asyncio.gather(*jobs)
+        return {}
+
+    async def op_tps(self, active, duration, seed):
+        """`active` coroutines, each running SELECT 1 on an idle client of
+        a random pool until the end of the window; completions inside it
+        count."""
+        free, rng = self.clients, random.Random(seed)
+        n = len(free)
+        lat, errors, lost = [], {}, [0]
+        cpu0, t0 = time.process_time(), time.perf_counter()
+        end = t0 + duration
+
+        async def worker():
+            while time.perf_counter() < end:
+                pool = rng.randrange(n)
+                if not free[pool]:
+                    await asyncio.sleep(0)
+                    continue
+                c = free[pool].pop()
+                t1 = time.perf_counter()
+                try:
+                    await asyncio.wait_for(c.query(), 120)
+                except CONN_ERRORS as e:
+                    note(errors, e)
+                    c.close()
+                    lost[0] += 1
+                    continue
+                t2 = time.perf_counter()
+                free[pool].append(c)
+                if t2 <= end:
+                    lat.append(t2 - t1)
+
+        await asyncio.gather(*(worker() for _ in range(active)))
+        window = time.perf_counter() - t0
+        return {"lat": lat, "errors": errors, "lost": lost[0], "window": window,
+                "cpu_share": (time.process_time() - cpu0) / window}
+
+    async def op_status(self):
+        return {"clients": sum(len(c) for c in self.clients), "errors": self.errors}
+
+
+async def agent_loop(port, password, pools):
+    st = AgentState(port, password, pools)
+    loop = asyncio.get_running_loop()
+    while True:
+        line = await loop.run_in_executor(None, sys.stdin.readline)
+        if not line:
+            break
+        cmd = json.loads(line)
+        op = cmd.pop("op")
+        if op == "quit":
+            break
+        answer = await getattr(st, f"op_{op}")(**cmd)
+        sys.stdout.write(json.dumps(answer) + "\n")
+        sys.stdout.flush()
+    for cl in st.clients:
+        for c in cl:
+            c.close()
+    await asyncio.sleep(0.2)
+
+
+class Agent:
+    """The run's side of one agent process."""
+
+    def __init__(self, port, password, pools):
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--agent", str(port), str(pools)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
+            env=dict(os.environ, TENANTS_PASSWORD=password))
+
+    def call(self, op, **kw):
+        self.proc.stdin.write(json.dumps(dict(kw, op=op)) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"tenants agent exited ({self.proc.poll()})")
+        return json.loads(line)
+
+    def close(self):
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.write('{"op": "quit"}\n')
+                self.proc.stdin.close()
+                self.proc.wait(timeout=60)
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+
+
+def timed_logins(state, pools, kind):
     """One login per pool and target, pool by pool, the targets in a
     rotating order: latencies into state[target][kind]."""
     targets = list(state)
     for n, pool in enumerate(pools):
         k = n % len(targets)
         for target in targets[k:] + targets[:k]:
-            s = state[target]
-            try:
-                c, ready, total = await login(s["port"], pool, s["password"])
-            except CONN_ERRORS as e:
-                note(s["errors"], e)
-                continue
-            s["clients"][pool].append(c)
-            s[kind].append((ready, total))
+            r = state[target]["agent"].call("login", pool=pool)
+            if "ready" in r:
+                state[target][kind].append((r["ready"], r["total"]))
         if n and n % 2000 == 0:
             log(f"  {kind}: {n} pools")
-
-
-async def bulk_logins(state, wanted, parallel):
-    """Untimed logins until every pool has `wanted` clients on every target."""
-    sem = asyncio.Semaphore(parallel)
-
-    async def one(s, pool):
-        async with sem:
-            try:
-                c, _, _ = await login(s["port"], pool, s["password"])
-                s["clients"][pool].append(c)
-            except CONN_ERRORS as e:
-                note(s["errors"], e)
-
-    jobs = []
-    for s in state.values():
-        for pool, cl in enumerate(s["clients"]):
-            jobs += [one(s, pool) for _ in range(wanted - len(cl))]
-    random.shuffle(jobs)
-    await asyncio.gather(*jobs)
-
-
-async def tps_slice(s, active, duration, rng):
-    """`active` coroutines, each running SELECT 1 on an idle client of a
-    random pool until the end of the window; completions inside it count.
-    Returns (latencies, errors, clients lost)."""
-    free = s["clients"]
-    n = len(free)
-    lat, errors = [], {}
-    end = time.perf_counter() + duration
-    lost = [0]
-
-    async def worker():
-        while time.perf_counter() < end:
-            pool = rng.randrange(n)
-            if not free[pool]:
-                await asyncio.sleep(0)
-                continue
-            c = free[pool].pop()
-            t0 = time.perf_counter()
-            try:
-                await asyncio.wait_for(c.query(), 120)
-            except CONN_ERRORS as e:
-                note(errors, e)
-                c.close()
-                lost[0] += 1
-                continue
-            t1 = time.perf_counter()
-            free[pool].append(c)
-            if t1 <= end:
-                lat.append(t1 - t0)
-
-    await asyncio.gather(*(worker() for _ in range(active)))
-    return lat, errors, lost[0]
 
 
 # -- the run -----------------------------------------------------------------
@@ -275,54 +341,62 @@ def memory(pooler):
     return {"rss": pooler.rss_kb(), "pss": pooler.pss_kb()}
 
 
-async def snapshot(ten, state, poolers, key, settle):
+def snapshot(ten, state, poolers, key, settle):
     """After `settle` seconds of quiet: each target's memory and SHOW LISTS."""
-    await asyncio.sleep(settle)
+    time.sleep(settle)
     for t in ten.targets:
         state[t]["mem"][key] = memory(poolers[t])
         state[t][f"lists_{key}"] = ten.show_lists(t)
 
 
-async def run_pools(ten, n, args, loads):
+def clients_per_pool(args, n):
+    """--clients-per-pool, or fewer where a pooler could not hold them in
+    its descriptors (each pooler holds N x this + the timed later logins +
+    its servers)."""
+    import resource
+    nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    fit = max(1, (nofile - args.samples - args.max_db_connections - 500) // n)
+    if fit < args.clients_per_pool:
+        log(f"N={n}: {fit} client(s) per pool, not {args.clients_per_pool}: a process may "
+            f"hold {nofile} descriptors here")
+    return min(fit, args.clients_per_pool)
+
+
+def run_pools(ten, n, args, loads):
     """One measurement of N pools on every target; returns (rows, slices)."""
     env = ten.env
+    cpp = clients_per_pool(args, n)
     state, poolers = {}, {}
     try:
         for target in ten.targets:
             poolers[target] = ten.start(target)
         for target in ten.targets:
             # a first login (user bench, its own pool), then the baseline
-            warm = pgwire.AsyncClient()
-            await warm.login(HOST, ten.ports[target], USER, env.password, DB)
-            await warm.query()
-            warm.close()
-            state[target] = {"port": ten.ports[target], "password": env.password,
-                             "clients": [[] for _ in range(n)], "first": [], "later": [],
-                             "errors": {}, "mem": {}}
-        await asyncio.sleep(args.settle)
-        for t in ten.targets:
-            state[t]["mem"]["base"] = memory(poolers[t])
+            pgwire.connect(HOST, ten.ports[target], USER, env.password, DB)
+            state[target] = {"agent": Agent(ten.ports[target], env.password, n),
+                             "first": [], "later": [], "mem": {}}
+        snapshot(ten, state, poolers, "base", args.settle)
         loads.append(("start", loadavg()))
         rng = random.Random(n)
 
         log(f"N={n}: first login of each pool, interleaved")
         t0 = time.monotonic()
-        await timed_logins(state, range(n), "first")
+        timed_logins(state, range(n), "first")
         first_s = time.monotonic() - t0
-        await snapshot(ten, state, poolers, "one", args.settle)
+        snapshot(ten, state, poolers, "one", args.settle)
         loads.append(("first logins", loadavg()))
 
         sample = rng.sample(range(n), min(n, args.samples))
         log(f"N={n}: a later login to {len(sample)} existing pools, interleaved")
         t0 = time.monotonic()
-        await timed_logins(state, sample, "later")
+        timed_logins(state, sample, "later")
         later_s = time.monotonic() - t0
-        log(f"N={n}: up to {args.clients_per_pool} clients per pool ({args.parallel} "
-            "logins in flight)")
+        log(f"N={n}: up to {cpp} clients per pool ({args.parallel} logins in flight)")
         t0 = time.monotonic()
-        await bulk_logins(state, args.clients_per_pool, args.parallel)
+        for t in ten.targets:
+            state[t]["agent"].call("bulk", wanted=cpp, parallel=args.parallel, seed=n)
         bulk_s = time.monotonic() - t0
-        await snapshot(ten, state, poolers, "all", args.settle)
+        snapshot(ten, state, poolers, "all", args.settle)
         loads.append(("later logins", loadavg()))
         backends_idle = ten.backends()
 
@@ -330,42 +404,44 @@ async def run_pools(ten, n, args, loads):
         for r in range(args.rounds):
             order = ten.targets[r % len(ten.targets):] + ten.targets[:r % len(ten.targets)]
             for t in order:
-                slices.append(await one_slice(state[t], poolers[t], t, r, n, args, rng))
+                slices.append(one_slice(state[t], poolers[t], t, r, n, args, rng))
                 loads.append((f"tps {t} {r}", loadavg()))
+        for t in ten.targets:
+            st = state[t]["agent"].call("status")
+            state[t]["clients"], state[t]["errors"] = st["clients"], st["errors"]
         rows = [row(t, n, state[t], poolers[t], slices, args,
-                    {"first_logins_s": round(first_s, 1), "later_logins_s": round(later_s, 1),
-                     "bulk_logins_s": round(bulk_s, 1), "pg_backends_idle": backends_idle})
+                    {"clients_per_pool": cpp, "first_logins_s": round(first_s, 1),
+                     "later_logins_s": round(later_s, 1), "bulk_logins_s": round(bulk_s, 1),
+                     "pg_backends_idle": backends_idle})
                 for t in ten.targets]
         return rows, slices
     finally:
         for s in state.values():
-            for cl in s["clients"]:
-                for c in cl:
-                    c.close()
-        await asyncio.sleep(0.5)
+            s["agent"].close()
         for p in poolers.values():
             for problem in p.stop():
                 log(problem)
 
 
-async def one_slice(s, pooler, target, rnd, n, args, rng):
-    clients_before = sum(len(c) for c in s["clients"])
-    cpu0, busy0, me0 = pooler.cpu_ticks(), machine_busy_ticks(), time.process_time()
+def one_slice(s, pooler, target, rnd, n, args, rng):
+    log(f"  tps {target:11} round {rnd}: {args.duration} s")
+    cpu0, busy0 = pooler.cpu_ticks(), machine_busy_ticks()
     t0 = time.monotonic()
-    lat, errors, lost = await tps_slice(s, args.active, args.duration, rng)
+    a = s["agent"].call("tps", active=args.active, duration=args.duration,
+                        seed=rng.randrange(1 << 30))
     window = time.monotonic() - t0
     cpu = (pooler.cpu_ticks() - cpu0) / benchenv.CLK_TCK
     busy = (machine_busy_ticks() - busy0) / benchenv.CLK_TCK
-    me = time.process_time() - me0
-    tps = len(lat) / args.duration
+    lat = a["lat"]
     sl = {"pools": n, "target": target, "round": rnd, "transactions": len(lat),
-          "tps": round(tps, 1), "p50_ms": ms(pct(lat, 0.5)), "p99_ms": ms(pct(lat, 0.99)),
+          "tps": round(len(lat) / args.duration, 1), "p50_ms": ms(pct(lat, 0.5)),
+          "p99_ms": ms(pct(lat, 0.99)),
           "pooler_cpu_us_per_tx": round(cpu * 1e6 / len(lat), 1) if lat else None,
           "pooler_cpu_share": round(cpu / busy, 3) if busy else None,
-          "client_cpu_share_of_one_core": round(me / window, 3),
+          "client_cpu_share_of_one_core": round(a["cpu_share"], 3),
           "machine_busy": round(busy / window / (os.cpu_count() or 1), 3),
-          "clients_lost": lost, "clients_before": clients_before,
-          "errors": "; ".join(f"{v} x {k}" for k, v in errors.items()),
+          "clients_lost": a["lost"],
+          "errors": "; ".join(f"{v} x {k}" for k, v in a["errors"].items()),
           "window_s": round(window, 2), "lat": lat}
     log(f"  tps {target:11} round {rnd}: {sl['tps']} TPS, p50 {sl['p50_ms']} ms, "
         f"p99 {sl['p99_ms']} ms, pooler {sl['pooler_cpu_us_per_tx']} us/tx, client "
@@ -379,7 +455,7 @@ def row(target, n, s, pooler, slices, args, extra):
     lat = [v for x in mine for v in x["lat"]]
     tx = sum(x["transactions"] for x in mine)
     r = {"pools": n, "target": target,
-         "clients": sum(len(c) for c in s["clients"]),
+         "clients": s["clients"],
          "failed_logins": sum(s["errors"].values())}
     for kind in ("first", "later"):
         v = s[kind]
@@ -440,7 +516,7 @@ def markdown(rows, slices, meta):
         out += [f"## {n} pools\n",
                 "| target | first login p50 / p99 ms | + first query p50 / p99 ms "
                 "| later login p50 / p99 ms | TPS (min-max) | tx p50 / p99 ms "
-                "| pooler us/tx | RSS B/pool | PSS B/pool | PSS B/pool, 1 client "
+                "| pooler us/tx | RSS B/pool, all clients | PSS B/pool, all clients | PSS B/pool, 1 client "
                 "| PSS B/extra client | failed logins | lost clients |",
                 "|---|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
         for t, r in rs.items():
@@ -460,7 +536,7 @@ def markdown(rows, slices, meta):
             out += ["", f"Against {BASE} (ratios: below 1 is faster or smaller, TPS above 1 "
                     "is better; '+ query' is the login and its first SELECT 1):", "",
                     "| target | " + " | ".join(f"{c} p50 | p99" for c, _ in cols)
-                    + " | TPS | pooler us/tx | PSS per pool |",
+                    + " | TPS | pooler us/tx | PSS per pool (1 client) |",
                     "|---|" + "---:|" * (2 * len(cols) + 3)]
             for t, r in rs.items():
                 if t == BASE:
@@ -469,7 +545,8 @@ def markdown(rows, slices, meta):
                          for _, k in cols for q in ("p50", "p99")]
                 cells += [ratio(r["tps"], base["tps"]),
                           ratio(r["pooler_cpu_us_per_tx"], base["pooler_cpu_us_per_tx"]),
-                          ratio(r["pss_bytes_per_pool"], base["pss_bytes_per_pool"])]
+                          ratio(r["pss_bytes_per_pool_1client"],
+                                base["pss_bytes_per_pool_1client"])]
                 out.append(f"| {t} | " + " | ".join(cells) + " |")
         out += ["", "| slice | target | round | TPS | p50 / p99 ms | pooler us/tx "
                 "| pooler share of busy CPU | client share of a core | machine busy |",
@@ -507,6 +584,10 @@ def write(out, rows, slices, meta):
 
 
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--agent":
+        asyncio.run(agent_loop(int(sys.argv[2]), os.environ["TENANTS_PASSWORD"],
+                               int(sys.argv[3])))
+        return
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scratch", required=True)
@@ -541,7 +622,8 @@ def main():
     benchenv.sigterm_exits()
     env = benchenv.Env(args.scratch, args.pgcrew, args.pgbouncer,
                        max_connections=len(targets) * args.max_db_connections + 30)
-    ten = Tenants(env, max(pools), targets, args.max_db_connections, args.clients_per_pool)
+    ten = Tenants(env, max(pools), targets, args.max_db_connections, args.clients_per_pool,
+                  args.samples)
     rows, slices, loads = [], [], []
     t_start = time.monotonic()
     meta = {"started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "args": vars(args)}
@@ -551,7 +633,7 @@ def main():
                      "versions": benchenv.versions(env)})
         for n in pools:
             t0 = time.monotonic()
-            r, s = asyncio.run(run_pools(ten, n, args, loads))
+            r, s = run_pools(ten, n, args, loads)
             rows += r
             slices += s
             meta[f"wall_clock_{n}_s"] = round(time.monotonic() - t0)
