@@ -20,7 +20,8 @@ target at a time, rotated. Measured per target:
 * TPS: `--active` coroutines each running SELECT 1 on an idle client of a
   pool drawn at random, for `--duration` seconds per target.
 
-usage: tenants.py --scratch DIR --out DIR --pgcrew BIN --repo DIR [options]"""
+usage: tenants.py --scratch DIR --out DIR --pgcrew BIN --repo DIR [options]
+       tenants.py --report DIR      (redraw tenants.md from its CSV files)"""
 
 import argparse
 import asyncio
@@ -485,8 +486,8 @@ def row(target, n, s, pooler, slices, args, extra):
                                                      / extra_clients)
     r["processes"] = len(pooler.pids())
     r["pools_listed"] = s.get("lists_all", {}).get("pools")
-    r["servers_listed"] = (s.get("lists_all", {}).get("used_servers", 0)
-                           + s.get("lists_all", {}).get("free_servers", 0))
+    # (free_servers is PgBouncer's cache of unused objects, not idle servers)
+    r["used_servers_listed"] = s.get("lists_all", {}).get("used_servers")
     r["clients_lost"] = sum(x["clients_lost"] for x in mine)
     r["worker_restarts"] = pooler.restarts()
     r.update(extra)
@@ -513,7 +514,8 @@ def markdown(rows, slices, meta):
     for n in sorted({r["pools"] for r in rows}):
         rs = {r["target"]: r for r in rows if r["pools"] == n}
         base = rs.get(BASE, {})
-        out += [f"## {n} pools\n",
+        cpp = next(iter(rs.values())).get("clients_per_pool", "?")
+        out += [f"## {n} pools, {cpp} client(s) per pool\n",
                 "| target | first login p50 / p99 ms | + first query p50 / p99 ms "
                 "| later login p50 / p99 ms | TPS (min-max) | tx p50 / p99 ms "
                 "| pooler us/tx | RSS B/pool, all clients | PSS B/pool, all clients | PSS B/pool, 1 client "
@@ -583,7 +585,32 @@ def write(out, rows, slices, meta):
         f.write(markdown(rows, slices, meta))
 
 
+def read_csv(path):
+    def num(v):
+        for kind in (int, float):
+            try:
+                return kind(v)
+            except ValueError:
+                pass
+        return None if v == "" else v
+    with open(path) as f:
+        return [{k: num(v) for k, v in r.items()} for r in csv.DictReader(f)]
+
+
+def redraw(out):
+    """tenants.md again from tenants.csv, slices.csv and meta.json."""
+    rows = read_csv(os.path.join(out, "tenants.csv"))
+    slices = read_csv(os.path.join(out, "slices.csv"))
+    with open(os.path.join(out, "meta.json")) as f:
+        meta = json.load(f)
+    with open(os.path.join(out, "tenants.md"), "w") as f:
+        f.write(markdown(rows, slices, meta))
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--report":
+        redraw(sys.argv[2])
+        return
     if len(sys.argv) == 4 and sys.argv[1] == "--agent":
         asyncio.run(agent_loop(int(sys.argv[2]), os.environ["TENANTS_PASSWORD"],
                                int(sys.argv[3])))
@@ -657,7 +684,7 @@ def main():
             f"{args.max_db_connections} per target (PostgreSQL max_connections "
             f"{env.max_connections}: the targets run at once), auth_type = scram-sha-256 "
             f"(one verifier for all roles), plain TCP; {args.clients_per_pool} clients per "
-            f"pool; later logins timed on {args.samples} pools; TPS: {args.active} "
+            f"pool (fewer where the descriptors do not allow it: below); later logins timed on {args.samples} pools; TPS: {args.active} "
             f"transactions in flight on random pools, {args.rounds} x {args.duration} s "
             "per target")
         if rows:
