@@ -17,6 +17,9 @@ prof() {   # $1 = target
     perf record -F 499 -p "$pids" -o "$out/$1.perf.data" -- sleep 5 >/dev/null 2>&1
     perf report -i "$out/$1.perf.data" --no-children --sort comm,dso,symbol --stdio -g none \
         2>/dev/null | grep -v '^#' | grep '%' | head -40 > "$out/$1.perf.txt"
+    # by process (the lowest pid is the supervisor)
+    perf report -i "$out/$1.perf.data" --no-children --sort pid,symbol --stdio -g none \
+        2>/dev/null | grep '%' | head -14 > "$out/$1.by-pid.txt"
 }
 prof pgcrew-w1
 prof pgcrew-auto
