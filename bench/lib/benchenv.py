@@ -21,7 +21,26 @@ import sys
 import time
 
 PGBIN = "/usr/lib/postgresql/15/bin"
-PGBOUNCER = "/usr/sbin/pgbouncer"
+PGBOUNCER_DEBIAN = "/usr/sbin/pgbouncer"   # Debian 12's PgBouncer 1.18
+# PgBouncer 1.25.2 as scripts/pgbouncer_ref.sh builds it (scripts/deps.sh test
+# runs that): the version the issue's targets are set against.
+PGBOUNCER_REF = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                             ".cache", "pgbouncer-1.25.2", "bin", "pgbouncer")
+
+
+def default_pgbouncer():
+    """The PgBouncer every bench runs unless told otherwise (--pgbouncer):
+    $PGBOUNCER_BIN when set, else the 1.25.2 reference build when it is
+    there, else Debian's 1.18."""
+    given = os.environ.get("PGBOUNCER_BIN")
+    if given:
+        return given
+    if os.access(PGBOUNCER_REF, os.X_OK):
+        return os.path.normpath(PGBOUNCER_REF)
+    return PGBOUNCER_DEBIAN
+
+
+PGBOUNCER = default_pgbouncer()
 HOST = "127.0.0.1"
 USER = "bench"
 DB = "bench"

@@ -1,13 +1,13 @@
-# Sourced by bench/run, bench/connect, bench/idle and bench/smallpool (from the
-# repository root): dependencies, the release build, resource limits and the
-# scratch directory.
+# Sourced by bench/run, bench/connect, bench/idle, bench/smallpool and
+# bench/tenants (from the repository root): dependencies, the release build,
+# resource limits and the scratch directory.
 
 BENCH_DIR=${BENCH_DIR:-/tmp/pgcrew-bench}
 BENCH_BUILD_DIR=${BENCH_BUILD_DIR:-_build/release}
 
 bench_say() { printf '==> %s\n' "$*"; }
 
-# bench_prepare NAME: NAME (run, connect, idle, smallpool) is the scratch
+# bench_prepare NAME: NAME (run, connect, idle, smallpool, tenants) is the scratch
 # subdirectory this command owns and wipes; the others' are left alone.
 bench_prepare() {
     BENCH_SCRATCH=$BENCH_DIR/$1
