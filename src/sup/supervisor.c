@@ -410,7 +410,7 @@ static void fan_answered(struct fan *f, int slot, const char *err)
 		return;
 	f->owed[slot] = false;
 	int rank = err && *err == '?' ? (err[1] == '?' ? 2 : 1) : 0;
-	if (rank > f->not_here_rank) {
+	if (err && rank > 0 && rank > f->not_here_rank) {
 		snprintf(f->not_here, sizeof(f->not_here), "%s", err + rank);
 		f->not_here_rank = rank;
 	} else if (err && *err && *err != '?' && !f->err[0]) {
