@@ -49,15 +49,22 @@ struct lreq {
  * or it could wait for ever with every slot on idle servers. */
 #define CLOSE_PENDING_USEC (1000 * 1000)
 
+static bool close_pending_at(const struct lreq *q, usec_t now)
+{
+	return q->close_from && now - q->close_at < CLOSE_PENDING_USEC;
+}
+
 static bool close_pending(const struct lreq *q)
 {
-	return q->close_from && util_monotonic() - q->close_at < CLOSE_PENDING_USEC;
+	return q->close_from && close_pending_at(q, util_monotonic());
 }
 
 struct ledger {
 	int n;
 	struct list pools, dbs, users, queue;
 	struct hmap pool_map, db_map, user_map;
+	usec_t pass_now;           /* the clock when ledger_want_changes began: one
+				    * read for a pass over every pool and request */
 };
 
 struct ledger *ledger_new(int n_workers)
@@ -555,10 +562,14 @@ static int fair_share(const struct ledger *l, const struct lpool *p, int *least)
 
 	for (int v = 0; v < l->n; v++)
 		seen[v] = p->count[v] > 0;
-	list_for_each(it, &l->queue) {
-		const struct lreq *q = container_of(it, struct lreq, node);
-		if (q->pool == p)
-			seen[q->worker] = true;
+	/* Most pools a pass weighs have no request of their own queued (they
+	 * hold servers others wait for): no walk over the queue for those. */
+	if (p->n_queued > 0) {
+		list_for_each(it, &l->queue) {
+			const struct lreq *q = container_of(it, struct lreq, node);
+			if (q->pool == p)
+				seen[q->worker] = true;
+		}
 	}
 	for (int v = 0; v < l->n; v++)
 		demand += seen[v];
@@ -585,7 +596,7 @@ static void wanted_from(const struct ledger *l, const struct lpool *p, int w, in
 		const struct lreq *q = container_of(it, struct lreq, node);
 		bool closes = q->pool != p || q->req.own;   /* a move cannot serve it */
 		if (!helps(q, p) || (q->worker == w && q->pool == p && !q->req.own) ||
-		    (closes && close_pending(q)))
+		    (closes && close_pending_at(q, l->pass_now)))
 			continue;
 		out->n++;
 		/* A request for the reuse order holds servers already: no hurry
@@ -604,7 +615,7 @@ static void wanted_from(const struct ledger *l, const struct lpool *p, int w, in
  */
 static bool starve_rank(const struct ledger *l, const struct lpool *p, int w)
 {
-	usec_t now = util_monotonic();
+	usec_t now = l->pass_now;
 	int starving = 0, ahead = 0;
 	bool counted[SHM_MAX_WORKERS] = { false };
 	struct list *it;
@@ -631,8 +642,8 @@ static int over_share(const struct ledger *l, const struct lpool *p, int w, int 
 	int queued_elsewhere = 0;
 	struct list *it;
 
-	if (p->limit <= 0 || p->count[w] == 0)
-		return 0;
+	if (p->limit <= 0 || p->count[w] == 0 || p->n_queued == 0)
+		return 0;           /* nobody queues for p: nothing to give back */
 	list_for_each(it, &l->queue) {
 		const struct lreq *q = container_of(it, struct lreq, node);
 		queued_elsewhere += q->pool == p && q->worker != w && !q->req.move;
@@ -677,6 +688,7 @@ static bool tell_wants(struct ledger *l, struct lpool *p, ledger_want_fn fn, voi
 void ledger_want_changes(struct ledger *l, ledger_want_fn fn, void *arg)
 {
 	struct list *it, *tmp;
+	l->pass_now = util_monotonic();
 	list_for_each(it, &l->queue) {
 		struct lreq *q = container_of(it, struct lreq, node);
 		q->pool->dbc->hot = q->pool->userc->hot = true;
