@@ -4,6 +4,7 @@
  * console command parser for 'Q', field readers for the extended protocol). */
 #include "fuzz.h"
 #include "auth/scram.h"
+#include "cmdparse.h"
 #include "control.h"
 #include "proto/packet.h"
 #include "proto/startup.h"
@@ -55,12 +56,10 @@ static void on_password(struct session *s, const uint8_t *body, size_t len)
 static void on_query(const uint8_t *body, size_t len)
 {
 	char *text = fuzz_str(body, len);
+	struct cmdparse words;
 	enum ctl_cmd cmd;
-	const char *arg;
-	char key[64], val[256];
-	if (ctl_parse(text, &cmd, &arg))
+	if (cmdparse(text, &words) == CMDPARSE_COMMAND && ctl_lookup(words.cmd, &cmd))
 		(void)ctl_name(cmd);
-	(void)ctl_parse_set(text, key, sizeof(key), val, sizeof(val));
 	free(text);
 }
 

@@ -1,7 +1,8 @@
 /* pgcrew — fuzz target: admin console commands (SHOW/PAUSE/KILL_CLIENT/...
- * with arguments, SET key = value in both spellings) and the startup
- * "options" splitter, on arbitrary text. */
+ * with arguments, SET key = value in both spellings, PgBouncer's grammar in
+ * cmdparse) and the startup "options" splitter, on arbitrary text. */
 #include "fuzz.h"
+#include "cmdparse.h"
 #include "control.h"
 #include "proto/startup.h"
 
@@ -18,13 +19,15 @@ static int ignore(void *arg, const char *key, const char *val)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char *text = fuzz_str(data, size);
+	struct cmdparse words;
 	enum ctl_cmd cmd;
-	const char *arg;
-	char key[64], val[1024], err[256];
+	unsigned long long id;
+	char err[256];
 
-	if (ctl_parse(text, &cmd, &arg))
+	if (cmdparse(text, &words) == CMDPARSE_COMMAND && ctl_lookup(words.cmd, &cmd)) {
 		(void)ctl_name(cmd);
-	(void)ctl_parse_set(text, key, sizeof(key), val, sizeof(val));
+		(void)ctl_client_id(words.arg, &id);
+	}
 	(void)startup_parse_options(text, ignore, NULL, err, sizeof(err));
 	free(text);
 	return 0;

@@ -236,7 +236,6 @@ static bool encode_server(struct pktbuf *pb, const struct slot_req *r)
 		h.be.secret[i] = (uint8_t)(0x70 + id + i);
 	strlcpy_(h.addr, "phantom", sizeof(h.addr));
 	h.connect_time = h.request_time = h.last_used = h.sent_at = util_monotonic();
-	h.used = 1;
 	varcache_init(&vars);
 	(void)varcache_set(&vars, "client_encoding", "UTF8");
 	(void)varcache_set(&vars, "TimeZone", "UTC");
