@@ -356,16 +356,25 @@ static bool shared_listener(struct world *world, int fd)
 	return false;
 }
 
-void admin_view_fds(struct result *r)
+/* This worker's listening sockets; none in a world without a listen set
+ * (the unit tests' and fuzzers' rig). */
+static void fd_listeners(struct result *r)
 {
+	if (!r->world->lset)
+		return;
 	const struct listen_slot *slot = &r->world->lset->slots[r->world->id];
-	struct list *it;
-	fds_header(r);
 	for (int i = 0; i < slot->n_fds; i++)
 		if (r->world->id == 0 || !shared_listener(r->world, slot->fds[i]))
 			listen_row(r, slot->fds[i]);
 	if (r->world->id == 0 && r->world->lset->unix_fd >= 0)      /* shared by every worker: list it once */
 		listen_row(r, r->world->lset->unix_fd);
+}
+
+void admin_view_fds(struct result *r)
+{
+	struct list *it;
+	fds_header(r);
+	fd_listeners(r);
 	fd_clients(r, &r->world->login_clients);
 	list_for_each(it, &r->world->pools) {
 		const struct pool *p = container_of(it, struct pool, node);
