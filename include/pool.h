@@ -20,6 +20,9 @@ struct database *pool_find_db(struct world *w, const char *name);
 struct database *pool_get_db(struct world *w, const char *name);
 /* The console's pseudo-database (never launches servers). */
 struct database *pool_admin_db(struct world *w);
+/* A user that exists for a login, as PgBouncer's user lookup: in auth_file,
+ * or added by auth_query, PAM or LDAP. A user object made only as a forced
+ * user (a database's user=, the console's "pgbouncer") is not one. */
 struct puser *pool_find_user(struct world *w, const char *name);
 /* A user not in auth_file (forced user, auth_type=any): created on demand. */
 struct puser *pool_get_user(struct world *w, const char *name);

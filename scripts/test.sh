@@ -207,7 +207,6 @@ again() {
 
 again recvsend PGCREW_RECVSEND_TEST "integration tests again with io_uring = 0 (PGCREW_IO_URING=0)" \
     PGCREW_IO_URING=0
-rs_ran=$recvsend_ran rs_rc=$recvsend_rc rs_secs=$recvsend_secs
 
 # The differential reference: every test not marked pgcrew_only must pass
 # against PgBouncer 1.25.2 too (scripts/deps.sh builds it).
@@ -268,8 +267,8 @@ if [ $fuzz_ran = yes ]; then
     echo "fuzz (short): $([ $fuzz_rc -eq 0 ] && echo ok || echo "FAILED ($fuzz_rc)")"
 fi
 echo "integration tests: $([ $it_rc -eq 0 ] && echo ok || echo "FAILED ($it_rc)")"
-if [ $rs_ran = yes ]; then
-    echo "integration tests with io_uring = 0: $([ $rs_rc -eq 0 ] && echo ok || echo "FAILED ($rs_rc)") in ${rs_secs} s"
+if [ $recvsend_ran = yes ]; then
+    echo "integration tests with io_uring = 0: $([ $recvsend_rc -eq 0 ] && echo ok || echo "FAILED ($recvsend_rc)") in ${recvsend_secs} s"
 fi
 if [ $ref_ran = yes ]; then
     echo "integration tests against PgBouncer 1.25.2: $([ $ref_rc -eq 0 ] && echo ok || echo "FAILED ($ref_rc)") in ${ref_secs} s"
@@ -313,4 +312,4 @@ if rows:
         print(f"{secs:8.1f} s  {test}  ({name})")
 EOF
 [ $unit_rc -eq 0 ] && [ $busy_rc -eq 0 ] && [ $fuzz_rc -eq 0 ] && [ $it_rc -eq 0 ] &&
-    [ $rs_rc -eq 0 ] && [ $ref_rc -eq 0 ] && [ $pkg_rc -eq 0 ] && [ $ct_rc -eq 0 ]
+    [ $recvsend_rc -eq 0 ] && [ $ref_rc -eq 0 ] && [ $pkg_rc -eq 0 ] && [ $ct_rc -eq 0 ]

@@ -75,18 +75,6 @@ static struct pool *console_pool(struct client *c)
 	return u ? pool_get(c->db, u) : NULL;
 }
 
-/* The console's "does this user exist" as PgBouncer's user lookup: in
- * auth_file, or added by auth_query or PAM. The console's own user object
- * ("pgbouncer", made for the console pool) is not a login user, so from
- * another UID it fails authentication as any unknown user does. */
-static struct puser *console_login_user(struct world *w, const char *name)
-{
-	struct puser *u = pool_find_user(w, name);
-	if (!u || u->authq_secret || (u->secret && *u->secret))
-		return u;
-	return w->cfg->userlist && userlist_find(w->cfg->userlist, name) ? u : NULL;
-}
-
 void admin_client_login(struct client *c, const struct startup_msg *m)
 {
 	const struct config *cfg = c->world->cfg;
@@ -104,7 +92,7 @@ void admin_client_login(struct client *c, const struct startup_msg *m)
 		client_close(c, true, "no such database: pgbouncer");
 		return;
 	}
-	c->login_user = console_login_user(c->world, c->user_name);
+	c->login_user = pool_find_user(c->world, c->user_name);
 	if (!c->login_user && (cfg->auth_type == AUTH_ANY || c->local_admin))
 		c->login_user = pool_get_user(c->world, c->user_name);
 	c->stats_only = !admin;

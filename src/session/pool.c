@@ -286,11 +286,11 @@ struct puser *pool_find_user_here(struct world *w, const char *name)
 struct puser *pool_find_user(struct world *w, const char *name)
 {
 	struct puser *u = pool_find_user_here(w, name);
-	if (u)
-		return u;
+	if (u && (u->authq_secret || (u->secret && *u->secret)))
+		return u;                 /* auth_query's, PAM's, LDAP's, or auth_file's */
 	if (!w->cfg->userlist || !userlist_find(w->cfg->userlist, name))
 		return NULL;
-	return pool_get_user(w, name);
+	return u ? u : pool_get_user(w, name);
 }
 
 
