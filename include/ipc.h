@@ -117,12 +117,15 @@ struct slot_req {
 };
 
 /* IPC_POOL_WANT payload. n: queued requests elsewhere this pool's idle
- * servers could serve (give up servers idle for a while); soon: how many of
+ * servers could serve (give up servers idle for a while), at most the
+ * servers of the pool the worker holds; soon: how many of
  * those come from a worker below its fair share of the pool, or from
  * another pool (a full max_db/user_connections), which should not wait
  * long; over: servers held beyond the fair share while others queue (give
  * up as soon as idle); other_since: when the oldest request of another
- * pool among them was queued (first come, first served across pools). */
+ * pool among them was queued (first come, first served across pools; told
+ * again only when it moves by more than a slack, so it may be up to 2 ms
+ * older than the oldest still queued). */
 struct pool_want {
 	struct slot_req pool;      /* names only */
 	int32_t n;

@@ -8,13 +8,22 @@
 #include "shm.h"
 #include "util.h"
 
+/* What closing one server would do for queued requests (wanted_from). */
+struct want_sum {
+	int n, soon;
+	usec_t since;              /* the oldest of them for another pool, 0: none */
+};
+
 struct lcount {
 	struct list node;
 	struct hnode hn;
 	char name[LEDGER_NAME];
 	int total;
 	int n_pools;               /* lpools pointing here */
-	bool hot;                  /* a queued request's database or user (want_changes) */
+	int n_queued;              /* queued requests of its pools */
+	struct want_sum others;    /* this pass: what a server of a pool sharing only
+	                              this database (user) with the queued requests
+	                              would do for them (ledger_want_changes) */
 };
 
 struct lpool {
@@ -199,6 +208,13 @@ static void maybe_free(struct ledger *l, struct lpool *p)
 	free(p);
 }
 
+static void count_queued(struct lpool *p, int delta)
+{
+	p->n_queued += delta;
+	p->dbc->n_queued += delta;
+	p->userc->n_queued += delta;
+}
+
 /* A queued request leaves the queue (granted, denied, withdrawn, its
  * worker gone); its pool may go with it. */
 static void dequeue(struct ledger *l, struct lreq *q)
@@ -206,7 +222,7 @@ static void dequeue(struct ledger *l, struct lreq *q)
 	struct lpool *p = q->pool;
 	list_del(&q->node);
 	free(q);
-	p->n_queued--;
+	count_queued(p, -1);
 	maybe_free(l, p);
 }
 
@@ -296,7 +312,7 @@ enum ledger_result ledger_request_idle(struct ledger *l, int worker, uint32_t re
 	q->since = util_monotonic();
 	q->await_move = await_move;
 	list_append(&l->queue, &q->node);
-	p->n_queued++;
+	count_queued(p, 1);
 	return LEDGER_QUEUED;
 }
 
@@ -430,7 +446,7 @@ void ledger_worker_gone(struct ledger *l, int worker)
 		struct lreq *q = container_of(it, struct lreq, node);
 		if (q->worker == worker) {
 			list_del(&q->node);
-			q->pool->n_queued--;
+			count_queued(q->pool, -1);
 			free(q);
 		}
 	}
@@ -592,6 +608,19 @@ static void wanted_from(const struct ledger *l, const struct lpool *p, int w, in
 {
 	struct list *it;
 
+	/* No request of p's own, nor of both its database and its user: every
+	 * one it could help shares only one of them with it, and what it would
+	 * do for those is the same for every such pool (sum_others). */
+	if (p->n_queued == 0 && (p->dbc->n_queued == 0 || p->userc->n_queued == 0)) {
+		const struct lcount *c = p->dbc->n_queued ? p->dbc : p->userc;
+		if (c->n_queued == 0)
+			return;
+		const struct want_sum *o = &c->others;
+		out->n = o->n;
+		out->soon = o->soon;
+		out->other_since = (int64_t)o->since;
+		return;
+	}
 	list_for_each(it, &l->queue) {
 		const struct lreq *q = container_of(it, struct lreq, node);
 		bool closes = q->pool != p || q->req.own;   /* a move cannot serve it */
@@ -654,6 +683,36 @@ static int over_share(const struct ledger *l, const struct lpool *p, int w, int 
 	return over <= 0 ? 0 : (over < queued_elsewhere ? over : queued_elsewhere);
 }
 
+/* A worker gives at most the servers it holds: asking for more would only
+ * change the notice at every request that comes or goes (a tenant's pool
+ * of one server, wanted by a queue of 200 other tenants' requests). */
+static void clamp_want(struct pool_want *w, int held)
+{
+	if (w->n > held)
+		w->n = held;
+	if (w->soon > w->n)
+		w->soon = w->n;
+	if (w->over > w->n)
+		w->over = w->n;
+}
+
+/* Worth no new notice: the counts are the same and the oldest other-pool
+ * request is at most LEDGER_SINCE_SLACK_USEC younger than the one told (the
+ * oldest is granted and the next takes its place many times a second under
+ * a full max_db_connections; the worker compares waits with a slack of
+ * milliseconds anyway, and the handover decides with the exact queue). */
+#define LEDGER_SINCE_SLACK_USEC (2 * 1000)
+
+static bool same_want(const struct pool_want *a, const struct pool_want *told)
+{
+	if (a->n != told->n || a->soon != told->soon || a->over != told->over)
+		return false;
+	if (a->other_since == told->other_since)
+		return true;
+	return a->other_since && told->other_since && a->other_since > told->other_since &&
+	       a->other_since - told->other_since <= LEDGER_SINCE_SLACK_USEC;
+}
+
 /* One pool's wants, told where they changed; true when some worker's is
  * not "none". */
 static bool tell_wants(struct ledger *l, struct lpool *p, ledger_want_fn fn, void *arg)
@@ -667,10 +726,10 @@ static bool tell_wants(struct ledger *l, struct lpool *p, ledger_want_fn fn, voi
 			wanted_from(l, p, w, least, &want);
 		if (want.n > 0)
 			want.over = over_share(l, p, w, share);
+		clamp_want(&want, p->count[w]);
 		struct pool_want *told = &p->told[w];
 		any |= want.n != 0;
-		if (want.n == told->n && want.soon == told->soon && want.over == told->over &&
-		    want.other_since == told->other_since)
+		if (same_want(&want, told))
 			continue;
 		*told = want;
 		strlcpy_(want.pool.db, p->db, sizeof(want.pool.db));
@@ -680,30 +739,58 @@ static bool tell_wants(struct ledger *l, struct lpool *p, ledger_want_fn fn, voi
 	return any;
 }
 
+static void sum_add(struct want_sum *o, const struct lreq *q)
+{
+	o->n++;
+	o->soon += !q->req.move;
+	if (!o->since || q->since < o->since)
+		o->since = q->since;
+}
+
+/* For each database and user with queued requests: what closing a server
+ * of a pool that shares only that database (user) with them would do, as
+ * wanted_from() counts it (helps() with one of same_db / same_user). */
+static void sum_others(struct ledger *l)
+{
+	struct list *it;
+	list_for_each(it, &l->queue) {
+		struct lreq *q = container_of(it, struct lreq, node);
+		memset(&q->pool->dbc->others, 0, sizeof(struct want_sum));
+		memset(&q->pool->userc->others, 0, sizeof(struct want_sum));
+	}
+	list_for_each(it, &l->queue) {
+		const struct lreq *q = container_of(it, struct lreq, node);
+		const struct lpool *qp = q->pool;
+		const struct slot_req *r = &q->req;
+		if (close_pending_at(q, l->pass_now) || !under(qp->total, r->pool_limit))
+			continue;
+		if (r->db_limit > 0 && qp->dbc->total >= r->db_limit &&
+		    under(qp->dbc->total - 1, r->db_limit) && under(qp->userc->total, r->user_limit))
+			sum_add(&qp->dbc->others, q);
+		if (r->user_limit > 0 && qp->userc->total >= r->user_limit &&
+		    under(qp->dbc->total, r->db_limit) && under(qp->userc->total - 1, r->user_limit))
+			sum_add(&qp->userc->others, q);
+	}
+}
+
 /* Only a pool holding servers, of a queued request's database or user, can
  * be wanted, and only one told a want before can need a "none": the others
- * are skipped, so a pass costs little however many pools there are (10,000
+ * are skipped, and the queue is weighed once per database and user, not per
+ * pool, so a pass costs little however many pools there are (10,000
  * tenants' pools of one database, 150 of them with a server, made every
  * pass weigh each pool against every queued request). */
 void ledger_want_changes(struct ledger *l, ledger_want_fn fn, void *arg)
 {
 	struct list *it, *tmp;
 	l->pass_now = util_monotonic();
-	list_for_each(it, &l->queue) {
-		struct lreq *q = container_of(it, struct lreq, node);
-		q->pool->dbc->hot = q->pool->userc->hot = true;
-	}
+	sum_others(l);
 	list_for_each_safe(it, tmp, &l->pools) {
 		struct lpool *p = container_of(it, struct lpool, node);
-		if (!p->told_any && !p->dbc->hot && !p->userc->hot)
+		if (!p->told_any && !p->dbc->n_queued && !p->userc->n_queued)
 			continue;
 		if (p->told_any || p->total > 0)
 			p->told_any = tell_wants(l, p, fn, arg);
 		maybe_free(l, p);
-	}
-	list_for_each(it, &l->queue) {
-		struct lreq *q = container_of(it, struct lreq, node);
-		q->pool->dbc->hot = q->pool->userc->hot = false;
 	}
 }
 

@@ -530,8 +530,10 @@ static void test_want_notices(void **state)
 	assert_int_equal(ledger_request(l, 0, 12, &p), LEDGER_QUEUED);
 	collect(l, &ns);
 	assert_int_equal(ns.n, 2);
-	assert_int_equal(got(&ns, 0, "d", "u").n, 2);          /* not its own request */
-	assert_int_equal(got(&ns, 1, "d", "u").n, 3);
+	/* Worker 0 could help 2 (not its own request), worker 1 all 3: each
+	 * is asked for no more than the one server it holds. */
+	assert_int_equal(got(&ns, 0, "d", "u").n, 1);
+	assert_int_equal(got(&ns, 1, "d", "u").n, 1);
 	assert_int_equal(got(&ns, 2, "d", "u").n, -1);         /* holds none of p */
 	assert_int_equal(got(&ns, 2, "d2", "u2").n, -1);       /* nobody waits for q */
 
@@ -543,8 +545,8 @@ static void test_want_notices(void **state)
 	assert_true(ledger_release(l, 1, "d", "u"));
 	expect_grant(l, 2, 10, "d", "u");
 	collect(l, &ns);
-	assert_int_equal(ns.n, 3);
-	assert_int_equal(got(&ns, 0, "d", "u").n, 1);          /* worker 2's second */
+	assert_int_equal(ns.n, 2);
+	assert_int_equal(got(&ns, 0, "d", "u").n, -1);         /* still 1: worker 2's second */
 	assert_int_equal(got(&ns, 1, "d", "u").n, 0);          /* holds none now: withdrawn */
 	assert_int_equal(got(&ns, 2, "d", "u").n, 1);          /* worker 0's */
 	collect(l, &ns);
@@ -967,6 +969,77 @@ static void test_want_other_since(void **state)
 	assert_int_equal(seen[0].other_since, 0);
 }
 
+/* Tenants: one-server pools of one database at max_db_connections, a
+ * queue of other tenants' requests. Every holder is asked for its one
+ * server; as the oldest request is granted and the next takes its place,
+ * a holder hears again only when its ask changes by more than the ledger's
+ * slack (LEDGER_SINCE_SLACK_USEC, 2 ms), not at every grant. A full user
+ * limit counts the same way for that user's pools of other databases. */
+static void test_want_tenants(void **state)
+{
+	struct ledger *l = *state;
+	struct notices ns;
+	char user[8];
+	struct slot_req r[6];
+
+	for (int i = 0; i < 6; i++) {
+		snprintf(user, sizeof(user), "u%d", i);
+		r[i] = mkreq("d", user, 1, 3, 0, 1);
+	}
+	assert_int_equal(ledger_request(l, 0, 1, &r[0]), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 1, 2, &r[1]), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 0, 3, &r[2]), LEDGER_GRANTED);
+	usec_t t0 = fakeclock_now();
+	assert_int_equal(ledger_request(l, 1, 4, &r[3]), LEDGER_QUEUED);
+	fakeclock_advance(1000);
+	assert_int_equal(ledger_request(l, 0, 5, &r[4]), LEDGER_QUEUED);
+	collect(l, &ns);
+	assert_int_equal(ns.n, 3);
+	for (int i = 0; i < 3; i++) {
+		snprintf(user, sizeof(user), "u%d", i);
+		struct notice x = got(&ns, i == 1, "d", user);
+		assert_int_equal(x.n, 1);                      /* 2 wait; it holds 1 */
+		assert_int_equal(x.soon, 1);
+		assert_int_equal(x.over, 0);
+		assert_int_equal(x.other_since, t0);
+	}
+
+	/* u0's server goes, u3's request is granted: u4's, 1 ms younger, is
+	 * the oldest now. u1's and u2's holders are not told again; u3's
+	 * new holder is, and u0's holder hears "none". */
+	assert_true(ledger_release(l, 0, "d", "u0"));
+	expect_grant(l, 1, 4, "d", "u3");
+	collect(l, &ns);
+	assert_int_equal(ns.n, 2);
+	assert_int_equal(got(&ns, 0, "d", "u0").n, 0);
+	assert_int_equal(got(&ns, 1, "d", "u3").n, 1);
+	assert_int_equal(got(&ns, 1, "d", "u3").other_since, t0 + 1000);
+
+	/* u5 queues 10 ms later and u4 is granted: the oldest is 9 ms younger
+	 * than what u1's and u2's holders were told, so they hear it. */
+	fakeclock_advance(10000);
+	assert_int_equal(ledger_request(l, 1, 6, &r[5]), LEDGER_QUEUED);
+	assert_true(ledger_release(l, 1, "d", "u1"));
+	expect_grant(l, 0, 5, "d", "u4");
+	collect(l, &ns);
+	assert_int_equal(got(&ns, 1, "d", "u1").n, 0);
+	assert_int_equal(got(&ns, 0, "d", "u2").other_since, t0 + 11000);
+	assert_int_equal(got(&ns, 1, "d", "u3").other_since, t0 + 11000);
+	assert_int_equal(got(&ns, 0, "d", "u4").other_since, t0 + 11000);
+	assert_int_equal(got(&ns, 0, "d", "u4").n, 1);
+
+	/* A user's limit: x's pool in database e waits while x holds its one
+	 * connection in database f. */
+	struct slot_req xf = mkreq("f", "x", 5, 0, 1, 1), xe = mkreq("e", "x", 5, 0, 1, 1);
+	assert_int_equal(ledger_request(l, 1, 7, &xf), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 0, 8, &xe), LEDGER_QUEUED);
+	collect(l, &ns);
+	assert_int_equal(got(&ns, 1, "f", "x").n, 1);
+	assert_int_equal(got(&ns, 1, "f", "x").soon, 1);
+	assert_int_equal(got(&ns, 1, "f", "x").other_since, fakeclock_now());
+	assert_int_equal(got(&ns, 0, "d", "u2").n, -1);       /* unchanged */
+}
+
 /* Servers arriving from an old process at an online restart count at
  * once, beyond the limits when need be; new requests wait until the count
  * is back under them. */
@@ -1024,7 +1097,7 @@ static void test_own_request_closes(void **state)
 	assert_int_equal(ledger_request(l, 1, 1, &p), LEDGER_QUEUED);     /* 2 of 2 */
 	assert_int_equal(ledger_request(l, 0, 4, &own), LEDGER_QUEUED);
 	collect(l, &ns);
-	assert_int_equal(got(&ns, 0, "d", "u").n, 2);
+	assert_int_equal(got(&ns, 0, "d", "u").n, 1);          /* both; it holds one */
 	assert_int_equal(ledger_handover(l, 0, "d", "u", NULL, NULL, &to, &id), LEDGER_MOVE_TO);
 	assert_int_equal(to, 1);             /* the pooled request: a move serves it */
 	assert_int_equal(id, 1);
@@ -1201,6 +1274,7 @@ int main(void)
 		T(test_handover_keep_and_fallback),
 		T(test_handover_other_pool_first_come),
 		T(test_want_other_since),
+		T(test_want_tenants),
 		T(test_request_waits_for_idle_server),
 		T(test_move_request),
 		T(test_adopt_beyond_limits),
