@@ -260,13 +260,7 @@ void server_close(struct server *sv, const char *reason)
 	bool said_bye = false;
 	if (sv->state == SERVER_ACTIVE || sv->state == SERVER_IDLE || sv->state == SERVER_TESTED)
 		said_bye = stream_write_raw(&sv->s, "X\0\0\0\4", 5);   /* polite Terminate */
-	/* A slot is given back when the backend has gone, so PostgreSQL never
-	 * sees more backends than the limits, except a server closed to make
-	 * room for another pool: PgBouncer evicts and opens the new server in
-	 * one step, and waiting for the old backend to exit would keep one of
-	 * max_db_connections unused for as long at every eviction. */
-	if (sv->has_slot && said_bye && !stream_has_pending_out(&sv->s) && !server_world(sv)->shutting_down &&
-	    !sv->evicted)
+	if (sv->has_slot && said_bye && !stream_has_pending_out(&sv->s) && !server_world(sv)->shutting_down)
 		linger(p, stream_take_fd(&sv->s));
 	else if (sv->has_slot)
 		pool_slot_release(p);

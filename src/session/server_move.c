@@ -176,8 +176,7 @@ void server_arrived(struct world *w, uint32_t reqid, const void *payload, size_t
 		pool_slot_taken(p, reqid);
 	if (reqid == IPC_SERVER_BACK_CLOSE) {
 		moved_out--;
-		sv->evicted = true;
-		server_close(sv, "evicted");
+		server_close(sv, "released to another worker");
 		return;
 	}
 	if (reqid == IPC_SERVER_BACK_KEEP) {

@@ -841,11 +841,26 @@ static void on_respawn(evutil_socket_t fd, short what, void *arg)
 		spawn((int)(intptr_t)arg);
 }
 
+/* The signals the supervisor handles (on_signal). */
+static const int handled_sigs[] = { SIGHUP, SIGINT, SIGTERM, SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD };
+
 static void child_reset_signals(void)
 {
-	static const int sigs[] = { SIGHUP, SIGINT, SIGTERM, SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD };
-	for (size_t i = 0; i < ARRAY_SIZE(sigs); i++)
-		signal(sigs[i], SIG_DFL);
+	for (size_t i = 0; i < ARRAY_SIZE(handled_sigs); i++)
+		signal(handled_sigs[i], SIG_DFL);
+}
+
+/* From the moment the port is open a client, a test or systemd may take
+ * the pooler as up and signal it: until the handlers are in place those
+ * signals wait (blocked) instead of ending the process (a SIGHUP then is
+ * a reload, as any later one). */
+static void hold_signals(bool hold)
+{
+	sigset_t set;
+	sigemptyset(&set);
+	for (size_t i = 0; i < ARRAY_SIZE(handled_sigs); i++)
+		sigaddset(&set, handled_sigs[i]);
+	sigprocmask(hold ? SIG_BLOCK : SIG_UNBLOCK, &set, NULL);
 }
 
 static void spawn(int slot)
@@ -1094,6 +1109,7 @@ int supervisor_run(const struct run_options *opt, struct config *cfg)
 	if (!tls_ticket_keys_init())
 		log_warning("TLS session tickets: no shared keys (no random bytes); a client resumes only on the worker that issued its ticket");
 	sup.takeover = opt->takeover;
+	hold_signals(true);
 	int lrc = sup.takeover ? takeover_fetch(cfg->listen_port, sup.n_slots, &sup.ls)
 			       : listen_open(&sup.ls, cfg, sup.n_slots);
 	if (lrc < 0)
@@ -1118,9 +1134,9 @@ int supervisor_run(const struct run_options *opt, struct config *cfg)
 	};
 	if (metrics_start(sup.base, cfg, &metrics_src, sup.takeover) < 0)
 		goto fail_metrics;
-	static const int sigs[] = { SIGHUP, SIGINT, SIGTERM, SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD };
-	for (size_t i = 0; i < ARRAY_SIZE(sigs); i++)
-		add_signal(sigs[i]);
+	for (size_t i = 0; i < ARRAY_SIZE(handled_sigs); i++)
+		add_signal(handled_sigs[i]);
+	hold_signals(false);
 	sup.slots = xcalloc((size_t)sup.n_slots, sizeof(*sup.slots));
 	sup.ledger = ledger_new(sup.n_slots);
 	welcome_init();
@@ -1169,6 +1185,7 @@ fail_listen:
 	listen_close(&sup.ls);
 	event_base_free(sup.base);
 fail_shm:
+	hold_signals(false);
 	shm_destroy();
 	hist_destroy();
 	config_free(cfg);

@@ -1,6 +1,9 @@
 """Configuration reload on SIGHUP: added databases appear, removed ones
 disappear, and a broken file leaves the running configuration in place."""
 
+import os
+import signal
+import threading
 import time
 
 import psycopg
@@ -34,6 +37,38 @@ def refused_eventually(p, dbname, timeout=5.0):
         p.connections.remove(conn)
         assert time.monotonic() < deadline, f"{dbname} still reachable after reload"
         time.sleep(0.1)
+
+
+@pytest.mark.parametrize("workers", [1, 4])
+def test_sighup_as_soon_as_the_port_opens_is_a_reload(pg15, make_pooler, workers):
+    """The port open means up (for this harness, systemd, a load balancer):
+    a SIGHUP from then on is a reload, never the end of the pooler. The
+    supervisor's signals wait, blocked, from before it opens the port until
+    its handlers are in place; before that a SIGHUP that came just after the
+    port opened ended it (CI: test_ldap_bad_options, "pooler ended by signal
+    1"). The window is short, so each of ten starts signals the moment a
+    connection is first accepted."""
+    for _ in range(10):
+        p = make_pooler(pg15, settings={"workers": workers}, start=False)
+        sent = threading.Event()
+
+        def hup():
+            deadline = time.monotonic() + 30
+            while (p.proc is None or not util.port_accepts(p.port)) and time.monotonic() < deadline:
+                pass
+            if p.proc is not None:
+                os.kill(p.proc.pid, signal.SIGHUP)
+                sent.set()
+
+        sender = threading.Thread(target=hup)
+        sender.start()
+        p.start()
+        sender.join(60)
+        assert sent.is_set()
+        p.wait_for_log(r"got SIGHUP, re-reading config")
+        assert p.alive()
+        assert p.connect().execute("SELECT 1").fetchone() == (1,)
+        p.stop()
 
 
 def test_reload_adds_and_removes_database(pg, make_pooler):
