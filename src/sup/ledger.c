@@ -65,7 +65,7 @@ static bool close_pending_at(const struct lreq *q, usec_t now)
 
 static bool close_pending(const struct lreq *q)
 {
-	return q->close_from && close_pending_at(q, util_monotonic());
+	return close_pending_at(q, util_monotonic());
 }
 
 struct ledger {
@@ -461,18 +461,21 @@ void ledger_worker_gone(struct ledger *l, int worker)
  * on other workers), or both limits full and p sharing only one, the slot
  * freed would serve nobody and PostgreSQL would keep a backend fewer than
  * one PgBouncer, which opens the new server in the same step. */
-static bool helps(const struct lreq *q, const struct lpool *p)
+static bool helps_sharing(const struct lreq *q, bool same_db, bool same_user)
 {
-	if (q->pool == p)
-		return true;
-	bool same_db = q->pool->dbc == p->dbc, same_user = q->pool->userc == p->userc;
-	bool db_way = same_db && q->req.db_limit > 0 && p->dbc->total >= q->req.db_limit;
-	bool user_way = same_user && q->req.user_limit > 0 && p->userc->total >= q->req.user_limit;
+	const struct lpool *qp = q->pool;
+	bool db_way = same_db && q->req.db_limit > 0 && qp->dbc->total >= q->req.db_limit;
+	bool user_way = same_user && q->req.user_limit > 0 && qp->userc->total >= q->req.user_limit;
 	if (!db_way && !user_way)
 		return false;
-	return under(q->pool->total, q->req.pool_limit) &&
-	       under(q->pool->dbc->total - same_db, q->req.db_limit) &&
-	       under(q->pool->userc->total - same_user, q->req.user_limit);
+	return under(qp->total, q->req.pool_limit) &&
+	       under(qp->dbc->total - same_db, q->req.db_limit) &&
+	       under(qp->userc->total - same_user, q->req.user_limit);
+}
+
+static bool helps(const struct lreq *q, const struct lpool *p)
+{
+	return q->pool == p || helps_sharing(q, q->pool->dbc == p->dbc, q->pool->userc == p->userc);
 }
 
 /* The oldest waiter of p on a worker other than giver, by the workers'
@@ -749,7 +752,7 @@ static void sum_add(struct want_sum *o, const struct lreq *q)
 
 /* For each database and user with queued requests: what closing a server
  * of a pool that shares only that database (user) with them would do, as
- * wanted_from() counts it (helps() with one of same_db / same_user). */
+ * wanted_from() counts it (helps_sharing() with one of them). */
 static void sum_others(struct ledger *l)
 {
 	struct list *it;
@@ -760,16 +763,12 @@ static void sum_others(struct ledger *l)
 	}
 	list_for_each(it, &l->queue) {
 		const struct lreq *q = container_of(it, struct lreq, node);
-		const struct lpool *qp = q->pool;
-		const struct slot_req *r = &q->req;
-		if (close_pending_at(q, l->pass_now) || !under(qp->total, r->pool_limit))
+		if (close_pending_at(q, l->pass_now))
 			continue;
-		if (r->db_limit > 0 && qp->dbc->total >= r->db_limit &&
-		    under(qp->dbc->total - 1, r->db_limit) && under(qp->userc->total, r->user_limit))
-			sum_add(&qp->dbc->others, q);
-		if (r->user_limit > 0 && qp->userc->total >= r->user_limit &&
-		    under(qp->dbc->total, r->db_limit) && under(qp->userc->total - 1, r->user_limit))
-			sum_add(&qp->userc->others, q);
+		if (helps_sharing(q, true, false))
+			sum_add(&q->pool->dbc->others, q);
+		if (helps_sharing(q, false, true))
+			sum_add(&q->pool->userc->others, q);
 	}
 }
 
