@@ -173,7 +173,8 @@ struct client_fd {
 struct ipc_chan;
 typedef void (*ipc_handler_fn)(struct ipc_chan *ch, const struct ipc_hdr *hdr,
 			       const void *payload, int fd, void *arg);
-/* Called once when the peer is gone (EOF or error). */
+/* Called once when the peer is gone: read to its EOF (or an error). A
+ * failed send stops sending only: what the peer sent before is read first. */
 typedef void (*ipc_eof_fn)(struct ipc_chan *ch, void *arg);
 
 struct ipc_chan *ipc_chan_new(struct event_base *base, int fd, int self_id,
@@ -185,7 +186,9 @@ bool ipc_chan_drain(struct ipc_chan *ch, int timeout_ms);
 /* The peer has exited: handle what it sent before it went. */
 void ipc_chan_read_rest(struct ipc_chan *ch);
 int ipc_chan_fd(const struct ipc_chan *ch);
-/* Queue a message (fd = -1 for none); sends at once when the socket allows. */
+/* Queue a message (fd = -1 for none); sends at once when the socket allows.
+ * -1 when the peer is known gone (this message dropped, fd still the
+ * caller's); 0 does not promise delivery of a queued one. */
 int ipc_send(struct ipc_chan *ch, enum ipc_type type, uint32_t reqid,
 	     const void *payload, uint32_t len, int fd) MUSTCHECK;
 const char *ipc_type_name(enum ipc_type t);

@@ -25,7 +25,8 @@ struct ipc_chan {
 	ipc_handler_fn on_msg;
 	ipc_eof_fn on_eof;
 	void *arg;
-	bool dead;
+	bool dead;                     /* read to its end: the peer is gone */
+	bool unsendable;               /* a send failed: the peer closed its end */
 };
 
 static const char *const type_names[] = {
@@ -64,6 +65,23 @@ static void chan_dead(struct ipc_chan *ch)
 	event_del(ch->ev_write);
 	if (ch->on_eof)
 		ch->on_eof(ch, ch->arg);
+}
+
+/* The peer closed its end: nothing more goes out, but what it sent before
+ * is still to be read (a worker's last handovers), up to the EOF that
+ * ends the channel (chan_dead). */
+static void stop_sending(struct ipc_chan *ch)
+{
+	struct list *it;
+	ch->unsendable = true;
+	event_del(ch->ev_write);
+	while ((it = list_first(&ch->outq)) != NULL) {
+		struct ipc_msg *m = container_of(it, struct ipc_msg, node);
+		list_del(&m->node);
+		if (m->fd >= 0)
+			close(m->fd);
+		free(m);
+	}
 }
 
 /* Returns 1 sent, 0 would block, -1 peer gone. */
@@ -105,7 +123,7 @@ static void flush_queue(struct ipc_chan *ch)
 			close(m->fd);
 		free(m);
 		if (r < 0) {
-			chan_dead(ch);
+			stop_sending(ch);
 			return;
 		}
 	}
@@ -198,7 +216,7 @@ int ipc_chan_fd(const struct ipc_chan *ch)
 bool ipc_chan_drain(struct ipc_chan *ch, int timeout_ms)
 {
 	usec_t end = util_monotonic() + (usec_t)timeout_ms * 1000;
-	while (ch && !ch->dead && list_first(&ch->outq)) {
+	while (ch && !ch->dead && !ch->unsendable && list_first(&ch->outq)) {
 		usec_t now = util_monotonic();
 		if (now >= end)
 			return false;
@@ -231,7 +249,7 @@ void ipc_chan_free(struct ipc_chan *ch)
 int ipc_send(struct ipc_chan *ch, enum ipc_type type, uint32_t reqid,
 	     const void *payload, uint32_t len, int fd)
 {
-	if (ch->dead || len > IPC_MAX_PAYLOAD)
+	if (ch->dead || ch->unsendable || len > IPC_MAX_PAYLOAD)
 		return -1;
 	struct ipc_msg *m = xmalloc(sizeof(*m) + sizeof(struct ipc_hdr) + len);
 	struct ipc_hdr hdr = { .type = type, .len = len, .worker = ch->self_id, .reqid = reqid };
@@ -242,5 +260,6 @@ int ipc_send(struct ipc_chan *ch, enum ipc_type type, uint32_t reqid,
 	m->fd = fd >= 0 ? dup(fd) : -1;
 	list_append(&ch->outq, &m->node);
 	flush_queue(ch);
-	return 0;
+	/* The peer is gone: this one was dropped, the caller still has its fd. */
+	return ch->unsendable ? -1 : 0;
 }

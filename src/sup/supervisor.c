@@ -75,11 +75,19 @@ static struct {
 	int ctl_tries;
 } sup;
 
+/* Shutting down, a worker that has finished reads nothing more: that is
+ * no news (its exit is logged when reaped). */
+static void send_failed(enum ipc_type type, int slot)
+{
+	log_msg(sup.shutting_down ? LG_DEBUG : LG_WARNING, "could not send %s to worker %d",
+		ipc_type_name(type), slot);
+}
+
 static void broadcast(enum ipc_type type, const void *payload, uint32_t len)
 {
 	for (int i = 0; i < sup.n_slots; i++)
 		if (sup.slots[i].ch && ipc_send(sup.slots[i].ch, type, 0, payload, len, -1) < 0)
-			log_warning("could not send %s to worker %d", ipc_type_name(type), i);
+			send_failed(type, i);
 }
 
 static int running_workers(void)
@@ -94,7 +102,7 @@ static void send_to(int slot, enum ipc_type type, uint32_t reqid, const void *pa
 {
 	struct ipc_chan *ch = slot >= 0 && slot < sup.n_slots ? sup.slots[slot].ch : NULL;
 	if (ch && ipc_send(ch, type, reqid, payload, len, -1) < 0)
-		log_warning("could not send %s to worker %d", ipc_type_name(type), slot);
+		send_failed(type, slot);
 }
 
 /* Queues fd (a dup) for the worker; false when its channel is gone or
@@ -572,6 +580,17 @@ static void pass_client(int from, const struct ipc_hdr *hdr, const void *payload
 	if (!ok)
 		memset(&m, 0, sizeof(m));    /* id 0: the worker keeping it numbers it */
 	int target = m.target;
+	/* Handing over to a new process: a socket on its way to a lighter
+	 * worker goes to the new process, as one still in the listen queue
+	 * does; the target may have handed its clients over and finished
+	 * before it would read it, and the socket would close with it. */
+	if (sup.shutting_down && sup.mode == SHUTDOWN_HANDOVER &&
+	    takeover_pass(IPC_CLIENT_FD, (uint32_t)from, payload, hdr->len, fd) == 0) {
+		log_debug("C-%llu: client socket on its way to worker %d passed to the new process",
+			  (unsigned long long)m.id, target);
+		close(fd);
+		return;
+	}
 	bool sent = ok && target >= 0 && target < sup.n_slots && target != from &&
 		    send_fd(target, &m, fd);
 	/* The target is gone (in an online restart, a worker that has handed
@@ -695,6 +714,16 @@ static void pass_taken(int slot, const struct ipc_hdr *hdr, const void *payload,
 	close(fd);
 }
 
+/* New process: a socket the old one accepted but had not begun to serve
+ * (it was on its way between two of its workers); numbered here. */
+static void take_fresh_client(int to, int fd)
+{
+	struct client_fd m = { .target = to, .id = 0 };
+	if (!send_fd(to, &m, fd))
+		log_warning("online restart: could not pass a new client connection to worker %d: closing it", to);
+	close(fd);
+}
+
 /* New process: a connection from the old one goes to the worker its
  * client's cancel key now names (old worker % our workers), or the next
  * one running. A server brings its slot. */
@@ -708,6 +737,10 @@ static void on_taken_conn(struct ipc_chan *ch, const struct ipc_hdr *hdr, const 
 		if (sup.slots[(want + i) % sup.n_slots].ch)
 			to = (want + i) % sup.n_slots;
 	bool server = hdr->type == IPC_TAKEN_SERVER;
+	if (hdr->type == IPC_CLIENT_FD && fd >= 0 && to >= 0) {
+		take_fresh_client(to, fd);
+		return;
+	}
 	if (fd < 0 || (hdr->type != IPC_TAKEN_CLIENT && !server) ||
 	    (server && !handover_names(payload, hdr->len, db, user)) || to < 0) {
 		log_warning("online restart: unexpected %s from the old process", ipc_type_name(hdr->type));

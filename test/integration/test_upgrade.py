@@ -7,12 +7,14 @@ import os
 import re
 import signal
 import subprocess
+import threading
 import time
 
 import psycopg
 import pytest
 
 import util
+import wire
 from bench import pgbench_command, pgbench_env, parse_summary
 from pooler import show_rows
 
@@ -228,3 +230,95 @@ def test_second_instance_without_r_is_refused(pg15, make_pooler):
     assert "another pgcrew is running" in p.log_text() + proc.stderr
     with p.connect() as conn:
         assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+
+ROUNDS = 4
+
+
+@pytest.mark.parametrize("workers", [2, 4], ids=["w2", "w4"])
+def test_online_restart_serves_clients_connecting_during_it(pg15, make_pooler, workers):
+    """Clients that connect while an online restart happens are all served,
+    restart after restart: by the old process (the login completes there,
+    then the client moves) or by the new one. Logins come in bursts, as a
+    pool of a driver opens them, so that an old worker is still accepting,
+    and passing sockets to a lighter worker (the balance of clients across
+    workers), while the others have handed their clients over and finished:
+    a socket on its way must not be lost with them. Every client logged in
+    answers a query at the end, in the last process."""
+    p = make_pooler(pg15, settings={"workers": workers, "pool_mode": "transaction",
+                                    "default_pool_size": 10, "max_client_conn": 400})
+    held, errors, logins = [], [], [0]
+    lock = threading.Lock()
+    stopping = threading.Event()
+
+    def answers(raw):
+        raw.send(wire.query_message("SELECT 1"))
+        msgs = raw.read_until(b"Z", timeout=10)
+        assert not [m for k, m in msgs if k == b"E"], msgs
+
+    def burst_loop():
+        # Each thread keeps its 30 newest clients; an older one must still
+        # answer before it hangs up. Bounded in time.
+        mine = []
+        deadline = time.monotonic() + 60
+        while not stopping.is_set() and time.monotonic() < deadline:
+            step = "connect"
+            try:
+                raw = wire.RawConn(p.port, timeout=10)
+                mine.append(raw)
+                step = "login from port %d" % raw.sock.getsockname()[1]
+                raw.login_trust("trust_user", "testdb", timeout=10)
+                with lock:
+                    logins[0] += 1
+                if len(mine) > 30:
+                    old = mine.pop(0)
+                    step = "query from port %d" % old.sock.getsockname()[1]
+                    answers(old)
+                    old.close()
+            except Exception as e:  # every failure is the finding
+                with lock:
+                    errors.append("%s: %r" % (step, e))
+                if step.startswith("login"):
+                    mine.pop().close()
+                elif step.startswith("query"):
+                    old.close()
+        with lock:
+            held.extend(mine)
+
+    procs = []
+    threads = [threading.Thread(target=burst_loop) for _ in range(6)]
+    try:
+        current = p.proc
+        for t in threads:
+            t.start()
+        for _ in range(ROUNDS):
+            start = logins[0]
+            util.wait_until(lambda: logins[0] >= start + 50, 20, what="logins before the restart")
+            new = start_takeover(p)
+            procs.append(new)
+            util.wait_until(lambda: current.poll() is not None, 20,
+                            what="the old process to hand everything over and exit")
+            assert current.returncode == 0, current.returncode
+            current = new
+        stopping.set()
+        for t in threads:
+            t.join(60)
+        assert current.poll() is None, "the last pgcrew died"
+        assert not errors, errors[:5]
+        assert logins[0] > 200, logins[0]
+        for raw in held:
+            answers(raw)
+    finally:
+        stopping.set()
+        for t in threads:
+            t.join(60)
+        for raw in held:
+            raw.close()
+        for proc in procs[:-1]:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        if procs:
+            stop(procs[-1])
+    assert not p.sanitizer_problems(), p.sanitizer_problems()

@@ -375,6 +375,40 @@ static void test_send_to_closed_peer(void **state)
 	free(lone);
 }
 
+/* A worker hands its last connections over and exits; the supervisor's
+ * next send to it fails before it has read them. The failed send must not
+ * end the reading: the messages (and the sockets they carry) are still
+ * read, by the loop or by ipc_chan_read_rest, and the end comes once. */
+static void test_failed_send_still_reads_what_came(void **state)
+{
+	struct fx *fx = *state;
+	int sv[2];
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+
+	assert_int_equal(ipc_send(fx->wrk.ch, IPC_TAKEN_CLIENT, 1, "a", 1, sv[0]), 0);
+	assert_int_equal(ipc_send(fx->wrk.ch, IPC_TAKEN_CLIENT, 2, "b", 1, -1), 0);
+	assert_int_equal(ipc_send(fx->wrk.ch, IPC_TAKEN_SERVER, 3, "c", 1, sv[1]), 0);
+	close(sv[0]);
+	close(sv[1]);
+	ipc_chan_free(fx->wrk.ch);
+	fx->wrk.ch = NULL;
+
+	/* Nothing read yet: the send finds the peer gone and says so. */
+	assert_int_equal(ipc_send(fx->sup.ch, IPC_POOL_WANT, 0, "x", 1, -1), -1);
+	assert_int_equal(fx->sup.eofs, 0);
+	ipc_chan_read_rest(fx->sup.ch);
+	assert_int_equal(fx->sup.n, 3);
+	for (size_t i = 0; i < 3; i++)
+		assert_int_equal(fx->sup.msgs[i].hdr.reqid, i + 1);
+	assert_true(fx->sup.msgs[0].fd >= 0);
+	assert_int_equal(fx->sup.msgs[1].fd, -1);
+	assert_true(fx->sup.msgs[2].fd >= 0);
+	assert_int_equal(fx->sup.eofs, 1);
+	turns(fx, 10);
+	assert_int_equal(fx->sup.eofs, 1);
+	assert_int_equal(ipc_send(fx->sup.ch, IPC_POOL_WANT, 0, "x", 1, -1), -1);
+}
+
 /* ---- malformed input is our own bug: fatal ---- */
 
 struct bad_case {
@@ -583,6 +617,7 @@ int main(void)
 		T(test_both_directions_interleaved),
 		T(test_eof_on_peer_close),
 		T(test_send_to_closed_peer),
+		T(test_failed_send_still_reads_what_came),
 		cmocka_unit_test(test_malformed_is_fatal),
 		cmocka_unit_test(test_type_names),
 		T(test_typed_round_trip),
