@@ -38,6 +38,9 @@ struct hist_pool_cell {             /* one pool, one worker */
 	_Alignas(64) _Atomic int64_t wait_since;
 	/* Idle servers of the pool in this worker that could move to another. */
 	_Atomic int32_t idle;
+	/* All its idle servers (moving or not): the ledger asks a holder with
+	 * one to close it for another pool first (eviction). */
+	_Atomic int32_t idle_any;
 	/* pool_idle_timeout: this worker's clients and server connections of
 	 * the pool, and when one last came or went (CLOCK_MONOTONIC), so that
 	 * a pool is unused only when no worker has had either for the time. */
@@ -134,6 +137,10 @@ void hist_worker_gone(int w);
 /* Idle servers that could move (set ours; whether another worker than
  * `except` has any, by name). */
 void hist_pool_set_idle(struct hist_pool_cell *cell, int n);
+/* Every idle server, moving or not (set ours; supervisor: each worker's,
+ * by name, into out[0..n), false when the pool has no cells). */
+void hist_pool_set_idle_any(struct hist_pool_cell *cell, int n);
+bool hist_pool_idle_any(const char *db, const char *user, int *out, int n);
 /* pool_idle_timeout: publish ours; whether another worker has a client or
  * a server connection of the pool now, and if not when the last one of
  * another worker came or went (0: none ever had one) in *last_used. A dead

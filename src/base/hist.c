@@ -143,6 +143,7 @@ bool hist_pool_release(struct hist_pool_cell *cell)
 	 * stays, so that theirs still count from the latest use anywhere. */
 	hist_pool_set_wait(cell, 0);
 	hist_pool_set_idle(cell, 0);
+	hist_pool_set_idle_any(cell, 0);
 	hist_pool_set_next(cell, 0);
 	atomic_store_explicit(&cell->clients, 0, memory_order_relaxed);
 	atomic_store_explicit(&cell->servers, 0, memory_order_relaxed);
@@ -236,6 +237,7 @@ void hist_worker_gone(int w)
 		struct hist_pool_cell *c = &pool_cells(w)[i];
 		atomic_store_explicit(&c->wait_since, 0, memory_order_relaxed);
 		atomic_store_explicit(&c->idle, 0, memory_order_relaxed);
+		atomic_store_explicit(&c->idle_any, 0, memory_order_relaxed);
 		atomic_store_explicit(&c->clients, 0, memory_order_relaxed);
 		atomic_store_explicit(&c->servers, 0, memory_order_relaxed);
 		atomic_store_explicit(&c->idle_next, 0, memory_order_relaxed);
@@ -247,6 +249,23 @@ void hist_pool_set_idle(struct hist_pool_cell *cell, int n)
 {
 	if (cell)
 		atomic_store_explicit(&cell->idle, n, memory_order_relaxed);
+}
+
+void hist_pool_set_idle_any(struct hist_pool_cell *cell, int n)
+{
+	if (cell)
+		atomic_store_explicit(&cell->idle_any, n, memory_order_relaxed);
+}
+
+bool hist_pool_idle_any(const char *db, const char *user, int *out, int n)
+{
+	int idx = find_pool(db, user);
+	if (idx < 0)
+		return false;
+	for (int w = 0; w < n; w++)
+		out[w] = w < head->n_workers ?
+			atomic_load_explicit(&pool_cells(w)[idx].idle_any, memory_order_relaxed) : 0;
+	return true;
 }
 
 bool hist_pool_idle_elsewhere(const char *db, const char *user, int except)

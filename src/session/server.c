@@ -146,6 +146,7 @@ void server_set_state(struct server *sv, enum server_state st)
 	if (st == SERVER_IDLE || was_idle) {
 		if (server_may_move(sv))
 			hist_pool_set_idle(p->hist, p->n_idle);
+		hist_pool_set_idle_any(p->hist, p->n_idle);
 		if (p->hist && shm_n_workers() > 1)
 			pool_publish_next_idle(p);
 	}

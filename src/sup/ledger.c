@@ -24,6 +24,10 @@ struct lcount {
 	struct want_sum others;    /* this pass: what a server of a pool sharing only
 	                              this database (user) with the queued requests
 	                              would do for them (ledger_want_changes) */
+	int idle_left, busy_left;  /* this pass: how many more holders with an
+	                              idle server, and without, to ask for them */
+	int asked_idle, asked_busy, idle_new;   /* this pass, while counting (probe_idle) */
+	bool rationed;
 };
 
 struct lpool {
@@ -36,6 +40,7 @@ struct lpool {
 	bool told_any;             /* some worker's last want is not "none" */
 	int *count;                /* per worker */
 	struct pool_want *told;    /* per worker: the last want sent (counts only) */
+	int *idle;                 /* per worker, this pass: idle servers, -1 unknown */
 	int limit;                 /* pool_limit of the latest request (fair share) */
 };
 
@@ -74,6 +79,7 @@ struct ledger {
 	struct hmap pool_map, db_map, user_map;
 	usec_t pass_now;           /* the clock when ledger_want_changes began: one
 				    * read for a pass over every pool and request */
+	ledger_idle_fn idle_probe;
 };
 
 struct ledger *ledger_new(int n_workers)
@@ -109,6 +115,7 @@ void ledger_free(struct ledger *l)
 		list_del(it);
 		free(p->count);
 		free(p->told);
+		free(p->idle);
 		free(p);
 	}
 	free_list(&l->dbs, offsetof(struct lcount, node));
@@ -180,6 +187,7 @@ static struct lpool *get_pool(struct ledger *l, const char *db, const char *user
 	p->userc->n_pools++;
 	p->count = xcalloc((size_t)l->n, sizeof(int));
 	p->told = xcalloc((size_t)l->n, sizeof(*p->told));
+	p->idle = xcalloc((size_t)l->n, sizeof(int));
 	list_append(&l->pools, &p->node);
 	hmap_add(&l->pool_map, &p->hn, pool_hash(p->db, p->user));
 	return p;
@@ -205,6 +213,7 @@ static void maybe_free(struct ledger *l, struct lpool *p)
 	put_count(&l->user_map, p->userc);
 	free(p->count);
 	free(p->told);
+	free(p->idle);
 	free(p);
 }
 
@@ -700,20 +709,128 @@ static void clamp_want(struct pool_want *w, int held)
 }
 
 /* Worth no new notice: the counts are the same and the oldest other-pool
- * request is at most LEDGER_SINCE_SLACK_USEC younger than the one told (the
- * oldest is granted and the next takes its place many times a second under
- * a full max_db_connections; the worker compares waits with a slack of
- * milliseconds anyway, and the handover decides with the exact queue). */
+ * request is younger than the one told by at most LEDGER_SINCE_SLACK_USEC
+ * or a quarter of its wait, whichever is more: the worker then believes it
+ * has waited at most that much longer than it has. Under a full
+ * max_db_connections the oldest is granted and the next takes its place
+ * many times a second, each a few milliseconds younger (bench/tenants:
+ * 94 % of the notices, to every holder, with a fixed 2 ms); the worker
+ * weighs waits with a slack of milliseconds against its own clients' (a
+ * short wait is told precisely), and the handover decides with the exact
+ * queue. */
 #define LEDGER_SINCE_SLACK_USEC (2 * 1000)
 
-static bool same_want(const struct pool_want *a, const struct pool_want *told)
+static bool same_want(const struct pool_want *a, const struct pool_want *told, usec_t now)
 {
 	if (a->n != told->n || a->soon != told->soon || a->over != told->over)
 		return false;
 	if (a->other_since == told->other_since)
 		return true;
-	return a->other_since && told->other_since && a->other_since > told->other_since &&
-	       a->other_since - told->other_since <= LEDGER_SINCE_SLACK_USEC;
+	if (!a->other_since || !told->other_since || a->other_since < told->other_since)
+		return false;
+	usec_t waited = now > (usec_t)a->other_since ? now - (usec_t)a->other_since : 0;
+	usec_t slack = waited / 4 > LEDGER_SINCE_SLACK_USEC ? waited / 4 : LEDGER_SINCE_SLACK_USEC;
+	return (usec_t)(a->other_since - told->other_since) <= slack;
+}
+
+/* The database or user count whose sum p's wants come from (wanted_from's
+ * short way: p has no request of its own and shares only that one with
+ * the queued requests); NULL when p is weighed against the queue itself or
+ * nothing waits. */
+static struct lcount *summed_by(const struct lpool *p)
+{
+	if (p->n_queued > 0 || (p->dbc->n_queued > 0 && p->userc->n_queued > 0))
+		return NULL;
+	struct lcount *c = p->dbc->n_queued ? p->dbc : p->userc;
+	return c->n_queued > 0 && c->others.n > 0 ? c : NULL;
+}
+
+/*
+ * Requests of other pools (eviction) are told to as many holders as they
+ * need, not to every holder of the database or user: first to holders
+ * with an idle server (closed at once, as PgBouncer evicts), then to as
+ * many busy ones as are still missing (each gives its server when its
+ * client is done). With thousands of one-server tenant pools every queued
+ * request used to reach every holder twice, once when it came and once
+ * when a server was being closed for it (bench/tenants: about 36 notices
+ * per transaction). A holder asked before keeps its ask while the requests
+ * wait, idle or not: its server's every use would flip it otherwise.
+ * Without an idle probe (unit tests, no shared memory) all are asked.
+ */
+static void ration(const struct ledger *l, const struct lpool *p, int w, struct lcount *c,
+		   struct pool_want *want)
+{
+	if (!l->idle_probe || p->told[w].n > 0)
+		return;               /* asked before: counted by probe_idle */
+	int *left = p->idle[w] != 0 ? &c->idle_left : &c->busy_left;
+	if (*left > 0) {
+		*left -= want->n < *left ? want->n : *left;
+		return;
+	}
+	memset(want, 0, sizeof(*want));
+}
+
+static void reset_ration(struct lcount *c)
+{
+	c->idle_left = c->busy_left = c->asked_idle = c->asked_busy = c->idle_new = 0;
+	c->rationed = false;
+}
+
+/* The requests a sum stands for, less the holders asked before that have
+ * an idle server: to holders with one first; the rest to busy ones, less
+ * the busy ones asked before (a busy holder asked before does not hold a
+ * request back from an idle server elsewhere). */
+static void settle_ration(struct lcount *c)
+{
+	if (c->rationed)
+		return;
+	c->rationed = true;
+	int need = c->others.n > c->asked_idle ? c->others.n - c->asked_idle : 0;
+	c->idle_left = c->idle_new < need ? c->idle_new : need;
+	int busy = need - c->idle_left - c->asked_busy;
+	c->busy_left = busy > 0 ? busy : 0;
+}
+
+/* Before a pass: each holder's idle servers, for the pools whose wants
+ * come from a sum (ration), and for each such sum how many more holders
+ * with an idle server and without are to be asked. */
+static void probe_idle(struct ledger *l)
+{
+	struct list *it;
+	list_for_each(it, &l->queue) {
+		struct lreq *q = container_of(it, struct lreq, node);
+		reset_ration(q->pool->dbc);
+		reset_ration(q->pool->userc);
+	}
+	list_for_each(it, &l->pools) {
+		struct lpool *p = container_of(it, struct lpool, node);
+		struct lcount *c = p->total > 0 ? summed_by(p) : NULL;
+		if (!c)
+			continue;
+		if (!l->idle_probe(p->db, p->user, p->idle, l->n))
+			for (int w = 0; w < l->n; w++)
+				p->idle[w] = -1;
+		for (int w = 0; w < l->n; w++) {
+			if (p->count[w] <= 0)
+				continue;
+			if (p->told[w].n > 0 && p->idle[w] != 0)
+				c->asked_idle++;
+			else if (p->told[w].n > 0)
+				c->asked_busy++;
+			else if (p->idle[w] != 0)
+				c->idle_new++;
+		}
+	}
+	list_for_each(it, &l->queue) {
+		struct lreq *q = container_of(it, struct lreq, node);
+		settle_ration(q->pool->dbc);
+		settle_ration(q->pool->userc);
+	}
+}
+
+void ledger_set_idle_probe(struct ledger *l, ledger_idle_fn fn)
+{
+	l->idle_probe = fn;
 }
 
 /* One pool's wants, told where they changed; true when some worker's is
@@ -721,6 +838,7 @@ static bool same_want(const struct pool_want *a, const struct pool_want *told)
 static bool tell_wants(struct ledger *l, struct lpool *p, ledger_want_fn fn, void *arg)
 {
 	int least, share = fair_share(l, p, &least);     /* the same for every worker */
+	struct lcount *c = summed_by(p);
 	bool any = false;
 	for (int w = 0; w < l->n; w++) {
 		struct pool_want want;
@@ -730,9 +848,11 @@ static bool tell_wants(struct ledger *l, struct lpool *p, ledger_want_fn fn, voi
 		if (want.n > 0)
 			want.over = over_share(l, p, w, share);
 		clamp_want(&want, p->count[w]);
+		if (c && want.n > 0)
+			ration(l, p, w, c, &want);
 		struct pool_want *told = &p->told[w];
 		any |= want.n != 0;
-		if (same_want(&want, told))
+		if (same_want(&want, told, l->pass_now))
 			continue;
 		*told = want;
 		strlcpy_(want.pool.db, p->db, sizeof(want.pool.db));
@@ -783,6 +903,8 @@ void ledger_want_changes(struct ledger *l, ledger_want_fn fn, void *arg)
 	struct list *it, *tmp;
 	l->pass_now = util_monotonic();
 	sum_others(l);
+	if (l->idle_probe)
+		probe_idle(l);
 	list_for_each_safe(it, tmp, &l->pools) {
 		struct lpool *p = container_of(it, struct lpool, node);
 		if (!p->told_any && !p->dbc->n_queued && !p->userc->n_queued)

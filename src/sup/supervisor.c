@@ -72,6 +72,8 @@ static struct {
 	int n_ready;
 	struct event *ctl_retry;
 	struct event *ledger_tick;       /* re-asks while slot requests queue */
+	struct event *want_pass;         /* the wants, weighed once per loop turn */
+	bool want_pass_due;
 	int ctl_tries;
 } sup;
 
@@ -154,6 +156,30 @@ static void arm_ledger_tick(bool soon)
 		event_add(sup.ledger_tick, &tv);
 }
 
+static void on_want_pass(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	sup.want_pass_due = false;
+	ledger_want_changes(sup.ledger, send_want, NULL);
+}
+
+/* The wants are weighed once the messages read in this turn of the loop
+ * are handled, not after each: under a full max_db_connections every
+ * eviction is a request, a release and a grant, and each pass weighs every
+ * pool holding servers and may tell each holder a want it retracts a
+ * message later (bench/tenants: a third of the supervisor's time). */
+static void want_pass_soon(void)
+{
+	if (sup.want_pass_due)
+		return;
+	if (!sup.want_pass)
+		sup.want_pass = event_new(sup.base, -1, 0, on_want_pass, NULL);
+	sup.want_pass_due = true;
+	event_active(sup.want_pass, EV_TIMEOUT, 0);
+}
+
 /* After slots were freed: grant what now fits, refresh the asks. */
 static void ledger_settle(void)
 {
@@ -164,7 +190,7 @@ static void ledger_settle(void)
 		send_to(w, IPC_SLOT_GRANT, reqid, &r, sizeof(r));
 	while (ledger_next_expired(sup.ledger, &w, &reqid, &r))
 		send_to(w, IPC_SLOT_DENY, reqid, &r, sizeof(r));
-	ledger_want_changes(sup.ledger, send_want, NULL);
+	want_pass_soon();
 }
 
 static void on_slot_msg(int slot, const struct ipc_hdr *hdr, const void *payload)
@@ -195,7 +221,7 @@ static void on_slot_msg(int slot, const struct ipc_hdr *hdr, const void *payload
 	case LEDGER_QUEUED:
 		log_noise("slot request queued: pool=%s/%s worker=%d%s", r.db, r.user, slot,
 			  idle ? " (an idle server elsewhere is to move)" : "");
-		ledger_want_changes(sup.ledger, send_want, NULL);
+		want_pass_soon();
 		arm_ledger_tick(idle);
 		break;
 	}
@@ -241,7 +267,7 @@ static void route_server(int from, const struct ipc_hdr *hdr, const void *payloa
 		break;
 	}
 	ledger_retell(sup.ledger, from, db, user);
-	ledger_want_changes(sup.ledger, send_want, NULL);
+	want_pass_soon();
 	struct ipc_chan *ch = sup.slots[to].ch;
 	if (!ch || ipc_send(ch, IPC_SERVER_FD, reqid, payload, hdr->len, fd) < 0) {
 		/* The backend ends on EOF; its slot goes with the worker's. */
@@ -1172,6 +1198,7 @@ int supervisor_run(const struct run_options *opt, struct config *cfg)
 	hold_signals(false);
 	sup.slots = xcalloc((size_t)sup.n_slots, sizeof(*sup.slots));
 	sup.ledger = ledger_new(sup.n_slots);
+	ledger_set_idle_probe(sup.ledger, hist_pool_idle_any);
 	welcome_init();
 	sup.sweep = event_new(sup.base, -1, 0, on_sweep, NULL);
 	if (!sup.sweep)
@@ -1196,6 +1223,8 @@ int supervisor_run(const struct run_options *opt, struct config *cfg)
 		event_free(sup.ctl_retry);
 	if (sup.ledger_tick)
 		event_free(sup.ledger_tick);
+	if (sup.want_pass)
+		event_free(sup.want_pass);
 	ledger_free(sup.ledger);
 	struct list *it;
 	event_free(sup.sweep);

@@ -1,7 +1,8 @@
 /* pgcrew — unit tests for the latency histograms: bucket boundaries (a
  * value equal to a bound falls in that bucket), per-pool slots claimed by
  * name and stable, sums over workers including forked ones, the phase
- * histograms, the cells pool_idle_timeout reads, and a full pool table. */
+ * histograms, the cells pool_idle_timeout reads, every worker's idle
+ * servers by name, and a full pool table. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -146,6 +147,32 @@ static void test_pool_use_elsewhere(void **state)
 	assert_int_equal(last, 0);
 }
 
+/* Every worker's idle servers of a pool, read by name (the supervisor's
+ * ledger asks holders with one first); cleared when a worker lets go of
+ * the pool or dies; unknown for a pool without cells. */
+static void test_idle_any_by_name(void **state)
+{
+	int got[N_WORKERS];
+	(void)state;
+	assert_false(hist_pool_idle_any("dbi", "dave", got, N_WORKERS));
+	struct hist_pool_cell *w0 = hist_pool_hold("dbi", "dave");
+	hist_attach_worker(2);
+	struct hist_pool_cell *w2 = hist_pool_hold("dbi", "dave");
+	hist_attach_worker(0);
+	hist_pool_set_idle_any(w0, 1);
+	hist_pool_set_idle_any(w2, 3);
+	hist_pool_set_idle(w2, 0);             /* none of them can move: still idle */
+	assert_true(hist_pool_idle_any("dbi", "dave", got, N_WORKERS));
+	assert_int_equal(got[0], 1);
+	assert_int_equal(got[1], 0);
+	assert_int_equal(got[2], 3);
+	hist_worker_gone(2);
+	assert_true(hist_pool_idle_any("dbi", "dave", got, N_WORKERS));
+	assert_int_equal(got[2], 0);
+	hist_pool_release(w0);                 /* the last hold: the slot is free */
+	assert_false(hist_pool_idle_any("dbi", "dave", got, N_WORKERS));
+}
+
 /* max_pools pools at once: the next one gets no cell (its clients are
  * refused, pool.c); a pool let go of by every worker frees its slot for
  * another, whose counts start from zero; names too long get none. */
@@ -216,6 +243,7 @@ int main(void)
 		cmocka_unit_test(test_pools_sum_over_workers),
 		cmocka_unit_test(test_phases),
 		cmocka_unit_test(test_pool_use_elsewhere),
+		cmocka_unit_test(test_idle_any_by_name),
 		cmocka_unit_test(test_release_by_workers),
 		cmocka_unit_test(test_table_full),
 	};

@@ -969,6 +969,17 @@ static void test_want_other_since(void **state)
 	assert_int_equal(seen[0].other_since, 0);
 }
 
+/* n tenants' requests: pools u0.. of one server each in database d,
+ * limited to db_limit servers. */
+static void tenant_reqs(struct slot_req *r, int n, int db_limit)
+{
+	char user[8];
+	for (int i = 0; i < n; i++) {
+		snprintf(user, sizeof(user), "u%d", i);
+		r[i] = mkreq("d", user, 1, db_limit, 0, 1);
+	}
+}
+
 /* Tenants: one-server pools of one database at max_db_connections, a
  * queue of other tenants' requests. Every holder is asked for its one
  * server; as the oldest request is granted and the next takes its place,
@@ -982,10 +993,7 @@ static void test_want_tenants(void **state)
 	char user[8];
 	struct slot_req r[6];
 
-	for (int i = 0; i < 6; i++) {
-		snprintf(user, sizeof(user), "u%d", i);
-		r[i] = mkreq("d", user, 1, 3, 0, 1);
-	}
+	tenant_reqs(r, 6, 3);
 	assert_int_equal(ledger_request(l, 0, 1, &r[0]), LEDGER_GRANTED);
 	assert_int_equal(ledger_request(l, 1, 2, &r[1]), LEDGER_GRANTED);
 	assert_int_equal(ledger_request(l, 0, 3, &r[2]), LEDGER_GRANTED);
@@ -1038,6 +1046,111 @@ static void test_want_tenants(void **state)
 	assert_int_equal(got(&ns, 1, "f", "x").soon, 1);
 	assert_int_equal(got(&ns, 1, "f", "x").other_since, fakeclock_now());
 	assert_int_equal(got(&ns, 0, "d", "u2").n, -1);       /* unchanged */
+}
+
+/* Long waits: the oldest request has waited 400 ms when it is granted and
+ * the next, 40 ms younger, takes its place. The holders are not told again
+ * (40 ms is within a quarter of its 360 ms wait: they believe it waited at
+ * most 11 % longer than it has); a request of the moment, 360 ms younger
+ * than the one told, is. */
+static void test_want_slack_grows_with_the_wait(void **state)
+{
+	struct ledger *l = *state;
+	struct notices ns;
+	struct slot_req r[5];
+
+	tenant_reqs(r, 5, 2);
+	assert_int_equal(ledger_request(l, 0, 1, &r[0]), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 1, 2, &r[1]), LEDGER_GRANTED);
+	usec_t t0 = fakeclock_now();
+	assert_int_equal(ledger_request(l, 0, 3, &r[2]), LEDGER_QUEUED);
+	fakeclock_advance(40000);
+	assert_int_equal(ledger_request(l, 1, 4, &r[3]), LEDGER_QUEUED);
+	fakeclock_advance(360000);
+	collect(l, &ns);
+	assert_int_equal(ns.n, 2);
+	assert_int_equal(got(&ns, 0, "d", "u0").other_since, t0);
+	assert_int_equal(got(&ns, 1, "d", "u1").other_since, t0);
+
+	assert_true(ledger_release(l, 0, "d", "u0"));
+	expect_grant(l, 0, 3, "d", "u2");
+	collect(l, &ns);
+	assert_int_equal(ns.n, 2);
+	assert_int_equal(got(&ns, 0, "d", "u0").n, 0);
+	assert_int_equal(got(&ns, 0, "d", "u2").other_since, t0 + 40000);
+	assert_int_equal(got(&ns, 1, "d", "u1").n, -1);        /* not told again */
+
+	assert_int_equal(ledger_request(l, 0, 5, &r[4]), LEDGER_QUEUED);
+	assert_true(ledger_release(l, 1, "d", "u1"));
+	expect_grant(l, 1, 4, "d", "u3");
+	collect(l, &ns);
+	assert_int_equal(got(&ns, 0, "d", "u2").other_since, fakeclock_now());
+	assert_int_equal(got(&ns, 1, "d", "u3").other_since, fakeclock_now());
+}
+
+/* The idle probe's answers: idle servers of u<i> in every worker. */
+static int probe_idle_of[8];
+
+static bool fake_probe(const char *db, const char *user, int *out, int n)
+{
+	int i = user[0] == 'u' ? atoi(user + 1) : -1;
+	if (strcmp(db, "d") != 0 || i < 0 || i >= 8)
+		return false;
+	for (int w = 0; w < n; w++)
+		out[w] = probe_idle_of[i];
+	return true;
+}
+
+/* Eviction asks as many holders as requests wait, not every holder of the
+ * database: those with an idle server first, then busy ones for what is
+ * still missing; one asked keeps its ask while requests wait (no notice
+ * at each use of its server); all hear "none" when nothing waits. */
+static void test_want_rationed_by_idle_servers(void **state)
+{
+	struct ledger *l = *state;
+	struct notices ns;
+	struct slot_req r[7];
+
+	ledger_set_idle_probe(l, fake_probe);
+	tenant_reqs(r, 7, 4);
+	memset(probe_idle_of, 0, sizeof(probe_idle_of));
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(ledger_request(l, i % 2, (uint32_t)(i + 1), &r[i]), LEDGER_GRANTED);
+	probe_idle_of[1] = probe_idle_of[2] = 1;      /* u1's and u2's servers are idle */
+
+	/* One request of u4: one holder with an idle server is asked (u1, the
+	 * first such), nobody else. */
+	assert_int_equal(ledger_request(l, 2, 5, &r[4]), LEDGER_QUEUED);
+	collect(l, &ns);
+	assert_int_equal(ns.n, 1);
+	assert_int_equal(got(&ns, 1, "d", "u1").n, 1);
+
+	/* u1's server is in use now; u5 queues too: u1 keeps its ask (no
+	 * notice), u2 (idle) is asked for the second request. */
+	probe_idle_of[1] = 0;
+	assert_int_equal(ledger_request(l, 2, 6, &r[5]), LEDGER_QUEUED);
+	collect(l, &ns);
+	assert_int_equal(ns.n, 1);
+	assert_int_equal(got(&ns, 0, "d", "u2").n, 1);
+
+	/* A third request and no idle server left: one busy holder more is
+	 * asked (u0, the first not asked yet); u3 is not. */
+	probe_idle_of[2] = 0;
+	assert_int_equal(ledger_request(l, 2, 7, &r[6]), LEDGER_QUEUED);
+	collect(l, &ns);
+	assert_int_equal(ns.n, 1);
+	assert_int_equal(got(&ns, 0, "d", "u0").n, 1);
+	assert_int_equal(got(&ns, 1, "d", "u3").n, -1);
+
+	/* Nothing waits any more: every holder asked hears "none". */
+	assert_true(ledger_withdraw(l, 2, "d", "u4", 5));
+	assert_true(ledger_withdraw(l, 2, "d", "u5", 6));
+	assert_true(ledger_withdraw(l, 2, "d", "u6", 7));
+	collect(l, &ns);
+	assert_int_equal(ns.n, 3);
+	assert_int_equal(got(&ns, 0, "d", "u0").n, 0);
+	assert_int_equal(got(&ns, 1, "d", "u1").n, 0);
+	assert_int_equal(got(&ns, 0, "d", "u2").n, 0);
 }
 
 /* Servers arriving from an old process at an online restart count at
@@ -1275,6 +1388,8 @@ int main(void)
 		T(test_handover_other_pool_first_come),
 		T(test_want_other_since),
 		T(test_want_tenants),
+		T(test_want_slack_grows_with_the_wait),
+		T(test_want_rationed_by_idle_servers),
 		T(test_request_waits_for_idle_server),
 		T(test_move_request),
 		T(test_adopt_beyond_limits),
