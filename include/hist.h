@@ -138,9 +138,11 @@ void hist_worker_gone(int w);
  * `except` has any, by name). */
 void hist_pool_set_idle(struct hist_pool_cell *cell, int n);
 /* Every idle server, moving or not (set ours; supervisor: each worker's,
- * by name, into out[0..n), false when the pool has no cells). */
+ * by name, into out[0..n), false when the pool has no cells). *hint (-1 at
+ * first) keeps where the pool's cells were found: the next call looks
+ * there first, without the table's lock. */
 void hist_pool_set_idle_any(struct hist_pool_cell *cell, int n);
-bool hist_pool_idle_any(const char *db, const char *user, int *out, int n);
+bool hist_pool_idle_any(const char *db, const char *user, int64_t *hint, int *out, int n);
 /* pool_idle_timeout: publish ours; whether another worker has a client or
  * a server connection of the pool now, and if not when the last one of
  * another worker came or went (0: none ever had one) in *last_used. A dead

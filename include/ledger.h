@@ -81,10 +81,11 @@ void ledger_worker_gone(struct ledger *l, int worker);
 typedef void (*ledger_want_fn)(int worker, const struct pool_want *w, void *arg);
 void ledger_want_changes(struct ledger *l, ledger_want_fn fn, void *arg);
 /* Each worker's idle servers of (db, user) now, into out[0..n); false when
- * unknown (every holder then counts as having one). With it, requests of
+ * unknown (every holder then counts as having one). *hint is the pool's to
+ * keep between calls (-1 at first). With it, requests of
  * other pools (eviction) are told to as many holders as they need, those
  * with an idle server first, not to every holder of the database. */
-typedef bool (*ledger_idle_fn)(const char *db, const char *user, int *out, int n);
+typedef bool (*ledger_idle_fn)(const char *db, const char *user, int64_t *hint, int *out, int n);
 void ledger_set_idle_probe(struct ledger *l, ledger_idle_fn fn);
 
 /* The next ledger_want_changes() tells worker its want for (db, user) even

@@ -257,9 +257,17 @@ void hist_pool_set_idle_any(struct hist_pool_cell *cell, int n)
 		atomic_store_explicit(&cell->idle_any, n, memory_order_relaxed);
 }
 
-bool hist_pool_idle_any(const char *db, const char *user, int *out, int n)
+bool hist_pool_idle_any(const char *db, const char *user, int64_t *hint, int *out, int n)
 {
-	int idx = find_pool(db, user);
+	int idx = -1;
+	if (head && *hint >= 0 &&
+	    shtab_gen_at(tab(), (int)(*hint & 0xffffffff)) == (uint32_t)((uint64_t)*hint >> 32))
+		idx = (int)(*hint & 0xffffffff);
+	if (idx < 0) {
+		idx = find_pool(db, user);
+		uint32_t gen = idx >= 0 ? shtab_gen_at(tab(), idx) : 0;
+		*hint = idx >= 0 && gen ? (int64_t)(((uint64_t)gen << 32) | (uint32_t)idx) : -1;
+	}
 	if (idx < 0)
 		return false;
 	for (int w = 0; w < n; w++)

@@ -124,8 +124,8 @@ static void rebuild(struct shtab *t)
 	t->used = 0;
 	t->free_head = NO_SLOT;
 	for (uint32_t i = t->high; i-- > 0;) {
-		if (s[i].used && !any_holder(&s[i]))
-			s[i].used = 0;     /* its last holder died letting go of it */
+		if (s[i].used && !any_holder(&s[i]))     /* its last holder died letting go of it */
+			__atomic_store_n(&s[i].used, 0, __ATOMIC_RELAXED);
 		if (s[i].used) {
 			bucket_put(t, i);
 			t->used++;
@@ -227,13 +227,14 @@ int shtab_hold(struct shtab *t, int w, const void *key, size_t len, uint32_t *ge
 	if (pos < 0) {
 		/* In this order: a process that dies in between leaves a slot
 		 * that is either free or used with its holder (see rebuild). */
-		s->gen++;
+		/* gen and used are read without the lock (shtab_gen_at) */
+		__atomic_store_n(&s->gen, s->gen + 1, __ATOMIC_RELAXED);
 		s->hash = h;
 		s->len = (uint16_t)len;
 		memcpy(s->key, key, len);
 		memset(s->holders, 0, sizeof(s->holders));
 		set_holder(s, w, true);
-		s->used = 1;
+		__atomic_store_n(&s->used, 1, __ATOMIC_RELEASE);
 		t->tombs -= buckets(t)[at] == TOMB;
 		buckets(t)[at] = i + 1;
 		t->used++;
@@ -253,7 +254,7 @@ static void free_slot(struct shtab *t, uint32_t i)
 	struct slot *s = &slots(t)[i];
 	uint32_t at;
 	int64_t pos = find_bucket(t, s->key, s->len, s->hash, &at);
-	s->used = 0;
+	__atomic_store_n(&s->used, 0, __ATOMIC_RELAXED);
 	if (pos >= 0) {
 		buckets(t)[pos] = TOMB;
 		t->tombs++;
@@ -313,6 +314,16 @@ int shtab_find(struct shtab *t, const void *key, size_t len)
 	int i = pos >= 0 ? (int)buckets(t)[pos] - 1 : -1;
 	unlock(t);
 	return i;
+}
+
+uint32_t shtab_gen_at(struct shtab *t, int i)
+{
+	if (i < 0 || (uint32_t)i >= t->cap)
+		return 0;
+	const struct slot *s = &slots(t)[i];
+	if (!__atomic_load_n(&s->used, __ATOMIC_ACQUIRE))
+		return 0;
+	return __atomic_load_n(&s->gen, __ATOMIC_RELAXED);
 }
 
 int shtab_key_at(struct shtab *t, int i, void *key, size_t cap, uint32_t *gen)

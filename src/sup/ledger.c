@@ -41,6 +41,7 @@ struct lpool {
 	int *count;                /* per worker */
 	struct pool_want *told;    /* per worker: the last want sent (counts only) */
 	int *idle;                 /* per worker, this pass: idle servers, -1 unknown */
+	int64_t idle_hint;         /* the probe's, between passes */
 	int limit;                 /* pool_limit of the latest request (fair share) */
 };
 
@@ -188,6 +189,7 @@ static struct lpool *get_pool(struct ledger *l, const char *db, const char *user
 	p->count = xcalloc((size_t)l->n, sizeof(int));
 	p->told = xcalloc((size_t)l->n, sizeof(*p->told));
 	p->idle = xcalloc((size_t)l->n, sizeof(int));
+	p->idle_hint = -1;
 	list_append(&l->pools, &p->node);
 	hmap_add(&l->pool_map, &p->hn, pool_hash(p->db, p->user));
 	return p;
@@ -807,7 +809,7 @@ static void probe_idle(struct ledger *l)
 		struct lcount *c = p->total > 0 ? summed_by(p) : NULL;
 		if (!c)
 			continue;
-		if (!l->idle_probe(p->db, p->user, p->idle, l->n))
+		if (!l->idle_probe(p->db, p->user, &p->idle_hint, p->idle, l->n))
 			for (int w = 0; w < l->n; w++)
 				p->idle[w] = -1;
 		for (int w = 0; w < l->n; w++) {
@@ -837,7 +839,10 @@ void ledger_set_idle_probe(struct ledger *l, ledger_idle_fn fn)
  * not "none". */
 static bool tell_wants(struct ledger *l, struct lpool *p, ledger_want_fn fn, void *arg)
 {
-	int least, share = fair_share(l, p, &least);     /* the same for every worker */
+	/* The share matters only to a pool with requests of its own queued
+	 * (wanted_from, over_share): not to the many that hold servers others
+	 * wait for. */
+	int least = 0, share = p->n_queued > 0 ? fair_share(l, p, &least) : 0;
 	struct lcount *c = summed_by(p);
 	bool any = false;
 	for (int w = 0; w < l->n; w++) {

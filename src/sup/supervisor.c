@@ -74,6 +74,7 @@ static struct {
 	struct event *ledger_tick;       /* re-asks while slot requests queue */
 	struct event *want_pass;         /* the wants, weighed once per loop turn */
 	bool want_pass_due;
+	usec_t want_pass_at;             /* the last pass began */
 	int ctl_tries;
 } sup;
 
@@ -156,12 +157,19 @@ static void arm_ledger_tick(bool soon)
 		event_add(sup.ledger_tick, &tv);
 }
 
+/* At most one pass per WANT_PASS_USEC: under eviction load the loop turns
+ * thousands of times a second, and a pass weighs every pool holding
+ * servers; a want told a millisecond later changes nothing a worker
+ * would do (it holds its servers for its own clients that long anyway). */
+#define WANT_PASS_USEC 1000
+
 static void on_want_pass(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
 	(void)arg;
 	sup.want_pass_due = false;
+	sup.want_pass_at = util_monotonic();
 	ledger_want_changes(sup.ledger, send_want, NULL);
 }
 
@@ -177,7 +185,13 @@ static void want_pass_soon(void)
 	if (!sup.want_pass)
 		sup.want_pass = event_new(sup.base, -1, 0, on_want_pass, NULL);
 	sup.want_pass_due = true;
-	event_active(sup.want_pass, EV_TIMEOUT, 0);
+	usec_t since = util_monotonic() - sup.want_pass_at;
+	if (since >= WANT_PASS_USEC) {
+		event_active(sup.want_pass, EV_TIMEOUT, 0);
+		return;
+	}
+	struct timeval tv = { 0, (suseconds_t)(WANT_PASS_USEC - since) };
+	event_add(sup.want_pass, &tv);
 }
 
 /* After slots were freed: grant what now fits, refresh the asks. */

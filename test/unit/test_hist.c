@@ -153,8 +153,10 @@ static void test_pool_use_elsewhere(void **state)
 static void test_idle_any_by_name(void **state)
 {
 	int got[N_WORKERS];
+	int64_t hint = -1;
 	(void)state;
-	assert_false(hist_pool_idle_any("dbi", "dave", got, N_WORKERS));
+	assert_false(hist_pool_idle_any("dbi", "dave", &hint, got, N_WORKERS));
+	assert_int_equal(hint, -1);
 	struct hist_pool_cell *w0 = hist_pool_hold("dbi", "dave");
 	hist_attach_worker(2);
 	struct hist_pool_cell *w2 = hist_pool_hold("dbi", "dave");
@@ -162,15 +164,24 @@ static void test_idle_any_by_name(void **state)
 	hist_pool_set_idle_any(w0, 1);
 	hist_pool_set_idle_any(w2, 3);
 	hist_pool_set_idle(w2, 0);             /* none of them can move: still idle */
-	assert_true(hist_pool_idle_any("dbi", "dave", got, N_WORKERS));
+	assert_true(hist_pool_idle_any("dbi", "dave", &hint, got, N_WORKERS));
 	assert_int_equal(got[0], 1);
 	assert_int_equal(got[1], 0);
 	assert_int_equal(got[2], 3);
+	int64_t kept = hint;
+	assert_true(kept >= 0);
 	hist_worker_gone(2);
-	assert_true(hist_pool_idle_any("dbi", "dave", got, N_WORKERS));
+	assert_true(hist_pool_idle_any("dbi", "dave", &hint, got, N_WORKERS));
 	assert_int_equal(got[2], 0);
 	hist_pool_release(w0);                 /* the last hold: the slot is free */
-	assert_false(hist_pool_idle_any("dbi", "dave", got, N_WORKERS));
+	assert_false(hist_pool_idle_any("dbi", "dave", &hint, got, N_WORKERS));
+	/* Another pool takes a slot (the freed one, first on the free list):
+	 * a hint kept from before is not followed into it. */
+	struct hist_pool_cell *other = hist_pool_hold("dbx", "erin");
+	hist_pool_set_idle_any(other, 5);
+	hint = kept;
+	assert_false(hist_pool_idle_any("dbi", "dave", &hint, got, N_WORKERS));
+	hist_pool_release(other);
 }
 
 /* max_pools pools at once: the next one gets no cell (its clients are

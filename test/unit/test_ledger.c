@@ -1091,8 +1091,9 @@ static void test_want_slack_grows_with_the_wait(void **state)
 /* The idle probe's answers: idle servers of u<i> in every worker. */
 static int probe_idle_of[8];
 
-static bool fake_probe(const char *db, const char *user, int *out, int n)
+static bool fake_probe(const char *db, const char *user, int64_t *hint, int *out, int n)
 {
+	(void)hint;
 	int i = user[0] == 'u' ? atoi(user + 1) : -1;
 	if (strcmp(db, "d") != 0 || i < 0 || i >= 8)
 		return false;
