@@ -67,21 +67,30 @@ static void chan_dead(struct ipc_chan *ch)
 		ch->on_eof(ch, ch->arg);
 }
 
+/* A queued message goes (sent, or never to be): the socket it carried too. */
+static void drop_msg(struct ipc_msg *m)
+{
+	list_del(&m->node);
+	if (m->fd >= 0)
+		close(m->fd);
+	free(m);
+}
+
+static void drop_queue(struct ipc_chan *ch)
+{
+	struct list *it;
+	while ((it = list_first(&ch->outq)) != NULL)
+		drop_msg(container_of(it, struct ipc_msg, node));
+}
+
 /* The peer closed its end: nothing more goes out, but what it sent before
  * is still to be read (a worker's last handovers), up to the EOF that
  * ends the channel (chan_dead). */
 static void stop_sending(struct ipc_chan *ch)
 {
-	struct list *it;
 	ch->unsendable = true;
 	event_del(ch->ev_write);
-	while ((it = list_first(&ch->outq)) != NULL) {
-		struct ipc_msg *m = container_of(it, struct ipc_msg, node);
-		list_del(&m->node);
-		if (m->fd >= 0)
-			close(m->fd);
-		free(m);
-	}
+	drop_queue(ch);
 }
 
 /* Returns 1 sent, 0 would block, -1 peer gone. */
@@ -118,10 +127,7 @@ static void flush_queue(struct ipc_chan *ch)
 			event_add(ch->ev_write, NULL);
 			return;
 		}
-		list_del(&m->node);
-		if (m->fd >= 0)
-			close(m->fd);
-		free(m);
+		drop_msg(m);
 		if (r < 0) {
 			stop_sending(ch);
 			return;
@@ -231,15 +237,9 @@ bool ipc_chan_drain(struct ipc_chan *ch, int timeout_ms)
 
 void ipc_chan_free(struct ipc_chan *ch)
 {
-	struct list *it, *tmp;
 	if (!ch)
 		return;
-	list_for_each_safe(it, tmp, &ch->outq) {
-		struct ipc_msg *m = container_of(it, struct ipc_msg, node);
-		if (m->fd >= 0)
-			close(m->fd);
-		free(m);
-	}
+	drop_queue(ch);
 	event_free(ch->ev_read);
 	event_free(ch->ev_write);
 	close(ch->fd);

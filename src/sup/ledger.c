@@ -27,7 +27,6 @@ struct lcount {
 	int idle_left, busy_left;  /* this pass: how many more holders with an
 	                              idle server, and without, to ask for them */
 	int asked_idle, asked_busy, idle_new;   /* this pass, while counting (probe_idle) */
-	bool rationed;
 };
 
 struct lpool {
@@ -607,6 +606,23 @@ static int fair_share(const struct ledger *l, const struct lpool *p, int *least)
 	return demand > 0 ? (p->limit + demand - 1) / demand : p->limit;
 }
 
+/* p is weighed against the queue itself: it has a request of its own, or
+ * requests share both its database and its user. */
+static bool weighed_alone(const struct lpool *p)
+{
+	return p->n_queued > 0 || (p->dbc->n_queued > 0 && p->userc->n_queued > 0);
+}
+
+/* Otherwise the database or user count whose sum its wants come from, if
+ * requests are queued there (NULL: nothing waits that p could help). */
+static struct lcount *summed_by(const struct lpool *p)
+{
+	if (weighed_alone(p))
+		return NULL;
+	struct lcount *c = p->dbc->n_queued ? p->dbc : p->userc;
+	return c->n_queued > 0 ? c : NULL;
+}
+
 /* Queued requests that worker w could help by giving up a server of p (a
  * worker is not asked to give up a server of the very pool it waits for,
  * unless for a server of a client's own: then its idle one is in the way),
@@ -625,9 +641,9 @@ static void wanted_from(const struct ledger *l, const struct lpool *p, int w, in
 	/* No request of p's own, nor of both its database and its user: every
 	 * one it could help shares only one of them with it, and what it would
 	 * do for those is the same for every such pool (sum_others). */
-	if (p->n_queued == 0 && (p->dbc->n_queued == 0 || p->userc->n_queued == 0)) {
-		const struct lcount *c = p->dbc->n_queued ? p->dbc : p->userc;
-		if (c->n_queued == 0)
+	if (!weighed_alone(p)) {
+		const struct lcount *c = summed_by(p);
+		if (!c)
 			return;
 		const struct want_sum *o = &c->others;
 		out->n = o->n;
@@ -735,18 +751,6 @@ static bool same_want(const struct pool_want *a, const struct pool_want *told, u
 	return (usec_t)(a->other_since - told->other_since) <= slack;
 }
 
-/* The database or user count whose sum p's wants come from (wanted_from's
- * short way: p has no request of its own and shares only that one with
- * the queued requests); NULL when p is weighed against the queue itself or
- * nothing waits. */
-static struct lcount *summed_by(const struct lpool *p)
-{
-	if (p->n_queued > 0 || (p->dbc->n_queued > 0 && p->userc->n_queued > 0))
-		return NULL;
-	struct lcount *c = p->dbc->n_queued ? p->dbc : p->userc;
-	return c->n_queued > 0 && c->others.n > 0 ? c : NULL;
-}
-
 /*
  * Requests of other pools (eviction) are told to as many holders as they
  * need, not to every holder of the database or user: first to holders
@@ -775,18 +779,15 @@ static void ration(const struct ledger *l, const struct lpool *p, int w, struct 
 static void reset_ration(struct lcount *c)
 {
 	c->idle_left = c->busy_left = c->asked_idle = c->asked_busy = c->idle_new = 0;
-	c->rationed = false;
 }
 
 /* The requests a sum stands for, less the holders asked before that have
  * an idle server: to holders with one first; the rest to busy ones, less
  * the busy ones asked before (a busy holder asked before does not hold a
- * request back from an idle server elsewhere). */
+ * request back from an idle server elsewhere). From the counts alone: the
+ * same however often it runs before the pass. */
 static void settle_ration(struct lcount *c)
 {
-	if (c->rationed)
-		return;
-	c->rationed = true;
 	int need = c->others.n > c->asked_idle ? c->others.n - c->asked_idle : 0;
 	c->idle_left = c->idle_new < need ? c->idle_new : need;
 	int busy = need - c->idle_left - c->asked_busy;
@@ -807,7 +808,7 @@ static void probe_idle(struct ledger *l)
 	list_for_each(it, &l->pools) {
 		struct lpool *p = container_of(it, struct lpool, node);
 		struct lcount *c = p->total > 0 ? summed_by(p) : NULL;
-		if (!c)
+		if (!c || c->others.n == 0)
 			continue;
 		if (!l->idle_probe(p->db, p->user, &p->idle_hint, p->idle, l->n))
 			for (int w = 0; w < l->n; w++)

@@ -980,6 +980,13 @@ static void tenant_reqs(struct slot_req *r, int n, int db_limit)
 	}
 }
 
+/* The first n of them granted, to workers 0, 1, 0, ... (request ids 1..n). */
+static void grant_tenants(struct ledger *l, const struct slot_req *r, int n)
+{
+	for (int i = 0; i < n; i++)
+		assert_int_equal(ledger_request(l, i % 2, (uint32_t)(i + 1), &r[i]), LEDGER_GRANTED);
+}
+
 /* Tenants: one-server pools of one database at max_db_connections, a
  * queue of other tenants' requests. Every holder is asked for its one
  * server; as the oldest request is granted and the next takes its place,
@@ -994,9 +1001,7 @@ static void test_want_tenants(void **state)
 	struct slot_req r[6];
 
 	tenant_reqs(r, 6, 3);
-	assert_int_equal(ledger_request(l, 0, 1, &r[0]), LEDGER_GRANTED);
-	assert_int_equal(ledger_request(l, 1, 2, &r[1]), LEDGER_GRANTED);
-	assert_int_equal(ledger_request(l, 0, 3, &r[2]), LEDGER_GRANTED);
+	grant_tenants(l, r, 3);
 	usec_t t0 = fakeclock_now();
 	assert_int_equal(ledger_request(l, 1, 4, &r[3]), LEDGER_QUEUED);
 	fakeclock_advance(1000);
@@ -1060,8 +1065,7 @@ static void test_want_slack_grows_with_the_wait(void **state)
 	struct slot_req r[5];
 
 	tenant_reqs(r, 5, 2);
-	assert_int_equal(ledger_request(l, 0, 1, &r[0]), LEDGER_GRANTED);
-	assert_int_equal(ledger_request(l, 1, 2, &r[1]), LEDGER_GRANTED);
+	grant_tenants(l, r, 2);
 	usec_t t0 = fakeclock_now();
 	assert_int_equal(ledger_request(l, 0, 3, &r[2]), LEDGER_QUEUED);
 	fakeclock_advance(40000);
@@ -1115,8 +1119,7 @@ static void test_want_rationed_by_idle_servers(void **state)
 	ledger_set_idle_probe(l, fake_probe);
 	tenant_reqs(r, 7, 4);
 	memset(probe_idle_of, 0, sizeof(probe_idle_of));
-	for (int i = 0; i < 4; i++)
-		assert_int_equal(ledger_request(l, i % 2, (uint32_t)(i + 1), &r[i]), LEDGER_GRANTED);
+	grant_tenants(l, r, 4);
 	probe_idle_of[1] = probe_idle_of[2] = 1;      /* u1's and u2's servers are idle */
 
 	/* One request of u4: one holder with an idle server is asked (u1, the
