@@ -167,6 +167,11 @@ static bool read_some(struct ipc_chan *ch)
 		ssize_t n = recvmsg(ch->fd, &mh, MSG_CMSG_CLOEXEC);
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 			return false;
+		/* The peer closed with our messages unread: the kernel says so
+		 * once, ahead of what the peer sent before closing (a worker's
+		 * last handovers), which is still to be read up to the EOF. */
+		if (n < 0 && errno == ECONNRESET)
+			continue;
 		if (n <= 0) {
 			chan_dead(ch);
 			return false;

@@ -409,6 +409,33 @@ static void test_failed_send_still_reads_what_came(void **state)
 	assert_int_equal(ipc_send(fx->sup.ch, IPC_POOL_WANT, 0, "x", 1, -1), -1);
 }
 
+/* The same when the worker exits with the supervisor's last messages
+ * unread: the kernel reports that as ECONNRESET on the supervisor's next
+ * read of a SEQPACKET socket, before the messages still queued there.
+ * The error is the peer's close, not the end: what it sent is read. */
+static void test_peer_closing_unread_still_reads_what_came(void **state)
+{
+	struct fx *fx = *state;
+	int sv[2];
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+
+	assert_int_equal(ipc_send(fx->sup.ch, IPC_SLOT_GRANT, 9, "g", 1, -1), 0);
+	assert_int_equal(ipc_send(fx->wrk.ch, IPC_TAKEN_CLIENT, 1, "a", 1, sv[0]), 0);
+	assert_int_equal(ipc_send(fx->wrk.ch, IPC_TAKEN_SERVER, 2, "b", 1, sv[1]), 0);
+	close(sv[0]);
+	close(sv[1]);
+	ipc_chan_free(fx->wrk.ch);      /* the grant still unread there */
+	fx->wrk.ch = NULL;
+
+	turns(fx, 10);
+	assert_int_equal(fx->sup.n, 2);
+	for (size_t i = 0; i < 2; i++) {
+		assert_int_equal(fx->sup.msgs[i].hdr.reqid, i + 1);
+		assert_true(fx->sup.msgs[i].fd >= 0);
+	}
+	assert_int_equal(fx->sup.eofs, 1);
+}
+
 /* ---- malformed input is our own bug: fatal ---- */
 
 struct bad_case {
@@ -618,6 +645,7 @@ int main(void)
 		T(test_eof_on_peer_close),
 		T(test_send_to_closed_peer),
 		T(test_failed_send_still_reads_what_came),
+		T(test_peer_closing_unread_still_reads_what_came),
 		cmocka_unit_test(test_malformed_is_fatal),
 		cmocka_unit_test(test_type_names),
 		T(test_typed_round_trip),
