@@ -52,6 +52,14 @@ enum ipc_type {
 	                          request is not needed; answered IPC_SLOT_DENY (reqid, or
 	                          IPC_SLOT_NOT_QUEUED when its grant went first) */
 	IPC_CANCEL_DONE,       /* owner worker -> sup -> waiter's worker: struct cancel_waiter */
+	IPC_POOL_EVICT,        /* sup -> worker: struct slot_req (names only): close an idle
+	                          server of this pool for another pool's client (a full
+	                          max_db/user_connections); its slot returns as any close's */
+	IPC_EVICT_NONE,        /* worker -> sup: struct slot_req (names only): no idle server
+	                          of the pool left to close for IPC_POOL_EVICT */
+	IPC_EVICT_DONE,        /* worker -> sup: struct slot_req (names only): closed a server
+	                          of the pool for its want, which was other pools' only
+	                          (pool_want.same == 0), in place of offering it */
 	IPC_TYPE_COUNT
 };
 
@@ -131,7 +139,11 @@ struct pool_want {
 	int32_t n;
 	int32_t soon;
 	int32_t over;
-	int32_t pad;
+	int32_t same;              /* of n, requests of this very pool (a server moved
+	                              serves them); 0: every one is another pool's (or
+	                              a server of a client's own), which only a close
+	                              serves: the worker closes its server itself and
+	                              tells IPC_EVICT_DONE, no handover */
 	int64_t other_since;       /* oldest of those for another pool: queued since
 	                              (CLOCK_MONOTONIC), 0 for none */
 };

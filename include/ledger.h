@@ -88,9 +88,34 @@ void ledger_want_changes(struct ledger *l, ledger_want_fn fn, void *arg);
 typedef bool (*ledger_idle_fn)(const char *db, const char *user, int64_t *hint, int *out, int n);
 void ledger_set_idle_probe(struct ledger *l, ledger_idle_fn fn);
 
-/* The next ledger_want_changes() tells worker its want for (db, user) even
- * if unchanged: it counted an offered server against its asks, and the
- * offer may have come back or been taken without a request. */
+/* Eviction across workers: with an idle probe set, each
+ * ledger_want_changes() first names, for each queued request held back by
+ * a full database or user limit and with no close under way for it, one
+ * holder with an idle server of another pool of that database or user
+ * (whose client still waits, by `waiting`), to close it at once: fn(worker,
+ * db, user). What finds none is left to the wants. */
+typedef void (*ledger_evict_fn)(int worker, const char *db, const char *user);
+/* Busy holders are asked (a want) only for requests that have waited this
+ * long without an idle server to evict: a pass is due then (the caller
+ * runs one LEDGER_BUSY_ASK_USEC after such a request queues). */
+#define LEDGER_BUSY_ASK_USEC (5 * 1000)
+void ledger_set_evict(struct ledger *l, ledger_evict_fn fn, ledger_wait_fn waiting);
+/* Worker closed a server of (db, user) for its want, which was other
+ * pools' only (pool_want.same == 0), in place of offering it: as
+ * ledger_handover's CLOSE, the oldest queued request it helps (whose
+ * client still waits) is marked, and the ask counted as ledger_retell
+ * does. False when no request is helped any more (the slot then goes to
+ * whichever fits when it comes back). */
+bool ledger_evict_done(struct ledger *l, int worker, const char *db, const char *user,
+		       ledger_wait_fn waiting);
+/* The worker told to evict a server of (db, user) had no idle one left
+ * (taken meanwhile): the request it was for waits for another close, not
+ * from that holder first. False when no such close was under way. */
+bool ledger_evict_refused(struct ledger *l, int worker, const char *db, const char *user);
+/* Worker offered a server of (db, user): it counted it against its ask (n,
+ * soon and over one less, as pool.c's note_given), and so does the ledger;
+ * the next ledger_want_changes() tells it its want where that differs (the
+ * offer may have come back, or been taken without a request). */
 void ledger_retell(struct ledger *l, int worker, const char *db, const char *user);
 
 /* Counts, for SHOW and tests. */

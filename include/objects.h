@@ -168,6 +168,7 @@ struct pool {
 	int wanted;                       /* other workers' waiters: give up servers idle a while */
 	usec_t waited_last;               /* several workers: a client of ours last waited (POOL_WAITING_NOW: one does) */
 	int wanted_soon;                  /* of those, ones in a hurry (below their fair share) */
+	int wanted_same;                  /* of those, of this pool (0: only a close serves them) */
 	usec_t other_since;               /* of those, the oldest for another pool: queued since, or 0 */
 	/* several workers: the reuse order over the instance (pool.c) */
 	int n_move_wait;                  /* requests for another worker's idle server pending */

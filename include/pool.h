@@ -135,6 +135,10 @@ void pool_wait_line(struct pool *p);
 /* Other workers' clients wait for n servers of this pool, `over` of ours
  * are beyond our fair share: give idle ones up (see pool.c). */
 void pool_slot_wanted(struct world *w, const struct pool_want *want);
+/* The ledger asks for an idle server of (r->db, r->user) to be closed for
+ * another pool's client (IPC_POOL_EVICT): the longest idle goes at once,
+ * as PgBouncer evicts; without one the supervisor hears IPC_EVICT_NONE. */
+void pool_evict_asked(struct world *w, const struct slot_req *r);
 /* Janitor: give up servers idle for a while that others want. */
 void pool_give_idle(struct pool *p);
 /* The reuse order over the instance: does an idle server last used at

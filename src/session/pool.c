@@ -849,6 +849,26 @@ static void arm_give_timer(struct world *w, usec_t left)
 	}
 }
 
+/* Our servers are wanted by other pools' clients only (a full
+ * max_db_connections / max_user_connections; pool_want.same == 0): only a
+ * close serves them, so it is closed here ("evicted", as PgBouncer's
+ * eviction) and the supervisor told, not offered to it to be sent back
+ * for closing. The slot returns when the backend has exited. */
+static bool close_for_others(struct pool *p, struct server *sv, bool soon)
+{
+	struct slot_req r;
+	if (p->wanted_same > 0 || !shared_limits())
+		return false;
+	fill_req(p, &r);
+	if (ipc_send_slot(p->db->world->sup, IPC_EVICT_DONE, 0, &r) < 0)
+		return false;
+	if (soon)
+		server_close_soon(sv, "evicted");
+	else
+		server_close(sv, "evicted");
+	return true;
+}
+
 /* How much longer an idle server stays before it moves to a client of
  * another worker (0: now). A move idles the server a few hundred
  * microseconds, and the client of ours that has just released it usually
@@ -906,6 +926,8 @@ void pool_give_idle(struct pool *p)
 			break;
 		}
 		note_given(p);
+		if (close_for_others(p, sv, false))
+			continue;
 		if (!mover || !mover(sv))
 			server_close(sv, "released to another worker");
 	}
@@ -918,6 +940,7 @@ void pool_slot_wanted(struct world *w, const struct pool_want *want)
 		return;
 	p->wanted = want->n;
 	p->wanted_soon = want->soon < want->n ? want->soon : want->n;
+	p->wanted_same = want->same < want->n ? want->same : want->n;
 	p->give_up = want->over < want->n ? want->over : want->n;
 	p->other_since = want->n > 0 ? (usec_t)want->other_since : 0;
 	log_noise("pool %s/%s: wanted elsewhere %d (in a hurry %d), beyond our share %d (servers %d, idle %d)",
@@ -998,6 +1021,15 @@ static bool retire_idle(struct pool *p, bool keep_slot)
 		return true;
 	}
 	return false;
+}
+
+void pool_evict_asked(struct world *w, const struct slot_req *r)
+{
+	struct pool *p = pool_find_names(w, r->db, r->user);
+	if (p && retire_idle(p, false))
+		return;
+	if (ipc_send_slot(w->sup, IPC_EVICT_NONE, 0, r) < 0)
+		log_warning("could not tell the supervisor that %s/%s has no idle server to evict", r->db, r->user);
 }
 
 /* One worker: room for one more server of p, once idle servers in the way
@@ -1777,6 +1809,8 @@ static void server_ready(struct server *sv, bool released)
 	 * this worker's own queue, or under steady load it never would. */
 	if (server_may_move(sv) ? first_in_line_elsewhere(p) : p->give_up > 0 && waiting_elsewhere(p)) {
 		note_given(p);
+		if (close_for_others(p, sv, true))
+			return;
 		server_close_soon(sv, "released to another worker");
 		sv->give_away = true;     /* the reaper moves it if it can */
 		return;

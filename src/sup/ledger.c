@@ -11,6 +11,7 @@
 /* What closing one server would do for queued requests (wanted_from). */
 struct want_sum {
 	int n, soon;
+	int old;                   /* of them, waiting LEDGER_BUSY_ASK_USEC or longer */
 	usec_t since;              /* the oldest of them for another pool, 0: none */
 };
 
@@ -26,7 +27,9 @@ struct lcount {
 	                              would do for them (ledger_want_changes) */
 	int idle_left, busy_left;  /* this pass: how many more holders with an
 	                              idle server, and without, to ask for them */
-	int asked_idle, asked_busy, idle_new;   /* this pass, while counting (probe_idle) */
+	int asked_idle, asked_busy, idle_new;   /* this pass, while counting (count_rations) */
+	struct lpool *cands;       /* this pass: pools summed here with an idle server
+	                              somewhere (probe_idle), for evict_for_queue */
 };
 
 struct lpool {
@@ -41,6 +44,8 @@ struct lpool {
 	struct pool_want *told;    /* per worker: the last want sent (counts only) */
 	int *idle;                 /* per worker, this pass: idle servers, -1 unknown */
 	int64_t idle_hint;         /* the probe's, between passes */
+	struct lpool *next_cand;   /* in its lcount's cands, this pass */
+	usec_t probed_at;          /* the pass that probed idle[] */
 	int limit;                 /* pool_limit of the latest request (fair share) */
 };
 
@@ -52,10 +57,13 @@ struct lreq {
 	struct lpool *pool;
 	usec_t since;              /* queued at (util_monotonic) */
 	bool await_move;           /* fits, but an idle server elsewhere is to move to it */
-	const struct lpool *close_from;   /* a server of this pool is being closed for
-	                                     it (its slot not back yet): no other is
-	                                     closed for it meanwhile */
+	struct lpool *close_from;  /* a server of this pool is being closed for
+	                              it (its slot not back yet): no other is
+	                              closed for it meanwhile */
 	usec_t close_at;
+	int close_worker;          /* ... in this worker */
+	const struct lpool *refused;      /* the last holder told to evict for it that */
+	int refused_worker;               /* had no idle server left: not told again */
 };
 
 /* A close whose slot has not come back by then is taken as lost (the
@@ -80,6 +88,8 @@ struct ledger {
 	usec_t pass_now;           /* the clock when ledger_want_changes began: one
 				    * read for a pass over every pool and request */
 	ledger_idle_fn idle_probe;
+	ledger_evict_fn evict;
+	ledger_wait_fn waiting;
 };
 
 struct ledger *ledger_new(int n_workers)
@@ -207,6 +217,8 @@ static void maybe_free(struct ledger *l, struct lpool *p)
 		struct lreq *q = container_of(it, struct lreq, node);
 		if (q->close_from == p)
 			q->close_from = NULL;
+		if (q->refused == p)
+			q->refused = NULL;
 	}
 	list_del(&p->node);
 	hmap_del(&l->pool_map, &p->hn);
@@ -363,13 +375,16 @@ bool ledger_release(struct ledger *l, int worker, const char *db, const char *us
 		return false;
 	/* The slot of a server closed for a request is back: that close is
 	 * done (the request is granted next, or waits for another). */
+	struct lreq *done = NULL;
 	list_for_each(it, &l->queue) {
 		struct lreq *q = container_of(it, struct lreq, node);
-		if (q->close_from == p) {
-			q->close_from = NULL;
+		if (q->close_from == p && (!done || q->close_worker == worker))
+			done = q;
+		if (done && done->close_worker == worker)
 			break;
-		}
 	}
+	if (done)
+		done->close_from = NULL;
 	take(p, worker, -1);
 	maybe_free(l, p);
 	return true;
@@ -565,6 +580,7 @@ enum ledger_move ledger_handover(struct ledger *l, int giver, const char *db, co
 	if (other && (w < 0 || other->since < since)) {
 		other->close_from = p;
 		other->close_at = util_monotonic();
+		other->close_worker = giver;
 		return LEDGER_MOVE_CLOSE;
 	}
 	if (w < 0)
@@ -658,6 +674,7 @@ static void wanted_from(const struct ledger *l, const struct lpool *p, int w, in
 		    (closes && close_pending_at(q, l->pass_now)))
 			continue;
 		out->n++;
+		out->same += !closes;
 		/* A request for the reuse order holds servers already: no hurry
 		 * (one that cannot move is never closed for it). */
 		out->soon += !q->req.move && (closes || p->count[q->worker] < least);
@@ -724,6 +741,8 @@ static void clamp_want(struct pool_want *w, int held)
 		w->soon = w->n;
 	if (w->over > w->n)
 		w->over = w->n;
+	if (w->same > w->n)
+		w->same = w->n;
 }
 
 /* Worth no new notice: the counts are the same and the oldest other-pool
@@ -737,17 +756,26 @@ static void clamp_want(struct pool_want *w, int held)
  * short wait is told precisely), and the handover decides with the exact
  * queue. */
 #define LEDGER_SINCE_SLACK_USEC (2 * 1000)
+/* A worker with no client of its own waiting for the pool gives an idle
+ * server to a request elsewhere that has waited FIFO_SLACK_USEC (5 ms,
+ * pool.c) or more, however much more: for a pool with no request of its
+ * own queued, two ages past this one are the same to it. */
+#define LEDGER_SINCE_SETTLED_USEC (10 * 1000)
 
-static bool same_want(const struct pool_want *a, const struct pool_want *told, usec_t now)
+static bool same_want(const struct pool_want *a, const struct pool_want *told, usec_t now, bool alone)
 {
-	if (a->n != told->n || a->soon != told->soon || a->over != told->over)
+	if (a->n != told->n || a->soon != told->soon || a->over != told->over || a->same != told->same)
 		return false;
 	if (a->other_since == told->other_since)
+		return true;
+	if (!alone && a->other_since && told->other_since &&
+	    now - (usec_t)a->other_since >= LEDGER_SINCE_SETTLED_USEC &&
+	    now - (usec_t)told->other_since >= LEDGER_SINCE_SETTLED_USEC)
 		return true;
 	if (!a->other_since || !told->other_since || a->other_since < told->other_since)
 		return false;
 	usec_t waited = now > (usec_t)a->other_since ? now - (usec_t)a->other_since : 0;
-	usec_t slack = waited / 4 > LEDGER_SINCE_SLACK_USEC ? waited / 4 : LEDGER_SINCE_SLACK_USEC;
+	usec_t slack = waited / 2 > LEDGER_SINCE_SLACK_USEC ? waited / 2 : LEDGER_SINCE_SLACK_USEC;
 	return (usec_t)(a->other_since - told->other_since) <= slack;
 }
 
@@ -784,20 +812,52 @@ static void reset_ration(struct lcount *c)
 /* The requests a sum stands for, less the holders asked before that have
  * an idle server: to holders with one first; the rest to busy ones, less
  * the busy ones asked before (a busy holder asked before does not hold a
- * request back from an idle server elsewhere). From the counts alone: the
- * same however often it runs before the pass. */
+ * request back from an idle server elsewhere), and only for the requests
+ * that have waited LEDGER_BUSY_ASK_USEC (eviction serves most before:
+ * a busy holder asked gives its server by handover, sent back to it to be
+ * closed, where an idle one found by the next passes is closed on one
+ * notice). From the counts alone: the same however often it runs before
+ * the pass. */
 static void settle_ration(struct lcount *c)
 {
 	int need = c->others.n > c->asked_idle ? c->others.n - c->asked_idle : 0;
 	c->idle_left = c->idle_new < need ? c->idle_new : need;
-	int busy = need - c->idle_left - c->asked_busy;
+	int busy = (need < c->others.old ? need : c->others.old) - c->idle_left - c->asked_busy;
 	c->busy_left = busy > 0 ? busy : 0;
 }
 
 /* Before a pass: each holder's idle servers, for the pools whose wants
- * come from a sum (ration), and for each such sum how many more holders
- * with an idle server and without are to be asked. */
+ * come from a sum (ration); those with one somewhere are the sum's
+ * candidates for eviction (evict_for_queue). */
 static void probe_idle(struct ledger *l)
+{
+	struct list *it;
+	list_for_each(it, &l->queue) {
+		struct lreq *q = container_of(it, struct lreq, node);
+		q->pool->dbc->cands = q->pool->userc->cands = NULL;
+	}
+	list_for_each(it, &l->pools) {
+		struct lpool *p = container_of(it, struct lpool, node);
+		struct lcount *c = p->total > 0 ? summed_by(p) : NULL;
+		if (!c || c->others.n == 0)
+			continue;
+		bool any = false;
+		p->probed_at = l->pass_now;
+		if (!l->idle_probe(p->db, p->user, &p->idle_hint, p->idle, l->n))
+			for (int w = 0; w < l->n; w++)
+				p->idle[w] = -1;
+		for (int w = 0; w < l->n; w++)
+			any |= p->count[w] > 0 && p->idle[w] > 0;
+		if (any) {
+			p->next_cand = c->cands;
+			c->cands = p;
+		}
+	}
+}
+
+/* For each sum, how many more holders with an idle server and without are
+ * to be asked (ration), from the idle servers probe_idle found. */
+static void count_rations(struct ledger *l)
 {
 	struct list *it;
 	list_for_each(it, &l->queue) {
@@ -810,9 +870,6 @@ static void probe_idle(struct ledger *l)
 		struct lcount *c = p->total > 0 ? summed_by(p) : NULL;
 		if (!c || c->others.n == 0)
 			continue;
-		if (!l->idle_probe(p->db, p->user, &p->idle_hint, p->idle, l->n))
-			for (int w = 0; w < l->n; w++)
-				p->idle[w] = -1;
 		for (int w = 0; w < l->n; w++) {
 			if (p->count[w] <= 0)
 				continue;
@@ -831,9 +888,96 @@ static void probe_idle(struct ledger *l)
 	}
 }
 
+/* An idle server of another pool summed in c closed for q: the first
+ * candidate holding one, known idle by the probe (not one that has just
+ * said it had none left for q, nor one already asked by a want). */
+static bool evict_one(struct ledger *l, struct lreq *q, struct lcount *c)
+{
+	for (struct lpool *p = c->cands; p; p = p->next_cand) {
+		if (p == q->pool)
+			continue;
+		for (int w = 0; w < l->n; w++) {
+			/* A holder asked before gives its server by handover as it
+			 * comes idle: it may be on its way already. */
+			if (p->count[w] <= 0 || p->idle[w] <= 0 || p->told[w].n > 0 ||
+			    (q->refused == p && q->refused_worker == w))
+				continue;
+			if (l->waiting && !l->waiting(q->pool->db, q->pool->user, q->worker))
+				return false;
+			p->idle[w]--;
+			q->close_from = p;
+			q->close_worker = w;
+			q->close_at = l->pass_now;
+			l->evict(w, p->db, p->user);
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * Eviction as one PgBouncer does it, across workers: each queued request
+ * held back by a full max_db_connections / max_user_connections, with no
+ * server being closed for it yet, has a holder with an idle server of
+ * another pool of that database (user) close it at once: one notice, no
+ * want to take back later and no handover of the server to be sent back
+ * for closing (bench/tenants: about 8 notices and a handover round trip
+ * per transaction at 1,000 pools). The slot comes back when the backend
+ * has exited (ledger_release) and the request is granted then. What finds
+ * no idle server is left to the wants (busy holders give theirs when
+ * done). True when one was told.
+ */
+static bool evict_for_queue(struct ledger *l)
+{
+	bool told = false;
+	struct list *it;
+	/* An idle server told to close a moment ago may still look idle. */
+	list_for_each(it, &l->queue) {
+		struct lreq *q = container_of(it, struct lreq, node);
+		struct lpool *p = q->close_from;
+		if (p && close_pending_at(q, l->pass_now) && p->probed_at == l->pass_now &&
+		    p->idle[q->close_worker] > 0)
+			p->idle[q->close_worker]--;
+	}
+	list_for_each(it, &l->queue) {
+		struct lreq *q = container_of(it, struct lreq, node);
+		if (q->req.move || close_pending_at(q, l->pass_now))
+			continue;
+		if (helps_sharing(q, true, false) && q->pool->dbc->cands)
+			told |= evict_one(l, q, q->pool->dbc);
+		else if (helps_sharing(q, false, true) && q->pool->userc->cands)
+			told |= evict_one(l, q, q->pool->userc);
+	}
+	return told;
+}
+
 void ledger_set_idle_probe(struct ledger *l, ledger_idle_fn fn)
 {
 	l->idle_probe = fn;
+}
+
+void ledger_set_evict(struct ledger *l, ledger_evict_fn fn, ledger_wait_fn waiting)
+{
+	l->evict = fn;
+	l->waiting = waiting;
+}
+
+bool ledger_evict_refused(struct ledger *l, int worker, const char *db, const char *user)
+{
+	const struct lpool *p = find_pool(l, db, user);
+	struct list *it;
+	if (!p)
+		return false;
+	list_for_each(it, &l->queue) {
+		struct lreq *q = container_of(it, struct lreq, node);
+		if (q->close_from == p && q->close_worker == worker) {
+			q->close_from = NULL;
+			q->refused = p;
+			q->refused_worker = worker;
+			return true;
+		}
+	}
+	return false;
 }
 
 /* One pool's wants, told where they changed; true when some worker's is
@@ -858,7 +1002,7 @@ static bool tell_wants(struct ledger *l, struct lpool *p, ledger_want_fn fn, voi
 			ration(l, p, w, c, &want);
 		struct pool_want *told = &p->told[w];
 		any |= want.n != 0;
-		if (same_want(&want, told, l->pass_now))
+		if (same_want(&want, told, l->pass_now, p->n_queued > 0))
 			continue;
 		*told = want;
 		strlcpy_(want.pool.db, p->db, sizeof(want.pool.db));
@@ -868,10 +1012,11 @@ static bool tell_wants(struct ledger *l, struct lpool *p, ledger_want_fn fn, voi
 	return any;
 }
 
-static void sum_add(struct want_sum *o, const struct lreq *q)
+static void sum_add(struct want_sum *o, const struct lreq *q, usec_t now, usec_t min_age)
 {
 	o->n++;
 	o->soon += !q->req.move;
+	o->old += now - q->since >= min_age;
 	if (!o->since || q->since < o->since)
 		o->since = q->since;
 }
@@ -881,6 +1026,9 @@ static void sum_add(struct want_sum *o, const struct lreq *q)
  * wanted_from() counts it (helps_sharing() with one of them). */
 static void sum_others(struct ledger *l)
 {
+	/* With eviction, a busy holder is asked only for a request that no
+	 * idle server was found for in LEDGER_BUSY_ASK_USEC. */
+	usec_t busy_age = l->evict ? LEDGER_BUSY_ASK_USEC : 0;
 	struct list *it;
 	list_for_each(it, &l->queue) {
 		struct lreq *q = container_of(it, struct lreq, node);
@@ -892,9 +1040,9 @@ static void sum_others(struct ledger *l)
 		if (close_pending_at(q, l->pass_now))
 			continue;
 		if (helps_sharing(q, true, false))
-			sum_add(&q->pool->dbc->others, q);
+			sum_add(&q->pool->dbc->others, q, l->pass_now, busy_age);
 		if (helps_sharing(q, false, true))
-			sum_add(&q->pool->userc->others, q);
+			sum_add(&q->pool->userc->others, q, l->pass_now, busy_age);
 	}
 }
 
@@ -909,8 +1057,13 @@ void ledger_want_changes(struct ledger *l, ledger_want_fn fn, void *arg)
 	struct list *it, *tmp;
 	l->pass_now = util_monotonic();
 	sum_others(l);
-	if (l->idle_probe)
+	if (l->idle_probe) {
 		probe_idle(l);
+		/* The requests a close is now under way for want nothing more. */
+		if (l->evict && evict_for_queue(l))
+			sum_others(l);
+		count_rations(l);
+	}
 	list_for_each_safe(it, tmp, &l->pools) {
 		struct lpool *p = container_of(it, struct lpool, node);
 		if (!p->told_any && !p->dbc->n_queued && !p->userc->n_queued)
@@ -921,13 +1074,48 @@ void ledger_want_changes(struct ledger *l, ledger_want_fn fn, void *arg)
 	}
 }
 
+static void one_less(int32_t *v)
+{
+	if (*v > 0)
+		(*v)--;
+}
+
+/* The worker counted the server it gave up against its ask (pool.c's
+ * note_given): so does what we believe it was told. The next pass tells
+ * it only where that differs from its want now (a holder that gave its
+ * only server for another pool's request needs no "none" after it). */
+static void count_given(struct lpool *p, int worker)
+{
+	struct pool_want *t = &p->told[worker];
+	one_less(&t->over);
+	one_less(&t->n);
+	one_less(&t->soon);
+	if (t->n == 0)
+		t->other_since = 0;
+	p->told_any = true;
+}
+
 void ledger_retell(struct ledger *l, int worker, const char *db, const char *user)
 {
 	struct lpool *p = find_pool(l, db, user);
-	if (p && worker >= 0 && worker < l->n) {
-		p->told[worker].n = -1;      /* never a real count: the next pass tells */
-		p->told_any = true;
-	}
+	if (p && worker >= 0 && worker < l->n)
+		count_given(p, worker);
+}
+
+bool ledger_evict_done(struct ledger *l, int worker, const char *db, const char *user,
+		       ledger_wait_fn waiting)
+{
+	struct lpool *p = find_pool(l, db, user);
+	if (!p || worker < 0 || worker >= l->n || p->count[worker] <= 0)
+		return false;
+	count_given(p, worker);
+	struct lreq *other = oldest_other_pool(l, p, waiting);
+	if (!other)
+		return false;
+	other->close_from = p;
+	other->close_at = util_monotonic();
+	other->close_worker = worker;
+	return true;
 }
 
 int ledger_pool_count(const struct ledger *l, const char *db, const char *user, int worker)

@@ -73,6 +73,7 @@ static struct {
 	struct event *ctl_retry;
 	struct event *ledger_tick;       /* re-asks while slot requests queue */
 	struct event *want_pass;         /* the wants, weighed once per loop turn */
+	struct event *busy_ask;          /* a pass LEDGER_BUSY_ASK_USEC after a request queued */
 	bool want_pass_due;
 	usec_t want_pass_at;             /* the last pass began */
 	int ctl_tries;
@@ -124,6 +125,15 @@ static void send_want(int worker, const struct pool_want *w, void *arg)
 {
 	(void)arg;
 	send_to(worker, IPC_POOL_WANT, 0, w, sizeof(*w));
+}
+
+static void send_evict(int worker, const char *db, const char *user)
+{
+	struct slot_req r;
+	memset(&r, 0, sizeof(r));
+	strlcpy_(r.db, db, sizeof(r.db));
+	strlcpy_(r.user, user, sizeof(r.user));
+	send_to(worker, IPC_POOL_EVICT, 0, &r, sizeof(r));
 }
 
 /* While requests queue, the asks are refreshed every 100 ms even without
@@ -194,6 +204,30 @@ static void want_pass_soon(void)
 	event_add(sup.want_pass, &tv);
 }
 
+/* A pass when a request just queued may be due to busy holders (no idle
+ * server to evict came up meanwhile, and nothing else ran a pass): every
+ * LEDGER_BUSY_ASK_USEC while requests queue. */
+static void arm_busy_ask(void);
+
+static void on_busy_ask(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	want_pass_soon();
+	if (ledger_queued(sup.ledger) > 0)
+		arm_busy_ask();
+}
+
+static void arm_busy_ask(void)
+{
+	struct timeval tv = { 0, LEDGER_BUSY_ASK_USEC };
+	if (!sup.busy_ask)
+		sup.busy_ask = event_new(sup.base, -1, 0, on_busy_ask, NULL);
+	if (!event_pending(sup.busy_ask, EV_TIMEOUT, NULL))
+		event_add(sup.busy_ask, &tv);
+}
+
 /* After slots were freed: grant what now fits, refresh the asks. */
 static void ledger_settle(void)
 {
@@ -207,6 +241,8 @@ static void ledger_settle(void)
 	want_pass_soon();
 }
 
+static bool pool_has_waiter(const char *db, const char *user, int worker);
+
 static void on_slot_msg(int slot, const struct ipc_hdr *hdr, const void *payload)
 {
 	struct slot_req r;
@@ -216,6 +252,16 @@ static void on_slot_msg(int slot, const struct ipc_hdr *hdr, const void *payload
 		if (!ledger_release(sup.ledger, slot, r.db, r.user))
 			log_warning("worker %d returned a slot of %s/%s it did not hold", slot, r.db, r.user);
 		ledger_settle();
+		return;
+	}
+	if (hdr->type == IPC_EVICT_DONE) {
+		(void)ledger_evict_done(sup.ledger, slot, r.db, r.user, pool_has_waiter);
+		want_pass_soon();
+		return;
+	}
+	if (hdr->type == IPC_EVICT_NONE) {
+		(void)ledger_evict_refused(sup.ledger, slot, r.db, r.user);
+		want_pass_soon();
 		return;
 	}
 	if (hdr->type == IPC_SLOT_WITHDRAW) {
@@ -237,6 +283,7 @@ static void on_slot_msg(int slot, const struct ipc_hdr *hdr, const void *payload
 			  idle ? " (an idle server elsewhere is to move)" : "");
 		want_pass_soon();
 		arm_ledger_tick(idle);
+		arm_busy_ask();
 		break;
 	}
 }
@@ -867,6 +914,8 @@ static void on_worker_msg(struct ipc_chan *ch, const struct ipc_hdr *hdr, const 
 	case IPC_SLOT_REQ:
 	case IPC_SLOT_RELEASE:
 	case IPC_SLOT_WITHDRAW:
+	case IPC_EVICT_NONE:
+	case IPC_EVICT_DONE:
 		on_slot_msg(slot, hdr, payload);
 		break;
 	case IPC_CANCEL_FWD:
@@ -1213,6 +1262,7 @@ int supervisor_run(const struct run_options *opt, struct config *cfg)
 	sup.slots = xcalloc((size_t)sup.n_slots, sizeof(*sup.slots));
 	sup.ledger = ledger_new(sup.n_slots);
 	ledger_set_idle_probe(sup.ledger, hist_pool_idle_any);
+	ledger_set_evict(sup.ledger, send_evict, pool_has_waiter);
 	welcome_init();
 	sup.sweep = event_new(sup.base, -1, 0, on_sweep, NULL);
 	if (!sup.sweep)
@@ -1239,6 +1289,8 @@ int supervisor_run(const struct run_options *opt, struct config *cfg)
 		event_free(sup.ledger_tick);
 	if (sup.want_pass)
 		event_free(sup.want_pass);
+	if (sup.busy_ask)
+		event_free(sup.busy_ask);
 	ledger_free(sup.ledger);
 	struct list *it;
 	event_free(sup.sweep);

@@ -445,7 +445,7 @@ static void test_worker_gone(void **state)
 struct notice {
 	int w;
 	char db[LEDGER_NAME], user[LEDGER_NAME];
-	int n, soon, over;
+	int n, soon, over, same;
 	int64_t other_since;
 };
 
@@ -465,6 +465,7 @@ static void on_want(int worker, const struct pool_want *w, void *arg)
 	x->n = w->n;
 	x->soon = w->soon;
 	x->over = w->over;
+	x->same = w->same;
 	x->other_since = w->other_since;
 	assert_true(w->soon <= w->n);
 }
@@ -1055,7 +1056,7 @@ static void test_want_tenants(void **state)
 
 /* Long waits: the oldest request has waited 400 ms when it is granted and
  * the next, 40 ms younger, takes its place. The holders are not told again
- * (40 ms is within a quarter of its 360 ms wait: they believe it waited at
+ * (40 ms is within half of its 360 ms wait: they believe it waited at
  * most 11 % longer than it has); a request of the moment, 360 ms younger
  * than the one told, is. */
 static void test_want_slack_grows_with_the_wait(void **state)
@@ -1090,6 +1091,37 @@ static void test_want_slack_grows_with_the_wait(void **state)
 	collect(l, &ns);
 	assert_int_equal(got(&ns, 0, "d", "u2").other_since, fakeclock_now());
 	assert_int_equal(got(&ns, 1, "d", "u3").other_since, fakeclock_now());
+}
+
+/* A pool with no request of its own queued is not told a new oldest wait
+ * when the told one and the new one are both past 10 ms (its worker gives
+ * to either at once); one with a request of its own is (its worker weighs
+ * its clients' wait against that one). */
+static void test_want_settled_since(void **state)
+{
+	struct ledger *l = *state;
+	struct notices ns;
+	struct slot_req r[5];
+
+	tenant_reqs(r, 5, 3);
+	grant_tenants(l, r, 3);                       /* u0, u2 on worker 0; u1 on 1 */
+	usec_t t0 = fakeclock_now();
+	assert_int_equal(ledger_request(l, 1, 4, &r[3]), LEDGER_QUEUED);
+	assert_int_equal(ledger_request(l, 1, 5, &r[2]), LEDGER_QUEUED);    /* u2's own */
+	fakeclock_advance(60000);
+	assert_int_equal(ledger_request(l, 1, 6, &r[4]), LEDGER_QUEUED);
+	fakeclock_advance(20000);
+	collect(l, &ns);
+	assert_int_equal(got(&ns, 1, "d", "u1").other_since, t0);
+	assert_int_equal(got(&ns, 0, "d", "u2").other_since, t0);
+
+	/* u3 is granted; u4 (20 ms old, 60 ms younger) is the oldest now. */
+	assert_true(ledger_release(l, 0, "d", "u0"));
+	expect_grant(l, 1, 4, "d", "u3");
+	collect(l, &ns);
+	assert_int_equal(got(&ns, 1, "d", "u1").n, -1);
+	assert_int_equal(got(&ns, 0, "d", "u2").other_since, t0 + 60000);
+	assert_int_equal(got(&ns, 0, "d", "u0").n, 0);
 }
 
 /* The idle probe's answers: idle servers of u<i> in every worker. */
@@ -1155,6 +1187,178 @@ static void test_want_rationed_by_idle_servers(void **state)
 	assert_int_equal(got(&ns, 0, "d", "u0").n, 0);
 	assert_int_equal(got(&ns, 1, "d", "u1").n, 0);
 	assert_int_equal(got(&ns, 0, "d", "u2").n, 0);
+}
+
+/* The evictions told (ledger_set_evict), and the fake wait line. */
+static struct evicted {
+	int w;
+	char user[8];
+} evicted[16];
+static int n_evicted;
+static bool waiter_gone;
+
+static void on_evict(int worker, const char *db, const char *user)
+{
+	assert_string_equal(db, "d");
+	assert_true(n_evicted < 16);
+	evicted[n_evicted].w = worker;
+	snprintf(evicted[n_evicted].user, sizeof(evicted[n_evicted].user), "%s", user);
+	n_evicted++;
+}
+
+static bool fake_waiting(const char *db, const char *user, int worker)
+{
+	(void)db;
+	(void)user;
+	(void)worker;
+	return !waiter_gone;
+}
+
+/* u1 (worker 1) or u2 (worker 0): the idle holders of the test below. */
+static bool is_idle_holder(const struct evicted *e)
+{
+	return (e->w == 1 && strcmp(e->user, "u1") == 0) || (e->w == 0 && strcmp(e->user, "u2") == 0);
+}
+
+/* Eviction across workers: a request held back by a full
+ * max_db_connections has one holder with an idle server of another pool
+ * told to close it, and no want goes anywhere; one close per request,
+ * never two at one idle server; a holder that found none left is not asked
+ * again for that request, which falls back to a busy holder's want; the
+ * slot comes back at the release; nothing is closed at once for a request
+ * whose client has left. */
+static void test_evict_idle_at_once(void **state)
+{
+	struct ledger *l = *state;
+	struct notices ns;
+	struct slot_req r[7];
+
+	ledger_set_idle_probe(l, fake_probe);
+	ledger_set_evict(l, on_evict, fake_waiting);
+	n_evicted = 0;
+	waiter_gone = false;
+	tenant_reqs(r, 7, 4);
+	memset(probe_idle_of, 0, sizeof(probe_idle_of));
+	grant_tenants(l, r, 4);                       /* u0, u2 on worker 0; u1, u3 on 1 */
+	probe_idle_of[1] = probe_idle_of[2] = 1;
+
+	assert_int_equal(ledger_request(l, 2, 5, &r[4]), LEDGER_QUEUED);
+	collect(l, &ns);
+	assert_int_equal(ns.n, 0);
+	assert_int_equal(n_evicted, 1);
+	assert_true(is_idle_holder(&evicted[0]));
+	collect(l, &ns);                              /* under way: nothing more */
+	assert_int_equal(ns.n, 0);
+	assert_int_equal(n_evicted, 1);
+
+	/* A second request: the other idle holder, though the first one's
+	 * server still looks idle (its close not seen yet). */
+	assert_int_equal(ledger_request(l, 2, 6, &r[5]), LEDGER_QUEUED);
+	collect(l, &ns);
+	assert_int_equal(ns.n, 0);
+	assert_int_equal(n_evicted, 2);
+	assert_true(is_idle_holder(&evicted[1]));
+	assert_true(evicted[1].w != evicted[0].w);
+
+	/* The first holder's client took its server meanwhile: u4's request
+	 * waits for a busy holder (a want) once it has waited
+	 * LEDGER_BUSY_ASK_USEC with no idle server come up, not for that
+	 * holder again. */
+	assert_true(ledger_evict_refused(l, evicted[0].w, "d", evicted[0].user));
+	assert_false(ledger_evict_refused(l, evicted[0].w, "d", evicted[0].user));
+	probe_idle_of[atoi(evicted[0].user + 1)] = 0;
+	collect(l, &ns);
+	assert_int_equal(ns.n, 0);
+	fakeclock_advance(LEDGER_BUSY_ASK_USEC);
+	collect(l, &ns);
+	assert_int_equal(n_evicted, 2);
+	assert_int_equal(ns.n, 1);
+	assert_int_equal(ns.v[0].n, 1);
+	assert_true(strcmp(ns.v[0].user, evicted[0].user) != 0 && strcmp(ns.v[0].user, evicted[1].user) != 0);
+
+	/* The second close is done: the oldest request takes the slot. */
+	assert_true(ledger_release(l, evicted[1].w, "d", evicted[1].user));
+	expect_grant(l, 2, 5, "d", "u4");
+
+	/* u5 is left; the busy holder not asked (u0 or u3) comes idle, but
+	 * u5's client has gone: nothing is closed at once, the holder is told
+	 * a want (its handover finds nobody waiting, as before). */
+	int other = strcmp(ns.v[0].user, "u0") == 0 ? 3 : 0;
+	char other_user[8];
+	snprintf(other_user, sizeof(other_user), "u%d", other);
+	waiter_gone = true;
+	probe_idle_of[other] = 1;
+	collect(l, &ns);
+	assert_int_equal(n_evicted, 2);
+	assert_int_equal(got(&ns, other % 2, "d", other_user).n, 1);
+	waiter_gone = false;
+	ledger_set_evict(l, NULL, NULL);
+}
+
+/* A holder that offered its server counted it against its ask, as the
+ * ledger does: with the request now helped by that close, the holder hears
+ * nothing more (its ask is used up), the other holder hears "none". */
+static void test_retell_counts_the_offer(void **state)
+{
+	struct ledger *l = *state;
+	struct notices ns;
+	struct slot_req r[3];
+	int to = -1;
+	uint32_t reqid = 0;
+
+	tenant_reqs(r, 3, 2);
+	grant_tenants(l, r, 2);                       /* u0 on worker 0, u1 on 1 */
+	assert_int_equal(ledger_request(l, 2, 3, &r[2]), LEDGER_QUEUED);
+	collect(l, &ns);
+	assert_int_equal(got(&ns, 0, "d", "u0").n, 1);
+	assert_int_equal(got(&ns, 1, "d", "u1").n, 1);
+
+	assert_int_equal(ledger_handover(l, 0, "d", "u0", NULL, NULL, &to, &reqid), LEDGER_MOVE_CLOSE);
+	ledger_retell(l, 0, "d", "u0");
+	collect(l, &ns);
+	assert_int_equal(ns.n, 1);
+	assert_int_equal(got(&ns, 1, "d", "u1").n, 0);
+
+	/* The slot is back: u2 is granted; nothing more to tell anyone. */
+	assert_true(ledger_release(l, 0, "d", "u0"));
+	expect_grant(l, 2, 3, "d", "u2");
+	collect(l, &ns);
+	assert_int_equal(ns.n, 0);
+}
+
+/* A want says how much of it is the pool's own requests elsewhere (a
+ * move serves them) and how much other pools' (only a close does). A
+ * holder that closed its server for other pools' requests itself
+ * (ledger_evict_done) marks the oldest of them, as a handover's close
+ * does: nothing more is closed for it, nothing more told to the holder,
+ * and the slot goes to it when it comes back. */
+static void test_evict_done(void **state)
+{
+	struct ledger *l = *state;
+	struct notices ns;
+	struct slot_req r[3];
+	struct slot_req e = mkreq("e", "v", 2, 0, 0, 1);
+
+	tenant_reqs(r, 3, 2);
+	grant_tenants(l, r, 2);                       /* u0 on worker 0, u1 on 1 */
+	assert_int_equal(ledger_request(l, 0, 7, &e), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 0, 8, &e), LEDGER_GRANTED);
+	assert_int_equal(ledger_request(l, 1, 9, &e), LEDGER_QUEUED);
+	assert_int_equal(ledger_request(l, 2, 3, &r[2]), LEDGER_QUEUED);
+	collect(l, &ns);
+	assert_int_equal(got(&ns, 0, "d", "u0").n, 1);
+	assert_int_equal(got(&ns, 0, "d", "u0").same, 0);
+	assert_int_equal(got(&ns, 0, "e", "v").n, 1);
+	assert_int_equal(got(&ns, 0, "e", "v").same, 1);
+
+	assert_true(ledger_evict_done(l, 0, "d", "u0", NULL));
+	collect(l, &ns);
+	assert_int_equal(got(&ns, 0, "d", "u0").n, -1);
+	assert_int_equal(got(&ns, 1, "d", "u1").n, 0);     /* the request is served */
+	assert_false(ledger_evict_done(l, 1, "d", "u1", NULL));   /* nothing left to help */
+	assert_false(ledger_evict_done(l, 2, "d", "u0", NULL));   /* holds none */
+	assert_true(ledger_release(l, 0, "d", "u0"));
+	expect_grant(l, 2, 3, "d", "u2");
 }
 
 /* Servers arriving from an old process at an online restart count at
@@ -1393,7 +1597,11 @@ int main(void)
 		T(test_want_other_since),
 		T(test_want_tenants),
 		T(test_want_slack_grows_with_the_wait),
+		T(test_want_settled_since),
 		T(test_want_rationed_by_idle_servers),
+		T(test_evict_idle_at_once),
+		T(test_retell_counts_the_offer),
+		T(test_evict_done),
 		T(test_request_waits_for_idle_server),
 		T(test_move_request),
 		T(test_adopt_beyond_limits),

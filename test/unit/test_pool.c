@@ -241,25 +241,20 @@ static void test_pool_size(void **state)
 
 /* Worker 0 of 2: the pool asks the supervisor (the rig) for the pool's
  * welcome, then (none known) for a ledger slot, and opens a server only
- * once granted;
- * when another worker's clients want a server, the idle one leaves with
- * its socket (the same backend connection), no Terminate, no slot
- * release (the ledger moves the slot). */
-static void test_two_workers(void **state)
+ * once granted; alice's client has used it, it is idle. */
+static struct pool *two_workers_idle_server(struct peer *c, struct peer *pg)
 {
-	struct peer c, pg;
 	struct slot_req r;
 	uint32_t why;
 	char names[2 * LEDGER_NAME];
-	(void)state;
 	rig_start_workers(2, "pool_mode = transaction\ndefault_pool_size = 1", DBS);
-	rig_client(&c, "alice", "db");
+	rig_client(c, "alice", "db");
 	/* Another worker may know the pool's parameters: asked first. */
 	assert_int_equal(rig_sup_count(IPC_WELCOME_GET), 1);
 	assert_int_equal(rig_sup_count(IPC_SLOT_REQ), 0);
 	assert_int_equal(rig_sup_last(IPC_WELCOME_GET, NULL, names, sizeof(names)), sizeof(names));
 	rig_sup_send(IPC_WELCOME, 0, names, sizeof(names));     /* none has them */
-	assert_int_equal(rig_client_of(&c)->state, CLIENT_WAITING_LOGIN);
+	assert_int_equal(rig_client_of(c)->state, CLIENT_WAITING_LOGIN);
 	assert_int_equal(rig_sup_count(IPC_SLOT_REQ), 1);
 	assert_false(rig_pg_pending());                 /* not before the ledger says so */
 	assert_int_equal(rig_sup_last(IPC_SLOT_REQ, &why, &r, sizeof(r)), sizeof(r));
@@ -267,18 +262,35 @@ static void test_two_workers(void **state)
 	assert_string_equal(r.user, "alice");
 	assert_int_equal(r.pool_limit, 1);
 	rig_sup_send(IPC_SLOT_GRANT, why, &r, sizeof(r));
-	rig_pg_accept(&pg);
-	rig_pg_login(&pg, 31, 32);
-	rig_client_welcome(&c, NULL, NULL);
+	rig_pg_accept(pg);
+	rig_pg_login(pg, 31, 32);
+	rig_client_welcome(c, NULL, NULL);
 	assert_int_equal(rig_sup_count(IPC_WELCOME_PUT), 1);  /* shared for the others */
-	rig_round_trip(&c, &pg, "SELECT 1", 'I');
+	rig_round_trip(c, pg, "SELECT 1", 'I');
 	struct pool *p = rig_pool("db", "alice");
 	assert_int_equal(p->n_idle, 1);
+	return p;
+}
 
-	struct pool_want want = { .n = 1, .soon = 1, .over = 1,
+static struct pool_want want_of_alice(int same)
+{
+	struct pool_want want = { .n = 1, .soon = 1, .over = same, .same = same,
 				  .other_since = fakeclock_now() - USEC_PER_SEC };
 	strlcpy_(want.pool.db, "db", sizeof(want.pool.db));
 	strlcpy_(want.pool.user, "alice", sizeof(want.pool.user));
+	return want;
+}
+
+/* When another worker's clients want a server of the pool, the idle one
+ * leaves with its socket (the same backend connection), no Terminate, no
+ * slot release (the ledger moves the slot). */
+static void test_two_workers(void **state)
+{
+	struct peer c, pg;
+	(void)state;
+	struct pool *p = two_workers_idle_server(&c, &pg);
+
+	struct pool_want want = want_of_alice(1);
 	rig_sup_send(IPC_POOL_WANT, 0, &want, sizeof(want));
 	assert_int_equal(rig_sup_count(IPC_SERVER_FD), 1);
 	assert_int_equal(p->n_idle, 0);
@@ -292,6 +304,46 @@ static void test_two_workers(void **state)
 	char got;
 	assert_int_equal(recv(moved, &got, 1, 0), 1);
 	assert_int_equal(got, 'x');
+	rig_close(&c);
+	rig_close(&pg);
+}
+
+/* Wanted by other pools' clients only (a full max_db_connections): only
+ * a close serves them, so the worker closes its idle server itself (a
+ * Terminate) and tells the supervisor, with no handover of it. */
+static void test_other_pools_want_closes_here(void **state)
+{
+	struct peer c, pg;
+	(void)state;
+	struct pool *p = two_workers_idle_server(&c, &pg);
+	struct pool_want want = want_of_alice(0);
+	rig_sup_send(IPC_POOL_WANT, 0, &want, sizeof(want));
+	assert_int_equal(rig_sup_count(IPC_SERVER_FD), 0);
+	assert_int_equal(rig_sup_count(IPC_EVICT_DONE), 1);
+	assert_int_equal(p->n_idle, 0);
+	rig_expect(&pg, 'X', NULL);
+	rig_close(&c);
+	rig_close(&pg);
+}
+
+/* The supervisor names the pool's idle server for eviction: closed at
+ * once; asked again with none left, the worker says so. */
+static void test_evict_asked(void **state)
+{
+	struct peer c, pg;
+	struct slot_req r;
+	(void)state;
+	struct pool *p = two_workers_idle_server(&c, &pg);
+	memset(&r, 0, sizeof(r));
+	strlcpy_(r.db, "db", sizeof(r.db));
+	strlcpy_(r.user, "alice", sizeof(r.user));
+	rig_sup_send(IPC_POOL_EVICT, 0, &r, sizeof(r));
+	assert_int_equal(p->n_idle, 0);
+	rig_expect(&pg, 'X', NULL);
+	assert_int_equal(rig_sup_count(IPC_EVICT_NONE), 0);
+	rig_sup_send(IPC_POOL_EVICT, 0, &r, sizeof(r));
+	assert_int_equal(rig_sup_count(IPC_EVICT_NONE), 1);
+	assert_int_equal(rig_sup_count(IPC_SERVER_FD), 0);
 	rig_close(&c);
 	rig_close(&pg);
 }
@@ -435,6 +487,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_fifo, rig_teardown),
 		cmocka_unit_test_teardown(test_pool_size, rig_teardown),
 		cmocka_unit_test_teardown(test_two_workers, rig_teardown),
+		cmocka_unit_test_teardown(test_other_pools_want_closes_here, rig_teardown),
+		cmocka_unit_test_teardown(test_evict_asked, rig_teardown),
 		cmocka_unit_test(test_reuse_verdict),
 		cmocka_unit_test(test_within_share),
 		cmocka_unit_test_teardown(test_reuse_order_two_workers, rig_teardown),
