@@ -93,6 +93,7 @@ struct database {
 	bool admin;                       /* the "pgbouncer" console */
 	int n_servers;                    /* this worker's, for max_db_connections */
 	int n_clients;                    /* this worker's, for max_db_client_connections */
+	struct list idle_pools;           /* its pools with an idle server (eviction) */
 	int shm_idx;                      /* instance-wide client count (shm.h), -1 = none */
 	usec_t last_used;                 /* autodb_idle_timeout */
 };
@@ -110,6 +111,7 @@ struct puser {                            /* a user known to this worker */
 	usec_t query_timeout, idle_transaction_timeout, client_idle_timeout, transaction_timeout;
 	usec_t query_wait_timeout;        /* -1 = not set */
 	int n_servers, n_clients;         /* this worker's */
+	struct list idle_pools;           /* its pools with an idle server (eviction) */
 	int shm_idx;                      /* instance-wide client count (shm.h), -1 = none */
 	bool mark;
 	bool held;                        /* a pool or a client points at it (pool_sweep) */
@@ -132,6 +134,8 @@ struct pool {
 	struct list waiting_clients;      /* CLIENT_WAITING and CLIENT_WAITING_LOGIN, FIFO */
 	struct list idle_servers;         /* SERVER_IDLE; by last use, newest first (oldest
 	                                     first with server_round_robin) */
+	struct list idle_db_node;         /* in db->idle_pools and user->idle_pools while */
+	struct list idle_user_node;       /* n_idle > 0 (self-linked otherwise) */
 	struct list active_servers;       /* SERVER_ACTIVE */
 	struct list tested_servers;       /* SERVER_TESTED */
 	struct list login_servers;        /* SERVER_LOGIN */

@@ -152,6 +152,7 @@ static struct database *db_new(struct world *w, const char *name)
 {
 	struct database *db = xcalloc(1, sizeof(*db));
 	db->world = w;
+	list_init(&db->idle_pools);
 	strlcpy_(db->name, name, sizeof(db->name));
 	varcache_init(&db->startup_vars);
 	db->shm_idx = shm_name_hold(SHM_DB, name);
@@ -312,6 +313,7 @@ struct puser *pool_get_user(struct world *w, const char *name)
 	if (strlen(name) >= NAME_MAX_LEN)
 		return NULL;
 	u = xcalloc(1, sizeof(*u));
+	list_init(&u->idle_pools);
 	strlcpy_(u->name, name, sizeof(u->name));
 	u->shm_idx = shm_name_hold(SHM_USER, name);
 	user_apply(w, u);
@@ -353,6 +355,8 @@ struct pool *pool_get(struct database *db, struct puser *user)
 	list_init(&p->active_clients);
 	list_init(&p->waiting_clients);
 	list_init(&p->idle_servers);
+	list_init(&p->idle_db_node);
+	list_init(&p->idle_user_node);
 	list_init(&p->active_servers);
 	list_init(&p->tested_servers);
 	list_init(&p->login_servers);
@@ -439,6 +443,8 @@ void pool_servers_changed(struct pool *p)
 
 static void pool_free(struct pool *p)
 {
+	list_del(&p->idle_db_node);
+	list_del(&p->idle_user_node);
 	list_del(&p->node);
 	hmap_del(&p->db->world->pool_map, &p->hn);
 	varcache_clear(&p->welcome_vars);
@@ -955,10 +961,11 @@ void pool_slot_wanted(struct world *w, const struct pool_want *want)
  * PgBouncer does. */
 static bool evict_idle(const struct pool *p, bool same_db)
 {
-	struct list *it;
-	list_for_each(it, &p->db->world->pools) {
-		struct pool *o = container_of(it, struct pool, node);
-		if (o == p || (same_db ? o->db != p->db : o->user != p->user))
+	struct list *it, *head = same_db ? &p->db->idle_pools : &p->user->idle_pools;
+	list_for_each(it, head) {
+		struct pool *o = same_db ? container_of(it, struct pool, idle_db_node)
+					 : container_of(it, struct pool, idle_user_node);
+		if (o == p)
 			continue;
 		struct list *last = o->idle_servers.prev;
 		if (last == &o->idle_servers)

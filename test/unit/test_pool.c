@@ -239,6 +239,40 @@ static void test_pool_size(void **state)
 	rig_close(&pg2);
 }
 
+/* max_db_connections full with another pool's idle server: that one is
+ * closed for the new pool's client ("evicted", as PgBouncer does) and a
+ * server opened for it; the pools with an idle server are found from the
+ * database's list, which follows the idle servers as they come and go. */
+static void test_evict_idle_of_another_pool(void **state)
+{
+	struct peer a, b, pg1, pg2;
+	(void)state;
+	rig_start("pool_mode = transaction\nmax_db_connections = 1", DBS);
+	rig_login_first(&a, &pg1, 21);
+	rig_round_trip(&a, &pg1, "SELECT 1", 'I');
+	struct pool *pa = rig_pool("db", "alice");
+	assert_int_equal(pa->n_idle, 1);
+	assert_false(list_empty(&pa->db->idle_pools));
+	assert_false(list_empty(&pa->user->idle_pools));
+
+	rig_client(&b, "bob", "db");
+	rig_expect(&pg1, 'X', NULL);
+	assert_int_equal(pa->n_idle, 0);
+	assert_true(list_empty(&pa->db->idle_pools));
+	assert_true(list_empty(&pa->user->idle_pools));
+	rig_pg_accept(&pg2);
+	rig_pg_login(&pg2, 22, 23);
+	rig_client_welcome(&b, NULL, NULL);
+	rig_round_trip(&b, &pg2, "SELECT 2", 'I');
+	struct pool *pb = rig_pool("db", "bob");
+	assert_int_equal(pb->n_idle, 1);
+	assert_true(list_first(&pb->db->idle_pools) == &pb->idle_db_node);
+	rig_close(&a);
+	rig_close(&b);
+	rig_close(&pg1);
+	rig_close(&pg2);
+}
+
 /* Worker 0 of 2: the pool asks the supervisor (the rig) for the pool's
  * welcome, then (none known) for a ledger slot, and opens a server only
  * once granted; alice's client has used it, it is idle. */
@@ -486,6 +520,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_statement_mode, rig_teardown),
 		cmocka_unit_test_teardown(test_fifo, rig_teardown),
 		cmocka_unit_test_teardown(test_pool_size, rig_teardown),
+		cmocka_unit_test_teardown(test_evict_idle_of_another_pool, rig_teardown),
 		cmocka_unit_test_teardown(test_two_workers, rig_teardown),
 		cmocka_unit_test_teardown(test_other_pools_want_closes_here, rig_teardown),
 		cmocka_unit_test_teardown(test_evict_asked, rig_teardown),
