@@ -103,11 +103,10 @@ void ledger_set_evict(struct ledger *l, ledger_evict_fn fn, ledger_wait_fn waiti
 /* Worker closed a server of (db, user) for its want, which was other
  * pools' only (pool_want.same == 0), in place of offering it: as
  * ledger_handover's CLOSE, the oldest queued request it helps (whose
- * client still waits) is marked, and the ask counted as ledger_retell
+ * client still waits, by ledger_set_evict's `waiting`) is marked, and the ask counted as ledger_retell
  * does. False when no request is helped any more (the slot then goes to
  * whichever fits when it comes back). */
-bool ledger_evict_done(struct ledger *l, int worker, const char *db, const char *user,
-		       ledger_wait_fn waiting);
+bool ledger_evict_done(struct ledger *l, int worker, const char *db, const char *user);
 /* The worker told to evict a server of (db, user) had no idle one left
  * (taken meanwhile): the request it was for waits for another close, not
  * from that holder first. False when no such close was under way. */

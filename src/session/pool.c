@@ -959,19 +959,16 @@ void pool_slot_wanted(struct world *w, const struct pool_want *want)
 /* max_db_connections or max_user_connections is full: close an idle server
  * of another pool of the same database (or user) to make room, as
  * PgBouncer does. */
+static bool retire_idle(struct pool *p, bool keep_slot);
+
 static bool evict_idle(const struct pool *p, bool same_db)
 {
 	struct list *it, *head = same_db ? &p->db->idle_pools : &p->user->idle_pools;
 	list_for_each(it, head) {
 		struct pool *o = same_db ? container_of(it, struct pool, idle_db_node)
 					 : container_of(it, struct pool, idle_user_node);
-		if (o == p)
-			continue;
-		struct list *last = o->idle_servers.prev;
-		if (last == &o->idle_servers)
-			continue;
-		server_close(container_of(last, struct server, node), "evicted");
-		return true;
+		if (o != p && retire_idle(o, false))
+			return true;
 	}
 	return false;
 }

@@ -81,6 +81,14 @@ static bool close_pending(const struct lreq *q)
 	return close_pending_at(q, util_monotonic());
 }
 
+/* A server of p in worker w is being closed for q from now. */
+static void mark_close(struct lreq *q, struct lpool *p, int w, usec_t now)
+{
+	q->close_from = p;
+	q->close_worker = w;
+	q->close_at = now;
+}
+
 struct ledger {
 	int n;
 	struct list pools, dbs, users, queue;
@@ -578,9 +586,7 @@ enum ledger_move ledger_handover(struct ledger *l, int giver, const char *db, co
 	struct lreq *other = oldest_other_pool(l, p, waiting);
 	/* First come, first served, whichever pool waits longest. */
 	if (other && (w < 0 || other->since < since)) {
-		other->close_from = p;
-		other->close_at = util_monotonic();
-		other->close_worker = giver;
+		mark_close(other, p, giver, util_monotonic());
 		return LEDGER_MOVE_CLOSE;
 	}
 	if (w < 0)
@@ -905,9 +911,7 @@ static bool evict_one(struct ledger *l, struct lreq *q, struct lcount *c)
 			if (l->waiting && !l->waiting(q->pool->db, q->pool->user, q->worker))
 				return false;
 			p->idle[w]--;
-			q->close_from = p;
-			q->close_worker = w;
-			q->close_at = l->pass_now;
+			mark_close(q, p, w, l->pass_now);
 			l->evict(w, p->db, p->user);
 			return true;
 		}
@@ -1102,19 +1106,16 @@ void ledger_retell(struct ledger *l, int worker, const char *db, const char *use
 		count_given(p, worker);
 }
 
-bool ledger_evict_done(struct ledger *l, int worker, const char *db, const char *user,
-		       ledger_wait_fn waiting)
+bool ledger_evict_done(struct ledger *l, int worker, const char *db, const char *user)
 {
 	struct lpool *p = find_pool(l, db, user);
 	if (!p || worker < 0 || worker >= l->n || p->count[worker] <= 0)
 		return false;
 	count_given(p, worker);
-	struct lreq *other = oldest_other_pool(l, p, waiting);
+	struct lreq *other = oldest_other_pool(l, p, l->waiting);
 	if (!other)
 		return false;
-	other->close_from = p;
-	other->close_at = util_monotonic();
-	other->close_worker = worker;
+	mark_close(other, p, worker, util_monotonic());
 	return true;
 }
 

@@ -241,8 +241,6 @@ static void ledger_settle(void)
 	want_pass_soon();
 }
 
-static bool pool_has_waiter(const char *db, const char *user, int worker);
-
 static void on_slot_msg(int slot, const struct ipc_hdr *hdr, const void *payload)
 {
 	struct slot_req r;
@@ -255,7 +253,7 @@ static void on_slot_msg(int slot, const struct ipc_hdr *hdr, const void *payload
 		return;
 	}
 	if (hdr->type == IPC_EVICT_DONE) {
-		(void)ledger_evict_done(sup.ledger, slot, r.db, r.user, pool_has_waiter);
+		(void)ledger_evict_done(sup.ledger, slot, r.db, r.user);
 		want_pass_soon();
 		return;
 	}

@@ -1351,12 +1351,12 @@ static void test_evict_done(void **state)
 	assert_int_equal(got(&ns, 0, "e", "v").n, 1);
 	assert_int_equal(got(&ns, 0, "e", "v").same, 1);
 
-	assert_true(ledger_evict_done(l, 0, "d", "u0", NULL));
+	assert_true(ledger_evict_done(l, 0, "d", "u0"));
 	collect(l, &ns);
 	assert_int_equal(got(&ns, 0, "d", "u0").n, -1);
 	assert_int_equal(got(&ns, 1, "d", "u1").n, 0);     /* the request is served */
-	assert_false(ledger_evict_done(l, 1, "d", "u1", NULL));   /* nothing left to help */
-	assert_false(ledger_evict_done(l, 2, "d", "u0", NULL));   /* holds none */
+	assert_false(ledger_evict_done(l, 1, "d", "u1"));   /* nothing left to help */
+	assert_false(ledger_evict_done(l, 2, "d", "u0"));   /* holds none */
 	assert_true(ledger_release(l, 0, "d", "u0"));
 	expect_grant(l, 2, 3, "d", "u2");
 }
