@@ -121,8 +121,11 @@ struct slot_req {
 	uint8_t move;              /* only an idle server moved from another worker
 	                              serves it (the reuse order): never granted a
 	                              new slot, denied when none came in time */
-	uint8_t pad;
+	uint8_t claim;             /* IPC_EVICT_DONE: the close was an eviction
+	                              claim (shm.h) on the database's slot
+	                              (SLOT_CLAIM_DB) or the user's (_USER) */
 };
+enum { SLOT_CLAIM_NONE, SLOT_CLAIM_DB, SLOT_CLAIM_USER };
 
 /* IPC_POOL_WANT payload. n: queued requests elsewhere this pool's idle
  * servers could serve (give up servers idle for a while), at most the

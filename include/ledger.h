@@ -100,6 +100,15 @@ typedef void (*ledger_evict_fn)(int worker, const char *db, const char *user);
  * runs one LEDGER_BUSY_ASK_USEC after such a request queues). */
 #define LEDGER_BUSY_ASK_USEC (5 * 1000)
 void ledger_set_evict(struct ledger *l, ledger_evict_fn fn, ledger_wait_fn waiting);
+/* Eviction claims: with an idle probe and an evict function set, the
+ * closes each database (db true) or user still needs after the idle
+ * servers named go to fn(db, name, need) at every pass, and again when a
+ * request leaves with more offered than are queued (need 0: none any
+ * more), in place of asking busy holders by wants (shm.h's eviction
+ * claims). Workers that claim one close their server and tell it as
+ * ledger_evict_done. */
+typedef void (*ledger_offer_fn)(bool db, const char *name, int need);
+void ledger_set_offer(struct ledger *l, ledger_offer_fn fn);
 /* Worker closed a server of (db, user) for its want, which was other
  * pools' only (pool_want.same == 0), in place of offering it: as
  * ledger_handover's CLOSE, the oldest queued request it helps (whose

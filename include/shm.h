@@ -140,4 +140,19 @@ void shm_host_skip(int idx, int host, int64_t until);
 int shm_addr_next(int idx, int host, int advance);
 void shm_addr_next_set(int idx, int host, int value);
 
+/* Eviction claims on a database's (user's) slot. Requests held back by its
+ * full max_db_connections (max_user_connections) that found no idle server
+ * to evict are offered to every worker at once: a worker whose server of
+ * another pool of it comes free, with nobody of that pool waiting, claims
+ * one and closes it (and says so, IPC_EVICT_DONE with slot_req.claim), in
+ * place of the supervisor asking holders one by one and taking the asks
+ * back when served (bench/tenants: two notices per transaction).
+ * shm_evict_offer (supervisor): `need` closes wanted now, less the claims
+ * not heard of yet (shm_evict_heard counts them in); may take offers back.
+ * shm_evict_claim (worker): true when it got one. shm_evict_open: offers
+ * not claimed. */
+bool shm_evict_claim(int idx);
+void shm_evict_offer(int idx, uint32_t need);
+void shm_evict_heard(int idx);
+uint32_t shm_evict_open(int idx);
 #endif

@@ -22,6 +22,8 @@ struct name_data {                 /* what a database's slot keeps besides count
 	_Atomic bool pooled;       /* SHM_DB: a pool of it in use since the last KILL of it */
 	_Atomic bool kill;         /* SHM_DB: it was pooled when the last KILL was checked */
 	_Atomic uint64_t paused[SHM_MAX_WORKERS / 64];  /* SHM_DB: the workers where it is paused */
+	_Atomic uint64_t evict;    /* closes offered (high half) and claimed (low) */
+	_Atomic uint32_t evict_done;    /* claims the supervisor has heard of */
 };
 
 struct shm_head {
@@ -549,4 +551,59 @@ void shm_name_put(int idx)
 	if (!valid_idx(idx))
 		return;
 	atomic_fetch_sub(cell(idx, self), 1);
+}
+
+/* ---- eviction claims ----
+ * One word, so that an offer and a claim never cross: a claim moves the
+ * low half up to the high one, an offer moves the high half anywhere at or
+ * above the low one (counts wrap around together). */
+static uint64_t evict_word(uint32_t offered, uint32_t claimed)
+{
+	return (uint64_t)offered << 32 | claimed;
+}
+
+bool shm_evict_claim(int idx)
+{
+	if (!known_idx(idx))
+		return false;
+	_Atomic uint64_t *word = &name_data(idx)->evict;
+	uint64_t v = atomic_load(word);
+	for (;;) {
+		uint32_t offered = (uint32_t)(v >> 32), claimed = (uint32_t)v;
+		if (offered == claimed)
+			return false;
+		if (atomic_compare_exchange_weak(word, &v, evict_word(offered, claimed + 1)))
+			return true;
+	}
+}
+
+void shm_evict_offer(int idx, uint32_t need)
+{
+	if (!known_idx(idx))
+		return;
+	_Atomic uint64_t *word = &name_data(idx)->evict;
+	uint32_t done = atomic_load(&name_data(idx)->evict_done);
+	uint64_t v = atomic_load(word);
+	for (;;) {
+		uint32_t claimed = (uint32_t)v;
+		uint32_t on_way = claimed - done;      /* claimed, not heard of yet */
+		uint32_t left = need > on_way ? need - on_way : 0;
+		uint64_t nv = evict_word(claimed + left, claimed);
+		if (nv == v || atomic_compare_exchange_weak(word, &v, nv))
+			return;
+	}
+}
+
+void shm_evict_heard(int idx)
+{
+	if (known_idx(idx))
+		atomic_fetch_add(&name_data(idx)->evict_done, 1);
+}
+
+uint32_t shm_evict_open(int idx)
+{
+	if (!known_idx(idx))
+		return 0;
+	uint64_t v = atomic_load(&name_data(idx)->evict);
+	return (uint32_t)(v >> 32) - (uint32_t)v;
 }

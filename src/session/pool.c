@@ -875,6 +875,34 @@ static bool close_for_others(struct pool *p, struct server *sv, bool soon)
 	return true;
 }
 
+/* Nobody of p waits, here or in another worker, and requests of other
+ * pools of its database (user) wait for a close that no idle server was
+ * found for: this server, come free, is closed for them instead of going
+ * idle ("evicted"), if it is the first to claim the close (shm.h's
+ * eviction claims); the supervisor hears of it as of any close for
+ * others. */
+static bool claim_for_others(struct pool *p, struct server *sv)
+{
+	struct slot_req r;
+	if (!shared_limits() || p->n_waiting_clients > 0 || p->n_auth_waiting > 0 ||
+	    hist_pool_wait_elsewhere(p->hist))
+		return false;
+	fill_req(p, &r);
+	if (shm_evict_claim(p->db->shm_idx))
+		r.claim = SLOT_CLAIM_DB;
+	else if (shm_evict_claim(p->user->shm_idx))
+		r.claim = SLOT_CLAIM_USER;
+	else
+		return false;
+	/* Unsendable only as this worker ends: its claim is then never heard
+	 * of, and one close fewer is offered for the name until its slot is
+	 * let go of (the idle-server eviction still serves its requests). */
+	if (ipc_send_slot(p->db->world->sup, IPC_EVICT_DONE, 0, &r) < 0)
+		return false;
+	server_close_soon(sv, "evicted");
+	return true;
+}
+
 /* How much longer an idle server stays before it moves to a client of
  * another worker (0: now). A move idles the server a few hundred
  * microseconds, and the client of ours that has just released it usually
@@ -1846,6 +1874,8 @@ static void server_ready(struct server *sv, bool released)
 		server_close_soon(sv, "pause mode");
 		return;
 	}
+	if (claim_for_others(p, sv))
+		return;
 	server_set_state(sv, SERVER_IDLE);
 	/* Someone elsewhere waits: unless our own client takes it back at
 	 * once, the server goes in a moment. */

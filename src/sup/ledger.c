@@ -30,6 +30,9 @@ struct lcount {
 	int asked_idle, asked_busy, idle_new;   /* this pass, while counting (count_rations) */
 	struct lpool *cands;       /* this pass: pools summed here with an idle server
 	                              somewhere (probe_idle), for evict_for_queue */
+	int claim_need;            /* this pass: closes still wanted, for the claims */
+	int offered;               /* the last need offered (ledger_set_offer) */
+	uint64_t offer_pass;       /* the pass that offered it (ledger.passes) */
 };
 
 struct lpool {
@@ -98,6 +101,8 @@ struct ledger {
 	ledger_idle_fn idle_probe;
 	ledger_evict_fn evict;
 	ledger_wait_fn waiting;
+	ledger_offer_fn offer;
+	uint64_t passes;           /* ledger_want_changes() so far */
 };
 
 struct ledger *ledger_new(int n_workers)
@@ -245,6 +250,17 @@ static void count_queued(struct lpool *p, int delta)
 	p->userc->n_queued += delta;
 }
 
+/* Closes offered for more requests than are queued now would close
+ * servers nobody waits for: taken back as the request leaves, not at the
+ * next pass (the slot it got may have come from elsewhere). */
+static void cap_offer(struct ledger *l, struct lcount *c, bool db)
+{
+	if (!l->offer || c->offered <= c->n_queued)
+		return;
+	c->offered = c->n_queued;
+	l->offer(db, c->name, c->offered);
+}
+
 /* A queued request leaves the queue (granted, denied, withdrawn, its
  * worker gone); its pool may go with it. */
 static void dequeue(struct ledger *l, struct lreq *q)
@@ -253,6 +269,8 @@ static void dequeue(struct ledger *l, struct lreq *q)
 	list_del(&q->node);
 	free(q);
 	count_queued(p, -1);
+	cap_offer(l, p->dbc, true);
+	cap_offer(l, p->userc, false);
 	maybe_free(l, p);
 }
 
@@ -824,10 +842,17 @@ static void reset_ration(struct lcount *c)
  * closed, where an idle one found by the next passes is closed on one
  * notice). From the counts alone: the same however often it runs before
  * the pass. */
-static void settle_ration(struct lcount *c)
+static void settle_ration(struct lcount *c, bool claims)
 {
 	int need = c->others.n > c->asked_idle ? c->others.n - c->asked_idle : 0;
 	c->idle_left = c->idle_new < need ? c->idle_new : need;
+	if (claims) {
+		/* Offered to all at once (offer_claims), no busy holder asked. */
+		int rest = need - c->idle_left - c->asked_busy;
+		c->claim_need = rest > 0 ? rest : 0;
+		c->busy_left = 0;
+		return;
+	}
 	int busy = (need < c->others.old ? need : c->others.old) - c->idle_left - c->asked_busy;
 	c->busy_left = busy > 0 ? busy : 0;
 }
@@ -889,8 +914,34 @@ static void count_rations(struct ledger *l)
 	}
 	list_for_each(it, &l->queue) {
 		struct lreq *q = container_of(it, struct lreq, node);
-		settle_ration(q->pool->dbc);
-		settle_ration(q->pool->userc);
+		settle_ration(q->pool->dbc, l->offer != NULL);
+		settle_ration(q->pool->userc, l->offer != NULL);
+	}
+}
+
+static void offer_one(struct ledger *l, struct lcount *c, bool db)
+{
+	if (c->offer_pass == l->passes)
+		return;
+	c->offer_pass = l->passes;
+	if (c->claim_need == 0 && c->offered == 0)
+		return;
+	c->offered = c->claim_need;
+	l->offer(db, c->name, c->claim_need);
+}
+
+/* The closes no idle server was found for, offered to every worker at
+ * once (ledger_set_offer): the first server of another pool to come free
+ * with nobody of its pool waiting closes, whichever worker holds it, with
+ * no notice to ask it and none to take the ask back. At once, not after
+ * LEDGER_BUSY_ASK_USEC as the asks were: a claim costs no message. */
+static void offer_claims(struct ledger *l)
+{
+	struct list *it;
+	list_for_each(it, &l->queue) {
+		struct lreq *q = container_of(it, struct lreq, node);
+		offer_one(l, q->pool->dbc, true);
+		offer_one(l, q->pool->userc, false);
 	}
 }
 
@@ -964,6 +1015,11 @@ void ledger_set_evict(struct ledger *l, ledger_evict_fn fn, ledger_wait_fn waiti
 {
 	l->evict = fn;
 	l->waiting = waiting;
+}
+
+void ledger_set_offer(struct ledger *l, ledger_offer_fn fn)
+{
+	l->offer = fn;
 }
 
 bool ledger_evict_refused(struct ledger *l, int worker, const char *db, const char *user)
@@ -1050,6 +1106,19 @@ static void sum_others(struct ledger *l)
 	}
 }
 
+/* A pool told nothing so far whose wants would come from a sum with no
+ * holder left to ask this pass (ration) is told nothing again: with the
+ * eviction claims, which ask no busy holder, that is nearly every pool
+ * holding servers of a database under a full limit (bench/tenants: the
+ * supervisor weighed 150 such pools at every pass for nothing). */
+static bool nothing_to_ask(const struct ledger *l, const struct lpool *p)
+{
+	if (!l->idle_probe || weighed_alone(p))
+		return false;
+	const struct lcount *c = summed_by(p);
+	return !c || (c->idle_left == 0 && c->busy_left == 0);
+}
+
 /* Only a pool holding servers, of a queued request's database or user, can
  * be wanted, and only one told a want before can need a "none": the others
  * are skipped, and the queue is weighed once per database and user, not per
@@ -1060,6 +1129,7 @@ void ledger_want_changes(struct ledger *l, ledger_want_fn fn, void *arg)
 {
 	struct list *it, *tmp;
 	l->pass_now = util_monotonic();
+	l->passes++;
 	sum_others(l);
 	if (l->idle_probe) {
 		probe_idle(l);
@@ -1067,12 +1137,14 @@ void ledger_want_changes(struct ledger *l, ledger_want_fn fn, void *arg)
 		if (l->evict && evict_for_queue(l))
 			sum_others(l);
 		count_rations(l);
+		if (l->offer)
+			offer_claims(l);
 	}
 	list_for_each_safe(it, tmp, &l->pools) {
 		struct lpool *p = container_of(it, struct lpool, node);
 		if (!p->told_any && !p->dbc->n_queued && !p->userc->n_queued)
 			continue;
-		if (p->told_any || p->total > 0)
+		if (p->told_any || (p->total > 0 && !nothing_to_ask(l, p)))
 			p->told_any = tell_wants(l, p, fn, arg);
 		maybe_free(l, p);
 	}

@@ -136,6 +136,13 @@ static void send_evict(int worker, const char *db, const char *user)
 	send_to(worker, IPC_POOL_EVICT, 0, &r, sizeof(r));
 }
 
+/* Eviction claims live on the name's shared slot, which every worker with
+ * a pool of it holds (none holding it: nobody could claim). */
+static void offer_evict(bool db, const char *name, int need)
+{
+	shm_evict_offer(shm_name_find(db ? SHM_DB : SHM_USER, name), (uint32_t)need);
+}
+
 /* While requests queue, the asks are refreshed every 100 ms even without
  * ledger traffic: a worker that starves under steady load (fewer servers
  * than workers) is noticed by time, not by an event. One-shot, so an idle
@@ -253,6 +260,10 @@ static void on_slot_msg(int slot, const struct ipc_hdr *hdr, const void *payload
 		return;
 	}
 	if (hdr->type == IPC_EVICT_DONE) {
+		if (r.claim == SLOT_CLAIM_DB)
+			shm_evict_heard(shm_name_find(SHM_DB, r.db));
+		else if (r.claim == SLOT_CLAIM_USER)
+			shm_evict_heard(shm_name_find(SHM_USER, r.user));
 		(void)ledger_evict_done(sup.ledger, slot, r.db, r.user);
 		want_pass_soon();
 		return;
@@ -1261,6 +1272,7 @@ int supervisor_run(const struct run_options *opt, struct config *cfg)
 	sup.ledger = ledger_new(sup.n_slots);
 	ledger_set_idle_probe(sup.ledger, hist_pool_idle_any);
 	ledger_set_evict(sup.ledger, send_evict, pool_has_waiter);
+	ledger_set_offer(sup.ledger, offer_evict);
 	welcome_init();
 	sup.sweep = event_new(sup.base, -1, 0, on_sweep, NULL);
 	if (!sup.sweep)

@@ -331,6 +331,77 @@ static void test_both_directions_interleaved(void **state)
 	}
 }
 
+/* A handler that reads another channel to its end (the supervisor does,
+ * for a worker that has exited) in the middle of a batch: the batch's
+ * other messages arrive intact. */
+struct nested {
+	struct inbox in;
+	struct ipc_chan *other;    /* read to its end at the first message */
+};
+
+static void on_msg_nested(struct ipc_chan *ch, const struct ipc_hdr *hdr, const void *payload,
+			  int fd, void *arg)
+{
+	struct nested *ne = arg;
+	on_msg(ch, hdr, payload, fd, &ne->in);
+	if (ne->in.n == 1)
+		ipc_chan_read_rest(ne->other);
+}
+
+/* Sends n raw RELOAD_DONE messages of len bytes, reqids from first. */
+static void send_raw(int fd, uint32_t first, uint32_t n, uint32_t len)
+{
+	static uint8_t msg[sizeof(struct ipc_hdr) + 4096];
+	assert_true(len <= 4096);
+	for (uint32_t i = first; i < first + n; i++) {
+		struct ipc_hdr h = { .type = IPC_RELOAD_DONE, .worker = WORKER_ID, .reqid = i, .len = len };
+		memcpy(msg, &h, sizeof(h));
+		fill_payload(msg + sizeof(h), len, i);
+		assert_int_equal(send(fd, msg, sizeof(h) + len, 0), (ssize_t)(sizeof(h) + len));
+	}
+}
+
+static void test_read_inside_a_handler_keeps_the_batch(void **state)
+{
+	struct fx *fx = *state;
+	enum { N = 6, LEN = 3000 };
+	static uint8_t payload[LEN];
+	struct nested *ne = calloc(1, sizeof(*ne));
+	struct inbox *other = calloc(1, sizeof(*other));
+	int a_sv[2], o_sv[2];
+	assert_non_null(ne);
+	assert_non_null(other);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, a_sv), 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, o_sv), 0);
+	/* The other channel's loop never runs: only the handler reads it. */
+	struct event_base *idle_base = event_base_new();
+	other->ch = ipc_chan_new(idle_base, o_sv[0], SUP_ID, on_msg, on_eof, other);
+	ne->other = other->ch;
+	ne->in.ch = ipc_chan_new(fx->base, a_sv[0], SUP_ID, on_msg_nested, on_eof, ne);
+
+	send_raw(o_sv[1], 100, N, LEN);
+	send_raw(a_sv[1], 0, N, LEN);
+	assert_true(run_until_count(fx, &ne->in, N));
+	assert_int_equal(other->n, N);
+	for (uint32_t i = 0; i < N; i++) {
+		assert_int_equal(ne->in.msgs[i].hdr.reqid, i);
+		fill_payload(payload, LEN, i);
+		assert_memory_equal(ne->in.msgs[i].payload, payload, LEN);
+		assert_int_equal(other->msgs[i].hdr.reqid, 100 + i);
+		fill_payload(payload, LEN, 100 + i);
+		assert_memory_equal(other->msgs[i].payload, payload, LEN);
+	}
+	ipc_chan_free(ne->in.ch);
+	ipc_chan_free(other->ch);
+	event_base_free(idle_base);
+	close(a_sv[1]);
+	close(o_sv[1]);
+	inbox_reset(&ne->in);
+	inbox_reset(other);
+	free(ne);
+	free(other);
+}
+
 /* ---- end of the channel ---- */
 
 static void test_eof_on_peer_close(void **state)
@@ -646,6 +717,7 @@ int main(void)
 		T(test_send_to_closed_peer),
 		T(test_failed_send_still_reads_what_came),
 		T(test_peer_closing_unread_still_reads_what_came),
+		T(test_read_inside_a_handler_keeps_the_batch),
 		cmocka_unit_test(test_malformed_is_fatal),
 		cmocka_unit_test(test_type_names),
 		T(test_typed_round_trip),

@@ -1295,6 +1295,91 @@ static void test_evict_idle_at_once(void **state)
 	ledger_set_evict(l, NULL, NULL);
 }
 
+/* Eviction claims: what no idle server was found for is offered to every
+ * worker at once, from the first pass (no LEDGER_BUSY_ASK_USEC wait), with
+ * no want to any busy holder; a claim heard of marks a request as for any
+ * close for others; a request leaving takes back what no queued request
+ * needs, before the next pass. */
+static int offered_db = -1, offered_user = -1, n_offers;
+
+static void on_offer(bool db, const char *name, int need)
+{
+	n_offers++;
+	if (db) {
+		assert_string_equal(name, "d");
+		offered_db = need;
+	} else {
+		offered_user = need;
+	}
+}
+
+static void test_offer_claims(void **state)
+{
+	struct ledger *l = *state;
+	struct notices ns;
+	struct slot_req r[7];
+
+	ledger_set_idle_probe(l, fake_probe);
+	ledger_set_evict(l, on_evict, fake_waiting);
+	ledger_set_offer(l, on_offer);
+	n_evicted = n_offers = 0;
+	offered_db = offered_user = -1;
+	waiter_gone = false;
+	tenant_reqs(r, 7, 4);
+	memset(probe_idle_of, 0, sizeof(probe_idle_of));   /* every server busy */
+	grant_tenants(l, r, 4);
+
+	collect(l, &ns);
+	assert_int_equal(n_offers, 0);                 /* nothing queued, nothing offered */
+	assert_int_equal(ledger_request(l, 2, 5, &r[4]), LEDGER_QUEUED);
+	assert_int_equal(ledger_request(l, 2, 6, &r[5]), LEDGER_QUEUED);
+	collect(l, &ns);
+	assert_int_equal(offered_db, 2);
+	assert_int_equal(offered_user, -1);            /* no user limit in the way */
+	assert_int_equal(n_evicted, 0);
+	assert_int_equal(ns.n, 0);                     /* no holder asked */
+	fakeclock_advance(LEDGER_BUSY_ASK_USEC);
+	collect(l, &ns);
+	assert_int_equal(ns.n, 0);
+	assert_int_equal(offered_db, 2);
+
+	/* Worker 1 claimed one for u1's server: u4's request has its close. */
+	assert_true(ledger_evict_done(l, 1, "d", "u1"));
+	collect(l, &ns);
+	assert_int_equal(offered_db, 1);
+	assert_int_equal(ns.n, 0);
+
+	/* An idle server comes up: named for u5, nothing more offered. */
+	probe_idle_of[3] = 1;
+	collect(l, &ns);
+	assert_int_equal(n_evicted, 1);
+	assert_string_equal(evicted[0].user, "u3");
+	assert_int_equal(offered_db, 0);
+	probe_idle_of[3] = 0;
+
+	/* The closes are done: u4 and u5 granted, nothing left on offer. */
+	assert_true(ledger_release(l, 1, "d", "u1"));
+	expect_grant(l, 2, 5, "d", "u4");
+	assert_true(ledger_release(l, 1, "d", "u3"));
+	expect_grant(l, 2, 6, "d", "u5");
+	int offers = n_offers;
+	collect(l, &ns);
+	assert_int_equal(n_offers, offers);            /* none told twice */
+
+	/* Two more requests offered, then both withdrawn: taken back at
+	 * once, not at the next pass. */
+	assert_int_equal(ledger_request(l, 2, 7, &r[6]), LEDGER_QUEUED);
+	assert_int_equal(ledger_request(l, 2, 8, &r[1]), LEDGER_QUEUED);
+	collect(l, &ns);
+	assert_int_equal(offered_db, 2);
+	assert_true(ledger_withdraw(l, 2, "d", "u6", 7));
+	assert_int_equal(offered_db, 1);
+	assert_true(ledger_withdraw(l, 2, "d", "u1", 8));
+	assert_int_equal(offered_db, 0);
+	ledger_set_offer(l, NULL);
+	ledger_set_evict(l, NULL, NULL);
+}
+
 /* A holder that offered its server counted it against its ask, as the
  * ledger does: with the request now helped by that close, the holder hears
  * nothing more (its ask is used up), the other holder hears "none". */
@@ -1600,6 +1685,7 @@ int main(void)
 		T(test_want_settled_since),
 		T(test_want_rationed_by_idle_servers),
 		T(test_evict_idle_at_once),
+		T(test_offer_claims),
 		T(test_retell_counts_the_offer),
 		T(test_evict_done),
 		T(test_request_waits_for_idle_server),

@@ -778,6 +778,132 @@ static void test_db_console_state(void **state)
 	assert_false(shm_db_paused(-1));
 }
 
+/* ---- eviction claims ---- */
+
+static void test_evict_claims(void **state)
+{
+	(void)state;
+	int d = shm_name_hold(SHM_DB, "d");
+	int u = shm_name_hold(SHM_USER, "d");
+	assert_true(d >= 0 && u >= 0);
+	assert_false(shm_evict_claim(d));             /* nothing offered */
+	shm_evict_offer(d, 3);
+	assert_int_equal(shm_evict_open(d), 3);
+	assert_int_equal(shm_evict_open(u), 0);       /* the user's slot is another */
+	assert_false(shm_evict_claim(u));
+	shm_attach_worker(2);                          /* any worker claims */
+	assert_true(shm_evict_claim(d));
+	shm_attach_worker(0);
+	assert_true(shm_evict_claim(d));
+	assert_true(shm_evict_claim(d));
+	assert_false(shm_evict_claim(d));             /* three offered, three claimed */
+	assert_int_equal(shm_evict_open(d), 0);
+
+	/* Claims not heard of yet count against the need: no second close
+	 * for the same request. */
+	shm_evict_offer(d, 3);
+	assert_int_equal(shm_evict_open(d), 0);
+	shm_evict_heard(d);
+	shm_evict_heard(d);
+	shm_evict_offer(d, 3);                         /* one on its way */
+	assert_int_equal(shm_evict_open(d), 2);
+	/* Taken back, claimed or not. */
+	shm_evict_offer(d, 1);
+	assert_int_equal(shm_evict_open(d), 0);
+	shm_evict_heard(d);
+	shm_evict_offer(d, 1);
+	assert_int_equal(shm_evict_open(d), 1);
+	shm_evict_offer(d, 0);
+	assert_int_equal(shm_evict_open(d), 0);
+	assert_false(shm_evict_claim(d));
+
+	/* A slot let go of and taken by another name starts with none. */
+	shm_evict_offer(d, 4);
+	shm_name_release(d);
+	int e = shm_name_hold(SHM_DB, "e");
+	assert_int_equal(e, d);
+	assert_int_equal(shm_evict_open(e), 0);
+	assert_false(shm_evict_claim(e));
+
+	/* No slot (the table full, no shared memory): nothing, no crash. */
+	shm_evict_offer(-1, 5);
+	shm_evict_heard(-1);
+	assert_false(shm_evict_claim(-1));
+	assert_int_equal(shm_evict_open(-1), 0);
+}
+
+/* Forked workers claim while the parent, as the supervisor, hears of
+ * their claims and offers again and again: never more closes on their way
+ * than the need, every offer claimed once. */
+#define EVICT_NEED 3
+#define EVICT_ROUNDS 200000L
+
+struct claim_race {
+	_Atomic int go, stop;
+	_Atomic long claims[N_WORKERS];
+};
+
+static int claim_child(struct claim_race *r, int w)
+{
+	shm_attach_worker(w);
+	int idx = shm_name_find(SHM_DB, "busy");
+	for (long spin = 0; !atomic_load(&r->go) && spin < GO_SPINS; spin++)
+		sched_yield();
+	while (!atomic_load(&r->stop))
+		if (shm_evict_claim(idx))
+			atomic_fetch_add(&r->claims[w], 1);
+	return 0;
+}
+
+static long claims_sum(struct claim_race *r)
+{
+	long n = 0;
+	for (int w = 0; w < N_WORKERS; w++)
+		n += atomic_load(&r->claims[w]);
+	return n;
+}
+
+static void test_race_evict_claims(void **state)
+{
+	(void)state;
+	struct claim_race *r = mmap(NULL, sizeof(*r), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	assert_true(r != MAP_FAILED);
+	int idx = shm_name_hold(SHM_DB, "busy");
+	assert_true(idx >= 0);
+	pid_t pids[N_CHILDREN + 1] = { 0 };
+	fflush(stdout);
+	fflush(stderr);
+	for (int w = 1; w <= N_CHILDREN; w++) {
+		pids[w] = fork();
+		assert_true(pids[w] >= 0);
+		if (pids[w] == 0)
+			_exit(claim_child(r, w));
+	}
+	atomic_store(&r->go, 1);
+	long heard = 0, over = 0;
+	for (long i = 0; i < EVICT_ROUNDS; i++) {
+		long seen = claims_sum(r);
+		for (; heard < seen; heard++)
+			shm_evict_heard(idx);
+		shm_evict_offer(idx, i % 7 == 0 ? 0 : EVICT_NEED);
+		/* Offered or on their way: the need at most, however the
+		 * claims fall between the reads. */
+		over += claims_sum(r) - heard > EVICT_NEED;
+	}
+	shm_evict_offer(idx, 0);
+	atomic_store(&r->stop, 1);
+	for (int w = 1; w <= N_CHILDREN; w++) {
+		int st = 0;
+		assert_int_equal(waitpid(pids[w], &st, 0), pids[w]);
+		assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	}
+	print_message("claims %ld in %ld offers\n", claims_sum(r), EVICT_ROUNDS);
+	assert_int_equal(over, 0);
+	assert_true(claims_sum(r) > 0);
+	assert_int_equal(shm_evict_open(idx), 0);
+	munmap(r, sizeof(*r));
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -795,6 +921,8 @@ int main(void)
 		T(test_name_release_reuse),
 		T(test_addr_next),
 		T(test_db_console_state),
+		T(test_evict_claims),
+		T(test_race_evict_claims),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
