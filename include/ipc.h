@@ -121,9 +121,9 @@ struct slot_req {
 	uint8_t move;              /* only an idle server moved from another worker
 	                              serves it (the reuse order): never granted a
 	                              new slot, denied when none came in time */
-	uint8_t claim;             /* IPC_EVICT_DONE: the close was an eviction
-	                              claim (shm.h) on the database's slot
-	                              (SLOT_CLAIM_DB) or the user's (_USER) */
+	uint8_t claim;             /* IPC_SLOT_RELEASE: the server was closed on an
+	                              eviction claim (shm.h) on the database's
+	                              slot (SLOT_CLAIM_DB) or the user's (_USER) */
 };
 enum { SLOT_CLAIM_NONE, SLOT_CLAIM_DB, SLOT_CLAIM_USER };
 

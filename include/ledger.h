@@ -102,13 +102,15 @@ typedef void (*ledger_evict_fn)(int worker, const char *db, const char *user);
 void ledger_set_evict(struct ledger *l, ledger_evict_fn fn, ledger_wait_fn waiting);
 /* Eviction claims: with an idle probe and an evict function set, the
  * closes each database (db true) or user still needs after the idle
- * servers named go to fn(db, name, need) at every pass, and again when a
- * request leaves with more offered than are queued (need 0: none any
- * more), in place of asking busy holders by wants (shm.h's eviction
- * claims). Workers that claim one close their server and tell it as
- * ledger_evict_done. */
-typedef void (*ledger_offer_fn)(bool db, const char *name, int need);
-void ledger_set_offer(struct ledger *l, ledger_offer_fn fn);
+ * servers named, less the claimed ones on their way, are offered at every
+ * pass: offer(db, name, base, need), base being what on_way() gave in
+ * *base; again when a request leaves with more offered than are queued.
+ * This replaces asking busy holders by wants (shm.h's eviction claims). A
+ * claimed close on its way serves the oldest queued request it helps: no
+ * idle server is named for that one meanwhile. */
+typedef int (*ledger_on_way_fn)(bool db, const char *name, uint32_t *base);
+typedef void (*ledger_offer_fn)(bool db, const char *name, uint32_t base, int need);
+void ledger_set_offer(struct ledger *l, ledger_offer_fn fn, ledger_on_way_fn on_way);
 /* Worker closed a server of (db, user) for its want, which was other
  * pools' only (pool_want.same == 0), in place of offering it: as
  * ledger_handover's CLOSE, the oldest queued request it helps (whose

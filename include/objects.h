@@ -276,6 +276,8 @@ struct server {
 	int8_t hot_standby, read_only;    /* in_hot_standby, default_transaction_read_only
 	                                     as reported (-1: not reported, PostgreSQL < 14) */
 	bool has_slot;                    /* counted in the supervisor's ledger */
+	uint8_t claim;                    /* closed on an eviction claim (SLOT_CLAIM_*,
+	                                     shm.h): its slot's release says so */
 	struct event *ssl_ev;             /* waiting for the answer to SSLRequest */
 	bool check_due;                   /* released with server_check_delay = 0: checked
 	                                     before its next client (pool_server_stale) */

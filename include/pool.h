@@ -160,6 +160,11 @@ void pool_slot_release(struct pool *p);
 /* The same by names: the pool may not exist here (a server of a pool this
  * worker does not know, a connection lingering after its pool's reload). */
 void pool_slot_release_names(struct world *w, const char *db, const char *user);
+/* A server closed on an eviction claim (SLOT_CLAIM_*): its release says
+ * so, and the supervisor counts the claim done then. */
+struct slot_req;
+void pool_slot_release_claim(struct pool *p, uint8_t claim);
+void pool_slot_release_req(struct world *w, const struct slot_req *r);
 
 /* Server parameters for the welcome of a pool's clients: one not tracked
  * in the varcache; the supervisor's copy for the other workers; its reply. */

@@ -144,15 +144,19 @@ void shm_addr_next_set(int idx, int host, int value);
  * full max_db_connections (max_user_connections) that found no idle server
  * to evict are offered to every worker at once: a worker whose server of
  * another pool of it comes free, with nobody of that pool waiting, claims
- * one and closes it (and says so, IPC_EVICT_DONE with slot_req.claim), in
- * place of the supervisor asking holders one by one and taking the asks
- * back when served (bench/tenants: two notices per transaction).
- * shm_evict_offer (supervisor): `need` closes wanted now, less the claims
- * not heard of yet (shm_evict_heard counts them in); may take offers back.
+ * one and closes it, in place of the supervisor asking holders one by one
+ * and taking the asks back when served (bench/tenants: two notices per
+ * transaction). The close's slot release says it was a claim
+ * (slot_req.claim), and the supervisor counts it done (shm_evict_heard):
+ * until then it is on its way.
+ * shm_evict_on_way (supervisor): claimed closes not done yet, and in *base
+ * the claims so far; shm_evict_offer: `need` closes offered beyond *base
+ * (claims made since count against it; may take offers back).
  * shm_evict_claim (worker): true when it got one. shm_evict_open: offers
  * not claimed. */
 bool shm_evict_claim(int idx);
-void shm_evict_offer(int idx, uint32_t need);
+int shm_evict_on_way(int idx, uint32_t *base);
+void shm_evict_offer(int idx, uint32_t base, int need);
 void shm_evict_heard(int idx);
 uint32_t shm_evict_open(int idx);
 #endif

@@ -133,6 +133,11 @@ void shm_worker_reset(int w)
 	for (uint32_t i = 0; i < high; i++) {
 		atomic_store(cell((int)i, w), 0);
 		atomic_fetch_and(&name_data((int)i)->paused[w / 64], ~(UINT64_C(1) << (w % 64)));
+		/* Its claimed closes will never be heard of: every close on its
+		 * way counts as done (a live worker's that comes later is
+		 * absorbed, shm_evict_heard), or the name would be offered fewer
+		 * for as long as its slot lives. */
+		atomic_store(&name_data((int)i)->evict_done, (uint32_t)atomic_load(&name_data((int)i)->evict));
 	}
 	(void)shtab_worker_gone(tab(), w);
 }
@@ -556,7 +561,8 @@ void shm_name_put(int idx)
 /* ---- eviction claims ----
  * One word, so that an offer and a claim never cross: a claim moves the
  * low half up to the high one, an offer moves the high half anywhere at or
- * above the low one (counts wrap around together). */
+ * above the low one (counts wrap around together). evict_done is the
+ * supervisor's alone. */
 static uint64_t evict_word(uint32_t offered, uint32_t claimed)
 {
 	return (uint64_t)offered << 32 | claimed;
@@ -577,18 +583,35 @@ bool shm_evict_claim(int idx)
 	}
 }
 
-void shm_evict_offer(int idx, uint32_t need)
+int shm_evict_on_way(int idx, uint32_t *base)
+{
+	*base = 0;
+	if (!known_idx(idx))
+		return 0;
+	struct name_data *nd = name_data(idx);
+	uint32_t claimed = (uint32_t)atomic_load(&nd->evict);
+	uint32_t done = atomic_load(&nd->evict_done);
+	*base = claimed;
+	if ((int32_t)(claimed - done) < 0) {
+		/* Reset on a worker's death while a live one's close was on
+		 * its way: that one is done too. */
+		atomic_store(&nd->evict_done, claimed);
+		return 0;
+	}
+	return (int)(claimed - done);
+}
+
+void shm_evict_offer(int idx, uint32_t base, int need)
 {
 	if (!known_idx(idx))
 		return;
 	_Atomic uint64_t *word = &name_data(idx)->evict;
-	uint32_t done = atomic_load(&name_data(idx)->evict_done);
+	uint32_t want = base + (uint32_t)(need > 0 ? need : 0);
 	uint64_t v = atomic_load(word);
 	for (;;) {
 		uint32_t claimed = (uint32_t)v;
-		uint32_t on_way = claimed - done;      /* claimed, not heard of yet */
-		uint32_t left = need > on_way ? need - on_way : 0;
-		uint64_t nv = evict_word(claimed + left, claimed);
+		/* Claimed since base: those were counted as needed. */
+		uint64_t nv = evict_word((int32_t)(want - claimed) > 0 ? want : claimed, claimed);
 		if (nv == v || atomic_compare_exchange_weak(word, &v, nv))
 			return;
 	}
@@ -596,8 +619,12 @@ void shm_evict_offer(int idx, uint32_t need)
 
 void shm_evict_heard(int idx)
 {
-	if (known_idx(idx))
-		atomic_fetch_add(&name_data(idx)->evict_done, 1);
+	if (!known_idx(idx))
+		return;
+	struct name_data *nd = name_data(idx);
+	uint32_t claimed = (uint32_t)atomic_load(&nd->evict);
+	if (atomic_load(&nd->evict_done) != claimed)
+		atomic_fetch_add(&nd->evict_done, 1);
 }
 
 uint32_t shm_evict_open(int idx)

@@ -557,19 +557,32 @@ static bool ask_slot(struct pool *p, enum slot_why why)
 	return true;
 }
 
+void pool_slot_release_req(struct world *w, const struct slot_req *r)
+{
+	if (ipc_send_slot(w->sup, IPC_SLOT_RELEASE, 0, r) < 0)
+		log_warning("could not return a server slot of %s/%s to the supervisor", r->db, r->user);
+}
+
 void pool_slot_release_names(struct world *w, const char *db, const char *user)
 {
 	struct slot_req r;
 	memset(&r, 0, sizeof(r));
 	strlcpy_(r.db, db, sizeof(r.db));
 	strlcpy_(r.user, user, sizeof(r.user));
-	if (ipc_send_slot(w->sup, IPC_SLOT_RELEASE, 0, &r) < 0)
-		log_warning("could not return a server slot of %s/%s to the supervisor", db, user);
+	pool_slot_release_req(w, &r);
+}
+
+void pool_slot_release_claim(struct pool *p, uint8_t claim)
+{
+	struct slot_req r;
+	fill_req(p, &r);
+	r.claim = claim;
+	pool_slot_release_req(p->db->world, &r);
 }
 
 void pool_slot_release(struct pool *p)
 {
-	pool_slot_release_names(p->db->world, p->db->name, p->user->name);
+	pool_slot_release_claim(p, SLOT_CLAIM_NONE);
 }
 
 /* By the names' maps, then the pools' (a database and a user object are
@@ -883,21 +896,14 @@ static bool close_for_others(struct pool *p, struct server *sv, bool soon)
  * others. */
 static bool claim_for_others(struct pool *p, struct server *sv)
 {
-	struct slot_req r;
-	if (!shared_limits() || p->n_waiting_clients > 0 || p->n_auth_waiting > 0 ||
+	if (!shared_limits() || !sv->has_slot || p->n_waiting_clients > 0 || p->n_auth_waiting > 0 ||
 	    hist_pool_wait_elsewhere(p->hist))
 		return false;
-	fill_req(p, &r);
 	if (shm_evict_claim(p->db->shm_idx))
-		r.claim = SLOT_CLAIM_DB;
+		sv->claim = SLOT_CLAIM_DB;
 	else if (shm_evict_claim(p->user->shm_idx))
-		r.claim = SLOT_CLAIM_USER;
+		sv->claim = SLOT_CLAIM_USER;
 	else
-		return false;
-	/* Unsendable only as this worker ends: its claim is then never heard
-	 * of, and one close fewer is offered for the name until its slot is
-	 * let go of (the idle-server eviction still serves its requests). */
-	if (ipc_send_slot(p->db->world->sup, IPC_EVICT_DONE, 0, &r) < 0)
 		return false;
 	server_close_soon(sv, "evicted");
 	return true;

@@ -208,7 +208,7 @@ static void linger_done(evutil_socket_t fd, short what, void *arg)
 		if (more && util_monotonic() < l->deadline)
 			return;    /* TLS close_notify or a notice: wait on */
 	}
-	pool_slot_release_names(l->world, l->names.db, l->names.user);
+	pool_slot_release_req(l->world, &l->names);
 	linger_free(l);
 }
 
@@ -219,10 +219,10 @@ void server_linger_free_all(void)
 		linger_free(container_of(it, struct lingering, node));
 }
 
-static void linger(struct pool *p, int fd)
+static void linger(struct pool *p, int fd, uint8_t claim)
 {
 	if (fd < 0) {
-		pool_slot_release(p);
+		pool_slot_release_claim(p, claim);
 		return;
 	}
 	struct lingering *l = xcalloc(1, sizeof(*l));
@@ -232,6 +232,7 @@ static void linger(struct pool *p, int fd)
 	list_append(&lingering, &l->node);
 	strlcpy_(l->names.db, p->db->name, sizeof(l->names.db));
 	strlcpy_(l->names.user, p->user->name, sizeof(l->names.user));
+	l->names.claim = claim;
 	struct timeval tv = { LINGER_USEC / USEC_PER_SEC, LINGER_USEC % USEC_PER_SEC };
 	l->ev = event_new(p->db->world->base, fd, EV_READ | EV_PERSIST | EV_TIMEOUT, linger_done, l);
 	event_add(l->ev, &tv);
@@ -279,9 +280,9 @@ void server_close(struct server *sv, const char *reason)
 	if (sv->state == SERVER_ACTIVE || sv->state == SERVER_IDLE || sv->state == SERVER_TESTED)
 		said_bye = stream_write_raw(&sv->s, "X\0\0\0\4", 5);   /* polite Terminate */
 	if (sv->has_slot && said_bye && !stream_has_pending_out(&sv->s) && !server_world(sv)->shutting_down)
-		linger(p, stream_take_fd(&sv->s));
+		linger(p, stream_take_fd(&sv->s), sv->claim);
 	else if (sv->has_slot)
-		pool_slot_release(p);
+		pool_slot_release_claim(p, sv->claim);
 	stream_close(&sv->s);
 	p->db->n_servers--;
 	p->user->n_servers--;

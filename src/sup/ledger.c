@@ -33,6 +33,10 @@ struct lcount {
 	int claim_need;            /* this pass: closes still wanted, for the claims */
 	int offered;               /* the last need offered (ledger_set_offer) */
 	uint64_t offer_pass;       /* the pass that offered it (ledger.passes) */
+	uint64_t way_pass;         /* the pass that read on_way */
+	uint32_t claim_base;       /* claims made when on_way was read */
+	int on_way;                /* this pass: claimed closes whose slot is not back */
+	int on_way_left;           /* ... not yet matched to a request (sum_others) */
 };
 
 struct lpool {
@@ -67,6 +71,7 @@ struct lreq {
 	int close_worker;          /* ... in this worker */
 	const struct lpool *refused;      /* the last holder told to evict for it that */
 	int refused_worker;               /* had no idle server left: not told again */
+	bool claimed;              /* this pass: a claimed close is on its way for it */
 };
 
 /* A close whose slot has not come back by then is taken as lost (the
@@ -102,6 +107,7 @@ struct ledger {
 	ledger_evict_fn evict;
 	ledger_wait_fn waiting;
 	ledger_offer_fn offer;
+	ledger_on_way_fn on_way;
 	uint64_t passes;           /* ledger_want_changes() so far */
 };
 
@@ -258,7 +264,7 @@ static void cap_offer(struct ledger *l, struct lcount *c, bool db)
 	if (!l->offer || c->offered <= c->n_queued)
 		return;
 	c->offered = c->n_queued;
-	l->offer(db, c->name, c->offered);
+	l->offer(db, c->name, c->claim_base, c->offered);
 }
 
 /* A queued request leaves the queue (granted, denied, withdrawn, its
@@ -927,7 +933,30 @@ static void offer_one(struct ledger *l, struct lcount *c, bool db)
 	if (c->claim_need == 0 && c->offered == 0)
 		return;
 	c->offered = c->claim_need;
-	l->offer(db, c->name, c->claim_need);
+	l->offer(db, c->name, c->claim_base, c->claim_need);
+}
+
+static void read_one(struct ledger *l, struct lcount *c, bool db)
+{
+	if (c->way_pass == l->passes)
+		return;
+	c->way_pass = l->passes;
+	if (c->offered == 0 && c->on_way == 0)
+		return;               /* nothing offered: nothing claimed */
+	c->on_way = l->on_way(db, c->name, &c->claim_base);
+}
+
+/* The claimed closes whose slot has not come back, for each database and
+ * user with requests queued that was offered some: they serve the oldest
+ * requests they help (claim_on_way). */
+static void read_on_way(struct ledger *l)
+{
+	struct list *it;
+	list_for_each(it, &l->queue) {
+		struct lreq *q = container_of(it, struct lreq, node);
+		read_one(l, q->pool->dbc, true);
+		read_one(l, q->pool->userc, false);
+	}
 }
 
 /* The closes no idle server was found for, offered to every worker at
@@ -996,7 +1025,7 @@ static bool evict_for_queue(struct ledger *l)
 	}
 	list_for_each(it, &l->queue) {
 		struct lreq *q = container_of(it, struct lreq, node);
-		if (q->req.move || close_pending_at(q, l->pass_now))
+		if (q->req.move || close_pending_at(q, l->pass_now) || q->claimed)
 			continue;
 		if (helps_sharing(q, true, false) && q->pool->dbc->cands)
 			told |= evict_one(l, q, q->pool->dbc);
@@ -1017,9 +1046,10 @@ void ledger_set_evict(struct ledger *l, ledger_evict_fn fn, ledger_wait_fn waiti
 	l->waiting = waiting;
 }
 
-void ledger_set_offer(struct ledger *l, ledger_offer_fn fn)
+void ledger_set_offer(struct ledger *l, ledger_offer_fn fn, ledger_on_way_fn on_way)
 {
 	l->offer = fn;
+	l->on_way = on_way;
 }
 
 bool ledger_evict_refused(struct ledger *l, int worker, const char *db, const char *user)
@@ -1081,6 +1111,18 @@ static void sum_add(struct want_sum *o, const struct lreq *q, usec_t now, usec_t
 		o->since = q->since;
 }
 
+/* A close claimed (shm.h) and not back yet serves q, the oldest request
+ * it helps without a close of its own under way. */
+static bool claim_on_way(const struct lreq *q)
+{
+	struct lcount *c = helps_sharing(q, true, false) ? q->pool->dbc :
+			   helps_sharing(q, false, true) ? q->pool->userc : NULL;
+	if (!c || c->on_way_left <= 0)
+		return false;
+	c->on_way_left--;
+	return true;
+}
+
 /* For each database and user with queued requests: what closing a server
  * of a pool that shares only that database (user) with them would do, as
  * wanted_from() counts it (helps_sharing() with one of them). */
@@ -1094,10 +1136,14 @@ static void sum_others(struct ledger *l)
 		struct lreq *q = container_of(it, struct lreq, node);
 		memset(&q->pool->dbc->others, 0, sizeof(struct want_sum));
 		memset(&q->pool->userc->others, 0, sizeof(struct want_sum));
+		q->pool->dbc->on_way_left = q->pool->dbc->on_way;
+		q->pool->userc->on_way_left = q->pool->userc->on_way;
 	}
 	list_for_each(it, &l->queue) {
-		const struct lreq *q = container_of(it, struct lreq, node);
-		if (close_pending_at(q, l->pass_now))
+		struct lreq *q = container_of(it, struct lreq, node);
+		bool pending = close_pending_at(q, l->pass_now);
+		q->claimed = !pending && claim_on_way(q);
+		if (pending || q->claimed)
 			continue;
 		if (helps_sharing(q, true, false))
 			sum_add(&q->pool->dbc->others, q, l->pass_now, busy_age);
@@ -1130,6 +1176,8 @@ void ledger_want_changes(struct ledger *l, ledger_want_fn fn, void *arg)
 	struct list *it, *tmp;
 	l->pass_now = util_monotonic();
 	l->passes++;
+	if (l->offer)
+		read_on_way(l);
 	sum_others(l);
 	if (l->idle_probe) {
 		probe_idle(l);

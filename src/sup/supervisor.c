@@ -138,9 +138,23 @@ static void send_evict(int worker, const char *db, const char *user)
 
 /* Eviction claims live on the name's shared slot, which every worker with
  * a pool of it holds (none holding it: nobody could claim). */
-static void offer_evict(bool db, const char *name, int need)
+static void offer_evict(bool db, const char *name, uint32_t base, int need)
 {
-	shm_evict_offer(shm_name_find(db ? SHM_DB : SHM_USER, name), (uint32_t)need);
+	shm_evict_offer(shm_name_find(db ? SHM_DB : SHM_USER, name), base, need);
+}
+
+static int evict_on_way(bool db, const char *name, uint32_t *base)
+{
+	return shm_evict_on_way(shm_name_find(db ? SHM_DB : SHM_USER, name), base);
+}
+
+/* A server closed on a claim is done when its slot comes back. */
+static void claim_done(const struct slot_req *r)
+{
+	if (r->claim == SLOT_CLAIM_DB)
+		shm_evict_heard(shm_name_find(SHM_DB, r->db));
+	else if (r->claim == SLOT_CLAIM_USER)
+		shm_evict_heard(shm_name_find(SHM_USER, r->user));
 }
 
 /* While requests queue, the asks are refreshed every 100 ms even without
@@ -254,16 +268,13 @@ static void on_slot_msg(int slot, const struct ipc_hdr *hdr, const void *payload
 	if (!ipc_get_slot(hdr, payload, &r))
 		return;
 	if (hdr->type == IPC_SLOT_RELEASE) {
+		claim_done(&r);
 		if (!ledger_release(sup.ledger, slot, r.db, r.user))
 			log_warning("worker %d returned a slot of %s/%s it did not hold", slot, r.db, r.user);
 		ledger_settle();
 		return;
 	}
 	if (hdr->type == IPC_EVICT_DONE) {
-		if (r.claim == SLOT_CLAIM_DB)
-			shm_evict_heard(shm_name_find(SHM_DB, r.db));
-		else if (r.claim == SLOT_CLAIM_USER)
-			shm_evict_heard(shm_name_find(SHM_USER, r.user));
 		(void)ledger_evict_done(sup.ledger, slot, r.db, r.user);
 		want_pass_soon();
 		return;
@@ -1272,7 +1283,7 @@ int supervisor_run(const struct run_options *opt, struct config *cfg)
 	sup.ledger = ledger_new(sup.n_slots);
 	ledger_set_idle_probe(sup.ledger, hist_pool_idle_any);
 	ledger_set_evict(sup.ledger, send_evict, pool_has_waiter);
-	ledger_set_offer(sup.ledger, offer_evict);
+	ledger_set_offer(sup.ledger, offer_evict, evict_on_way);
 	welcome_init();
 	sup.sweep = event_new(sup.base, -1, 0, on_sweep, NULL);
 	if (!sup.sweep)

@@ -1297,14 +1297,23 @@ static void test_evict_idle_at_once(void **state)
 
 /* Eviction claims: what no idle server was found for is offered to every
  * worker at once, from the first pass (no LEDGER_BUSY_ASK_USEC wait), with
- * no want to any busy holder; a claim heard of marks a request as for any
- * close for others; a request leaving takes back what no queued request
- * needs, before the next pass. */
-static int offered_db = -1, offered_user = -1, n_offers;
+ * no want to any busy holder; a claimed close on its way serves the oldest
+ * request (no idle server named for it, no second close offered); a
+ * request leaving takes back what no queued request needs, before the
+ * next pass. */
+static int offered_db = -1, offered_user = -1, n_offers, on_way_db;
+static uint32_t claims_base, offered_base;
 
-static void on_offer(bool db, const char *name, int need)
+static int fake_on_way(bool db, const char *name, uint32_t *base)
+{
+	*base = claims_base;
+	return db && strcmp(name, "d") == 0 ? on_way_db : 0;
+}
+
+static void on_offer(bool db, const char *name, uint32_t base, int need)
 {
 	n_offers++;
+	offered_base = base;
 	if (db) {
 		assert_string_equal(name, "d");
 		offered_db = need;
@@ -1321,8 +1330,9 @@ static void test_offer_claims(void **state)
 
 	ledger_set_idle_probe(l, fake_probe);
 	ledger_set_evict(l, on_evict, fake_waiting);
-	ledger_set_offer(l, on_offer);
-	n_evicted = n_offers = 0;
+	ledger_set_offer(l, on_offer, fake_on_way);
+	n_evicted = n_offers = on_way_db = 0;
+	claims_base = 7;
 	offered_db = offered_user = -1;
 	waiter_gone = false;
 	tenant_reqs(r, 7, 4);
@@ -1343,10 +1353,15 @@ static void test_offer_claims(void **state)
 	assert_int_equal(ns.n, 0);
 	assert_int_equal(offered_db, 2);
 
-	/* Worker 1 claimed one for u1's server: u4's request has its close. */
-	assert_true(ledger_evict_done(l, 1, "d", "u1"));
+	assert_int_equal(offered_base, 7);
+
+	/* Worker 1 claimed one for u1's server: it serves u4's request, the
+	 * oldest; one more is offered, beyond the claims so far. */
+	on_way_db = 1;
+	claims_base = 8;
 	collect(l, &ns);
 	assert_int_equal(offered_db, 1);
+	assert_int_equal(offered_base, 8);
 	assert_int_equal(ns.n, 0);
 
 	/* An idle server comes up: named for u5, nothing more offered. */
@@ -1359,6 +1374,7 @@ static void test_offer_claims(void **state)
 
 	/* The closes are done: u4 and u5 granted, nothing left on offer. */
 	assert_true(ledger_release(l, 1, "d", "u1"));
+	on_way_db = 0;
 	expect_grant(l, 2, 5, "d", "u4");
 	assert_true(ledger_release(l, 1, "d", "u3"));
 	expect_grant(l, 2, 6, "d", "u5");
@@ -1376,7 +1392,7 @@ static void test_offer_claims(void **state)
 	assert_int_equal(offered_db, 1);
 	assert_true(ledger_withdraw(l, 2, "d", "u1", 8));
 	assert_int_equal(offered_db, 0);
-	ledger_set_offer(l, NULL);
+	ledger_set_offer(l, NULL, NULL);
 	ledger_set_evict(l, NULL, NULL);
 }
 

@@ -20,6 +20,7 @@
 #include "link.h"
 #include "pool.h"
 #include "rig.h"
+#include "shm.h"
 #include "world.h"
 
 static const char *const DBS = "db = @PG@ dbname=db\n";
@@ -382,6 +383,49 @@ static void test_evict_asked(void **state)
 	rig_close(&pg);
 }
 
+/* Closes are offered on the database's shared slot (eviction claims):
+ * the pool's server, come free with nobody of the pool waiting, is
+ * claimed and closed instead of going idle, and its slot's release says
+ * it was a claim; with nothing offered it goes idle as before. */
+static void test_claim_closes_a_freed_server(void **state)
+{
+	struct peer c, pg;
+	struct slot_req r;
+	uint32_t base;
+	(void)state;
+	struct pool *p = two_workers_idle_server(&c, &pg);
+	int idx = p->db->shm_idx;
+	assert_true(idx >= 0);
+	assert_int_equal(shm_evict_on_way(idx, &base), 0);
+	shm_evict_offer(idx, base, 1);
+	rig_round_trip(&c, &pg, "SELECT 2", 'I');      /* freed: claimed, closed */
+	assert_int_equal(shm_evict_open(idx), 0);
+	assert_int_equal(shm_evict_on_way(idx, &base), 1);
+	assert_int_equal(p->n_idle, 0);
+	rig_expect(&pg, 'X', NULL);
+	assert_int_equal(rig_sup_count(IPC_EVICT_DONE), 0);   /* no notice for it */
+	rig_close(&pg);
+	for (int i = 0; i < 100 && rig_sup_count(IPC_SLOT_RELEASE) == 0; i++)
+		rig_pump();
+	assert_int_equal(rig_sup_count(IPC_SLOT_RELEASE), 1);
+	assert_int_equal(rig_sup_last(IPC_SLOT_RELEASE, NULL, &r, sizeof(r)), sizeof(r));
+	assert_string_equal(r.user, "alice");
+	assert_int_equal(r.claim, SLOT_CLAIM_DB);
+	rig_close(&c);
+}
+
+static void test_no_claim_offered_goes_idle(void **state)
+{
+	struct peer c, pg;
+	(void)state;
+	struct pool *p = two_workers_idle_server(&c, &pg);
+	rig_round_trip(&c, &pg, "SELECT 2", 'I');
+	assert_int_equal(p->n_idle, 1);
+	rig_expect_nothing(&pg);
+	rig_close(&c);
+	rig_close(&pg);
+}
+
 /* The verdict of the reuse order: does another worker's idle server
  * (last used at `there`) come before ours (`here`) by more than the
  * slack? LIFO: the most recently used first; round robin: the least. */
@@ -524,6 +568,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_two_workers, rig_teardown),
 		cmocka_unit_test_teardown(test_other_pools_want_closes_here, rig_teardown),
 		cmocka_unit_test_teardown(test_evict_asked, rig_teardown),
+		cmocka_unit_test_teardown(test_claim_closes_a_freed_server, rig_teardown),
+		cmocka_unit_test_teardown(test_no_claim_offered_goes_idle, rig_teardown),
 		cmocka_unit_test(test_reuse_verdict),
 		cmocka_unit_test(test_within_share),
 		cmocka_unit_test_teardown(test_reuse_order_two_workers, rig_teardown),

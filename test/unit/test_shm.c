@@ -783,11 +783,13 @@ static void test_db_console_state(void **state)
 static void test_evict_claims(void **state)
 {
 	(void)state;
+	uint32_t base;
 	int d = shm_name_hold(SHM_DB, "d");
 	int u = shm_name_hold(SHM_USER, "d");
 	assert_true(d >= 0 && u >= 0);
 	assert_false(shm_evict_claim(d));             /* nothing offered */
-	shm_evict_offer(d, 3);
+	assert_int_equal(shm_evict_on_way(d, &base), 0);
+	shm_evict_offer(d, base, 3);
 	assert_int_equal(shm_evict_open(d), 3);
 	assert_int_equal(shm_evict_open(u), 0);       /* the user's slot is another */
 	assert_false(shm_evict_claim(u));
@@ -799,34 +801,50 @@ static void test_evict_claims(void **state)
 	assert_false(shm_evict_claim(d));             /* three offered, three claimed */
 	assert_int_equal(shm_evict_open(d), 0);
 
-	/* Claims not heard of yet count against the need: no second close
-	 * for the same request. */
-	shm_evict_offer(d, 3);
-	assert_int_equal(shm_evict_open(d), 0);
+	/* Claimed closes are on their way until their slots come back. */
+	assert_int_equal(shm_evict_on_way(d, &base), 3);
 	shm_evict_heard(d);
 	shm_evict_heard(d);
-	shm_evict_offer(d, 3);                         /* one on its way */
+	assert_int_equal(shm_evict_on_way(d, &base), 1);
+	shm_evict_offer(d, base, 2);
 	assert_int_equal(shm_evict_open(d), 2);
-	/* Taken back, claimed or not. */
-	shm_evict_offer(d, 1);
-	assert_int_equal(shm_evict_open(d), 0);
-	shm_evict_heard(d);
-	shm_evict_offer(d, 1);
+	/* A claim between the supervisor's look and its offer counts
+	 * against the offer. */
+	assert_int_equal(shm_evict_on_way(d, &base), 1);
+	assert_true(shm_evict_claim(d));
+	shm_evict_offer(d, base, 2);
 	assert_int_equal(shm_evict_open(d), 1);
-	shm_evict_offer(d, 0);
+	/* Taken back, claimed or not. */
+	assert_int_equal(shm_evict_on_way(d, &base), 2);
+	shm_evict_offer(d, base, 0);
 	assert_int_equal(shm_evict_open(d), 0);
 	assert_false(shm_evict_claim(d));
+	shm_evict_offer(d, base - 1, 0);               /* an older look: nothing claimed undone */
+	assert_int_equal(shm_evict_open(d), 0);
+	assert_int_equal(shm_evict_on_way(d, &base), 2);
+
+	/* A dead worker's claimed closes never come back: all count as done,
+	 * and a live worker's heard afterwards is absorbed. */
+	shm_worker_reset(3);
+	assert_int_equal(shm_evict_on_way(d, &base), 0);
+	shm_evict_heard(d);
+	assert_int_equal(shm_evict_on_way(d, &base), 0);
+	shm_evict_offer(d, base, 1);
+	assert_true(shm_evict_claim(d));
+	assert_int_equal(shm_evict_on_way(d, &base), 1);
 
 	/* A slot let go of and taken by another name starts with none. */
-	shm_evict_offer(d, 4);
+	shm_evict_offer(d, base, 4);
 	shm_name_release(d);
 	int e = shm_name_hold(SHM_DB, "e");
 	assert_int_equal(e, d);
 	assert_int_equal(shm_evict_open(e), 0);
+	assert_int_equal(shm_evict_on_way(e, &base), 0);
 	assert_false(shm_evict_claim(e));
 
 	/* No slot (the table full, no shared memory): nothing, no crash. */
-	shm_evict_offer(-1, 5);
+	assert_int_equal(shm_evict_on_way(-1, &base), 0);
+	shm_evict_offer(-1, 0, 5);
 	shm_evict_heard(-1);
 	assert_false(shm_evict_claim(-1));
 	assert_int_equal(shm_evict_open(-1), 0);
@@ -881,16 +899,20 @@ static void test_race_evict_claims(void **state)
 	}
 	atomic_store(&r->go, 1);
 	long heard = 0, over = 0;
+	uint32_t base;
 	for (long i = 0; i < EVICT_ROUNDS; i++) {
 		long seen = claims_sum(r);
 		for (; heard < seen; heard++)
 			shm_evict_heard(idx);
-		shm_evict_offer(idx, i % 7 == 0 ? 0 : EVICT_NEED);
+		int on_way = shm_evict_on_way(idx, &base);
+		int need = i % 7 == 0 ? 0 : EVICT_NEED - on_way;
+		shm_evict_offer(idx, base, need);
 		/* Offered or on their way: the need at most, however the
 		 * claims fall between the reads. */
 		over += claims_sum(r) - heard > EVICT_NEED;
 	}
-	shm_evict_offer(idx, 0);
+	(void)shm_evict_on_way(idx, &base);
+	shm_evict_offer(idx, base, 0);
 	atomic_store(&r->stop, 1);
 	for (int w = 1; w <= N_CHILDREN; w++) {
 		int st = 0;
