@@ -94,7 +94,7 @@ void ledger_set_idle_probe(struct ledger *l, ledger_idle_fn fn);
  * holder with an idle server of another pool of that database or user
  * (whose client still waits, by `waiting`), to close it at once: fn(worker,
  * db, user). What finds none is left to the wants. */
-typedef void (*ledger_evict_fn)(int worker, const char *db, const char *user);
+typedef void (*ledger_evict_fn)(int worker, const char *db, const char *user, bool for_db);
 /* Busy holders are asked (a want) only for requests that have waited this
  * long without an idle server to evict: a pass is due then (the caller
  * runs one LEDGER_BUSY_ASK_USEC after such a request queues). */

@@ -995,16 +995,23 @@ void pool_slot_wanted(struct world *w, const struct pool_want *want)
  * PgBouncer does. */
 static bool retire_idle(struct pool *p, bool keep_slot);
 
-static bool evict_idle(const struct pool *p, bool same_db)
+/* The longest idle server of a pool on an idle-pool list (one
+ * database's, or one user's), other than `except`. */
+static bool evict_from(struct list *head, bool db_list, const struct pool *except)
 {
-	struct list *it, *head = same_db ? &p->db->idle_pools : &p->user->idle_pools;
+	struct list *it;
 	list_for_each(it, head) {
-		struct pool *o = same_db ? container_of(it, struct pool, idle_db_node)
+		struct pool *o = db_list ? container_of(it, struct pool, idle_db_node)
 					 : container_of(it, struct pool, idle_user_node);
-		if (o != p && retire_idle(o, false))
+		if (o != except && retire_idle(o, false))
 			return true;
 	}
 	return false;
+}
+
+static bool evict_idle(const struct pool *p, bool same_db)
+{
+	return evict_from(same_db ? &p->db->idle_pools : &p->user->idle_pools, same_db, p);
 }
 
 /* ---- replication clients ----
@@ -1061,10 +1068,18 @@ static bool retire_idle(struct pool *p, bool keep_slot)
 	return false;
 }
 
+/* The named pool's idle server, or, when its client took it meanwhile,
+ * another pool's of the database (user) whose limit is in the way
+ * (slot_req.claim says which): any one frees the slot the request waits
+ * for, and the supervisor counts its release as that close. */
 void pool_evict_asked(struct world *w, const struct slot_req *r)
 {
 	struct pool *p = pool_find_names(w, r->db, r->user);
 	if (p && retire_idle(p, false))
+		return;
+	struct database *d = r->claim == SLOT_CLAIM_DB ? pool_find_db(w, r->db) : NULL;
+	struct puser *u = r->claim == SLOT_CLAIM_USER ? pool_find_user_here(w, r->user) : NULL;
+	if ((d && evict_from(&d->idle_pools, true, NULL)) || (u && evict_from(&u->idle_pools, false, NULL)))
 		return;
 	if (ipc_send_slot(w->sup, IPC_EVICT_NONE, 0, r) < 0)
 		log_warning("could not tell the supervisor that %s/%s has no idle server to evict", r->db, r->user);

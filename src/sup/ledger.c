@@ -415,6 +415,16 @@ bool ledger_release(struct ledger *l, int worker, const char *db, const char *us
 		if (done && done->close_worker == worker)
 			break;
 	}
+	/* The worker told to evict may have closed another pool's idle
+	 * server of the same database (user) when the named one was taken:
+	 * that close is done too. */
+	list_for_each(it, &l->queue) {
+		struct lreq *q = container_of(it, struct lreq, node);
+		if (done)
+			break;
+		if (q->close_from && q->close_worker == worker && closed_for(q, p))
+			done = q;
+	}
 	if (done)
 		done->close_from = NULL;
 	take(p, worker, -1);
@@ -444,6 +454,24 @@ static struct lreq *grantable(struct ledger *l, const struct lpool *p, int least
 	return NULL;
 }
 
+/* q is granted another slot than the one a close under way frees for it
+ * (first come, first served: another close came back first): that close
+ * now serves the next request it helps that has none, or it would have a
+ * second server closed for it while the first one's slot is on its way. */
+static void pass_close_on(struct ledger *l, const struct lreq *q)
+{
+	struct list *it;
+	if (!close_pending(q))
+		return;
+	for (it = q->node.next; it != &l->queue; it = it->next) {
+		struct lreq *r = container_of(it, struct lreq, node);
+		if (!close_pending(r) && closed_for(r, q->close_from)) {
+			mark_close(r, q->close_from, q->close_worker, q->close_at);
+			return;
+		}
+	}
+}
+
 /* First come, first served over pools; within the pool whose turn it is,
  * a worker below its share goes first (among pooled servers' requests): a server given up for it (one that
  * cannot move) must not open again for a worker that has its share, or
@@ -460,6 +488,7 @@ bool ledger_next_grant(struct ledger *l, int *worker, uint32_t *reqid, struct sl
 	}
 	if (q) {
 		take(q->pool, q->worker, 1);
+		pass_close_on(l, q);        /* with the limits as they are now */
 		*worker = q->worker;
 		*reqid = q->reqid;
 		*req = q->req;
@@ -992,7 +1021,7 @@ static bool evict_one(struct ledger *l, struct lreq *q, struct lcount *c)
 				return false;
 			p->idle[w]--;
 			mark_close(q, p, w, l->pass_now);
-			l->evict(w, p->db, p->user);
+			l->evict(w, p->db, p->user, c == q->pool->dbc);
 			return true;
 		}
 	}

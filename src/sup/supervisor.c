@@ -127,12 +127,13 @@ static void send_want(int worker, const struct pool_want *w, void *arg)
 	send_to(worker, IPC_POOL_WANT, 0, w, sizeof(*w));
 }
 
-static void send_evict(int worker, const char *db, const char *user)
+static void send_evict(int worker, const char *db, const char *user, bool for_db)
 {
 	struct slot_req r;
 	memset(&r, 0, sizeof(r));
 	strlcpy_(r.db, db, sizeof(r.db));
 	strlcpy_(r.user, user, sizeof(r.user));
+	r.claim = for_db ? SLOT_CLAIM_DB : SLOT_CLAIM_USER;
 	send_to(worker, IPC_POOL_EVICT, 0, &r, sizeof(r));
 }
 

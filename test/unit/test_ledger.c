@@ -1197,9 +1197,10 @@ static struct evicted {
 static int n_evicted;
 static bool waiter_gone;
 
-static void on_evict(int worker, const char *db, const char *user)
+static void on_evict(int worker, const char *db, const char *user, bool for_db)
 {
 	assert_string_equal(db, "d");
+	assert_true(for_db);                          /* the tenants' database limit */
 	assert_true(n_evicted < 16);
 	evicted[n_evicted].w = worker;
 	snprintf(evicted[n_evicted].user, sizeof(evicted[n_evicted].user), "%s", user);
@@ -1292,6 +1293,52 @@ static void test_evict_idle_at_once(void **state)
 	assert_int_equal(n_evicted, 2);
 	assert_int_equal(got(&ns, other % 2, "d", other_user).n, 1);
 	waiter_gone = false;
+	ledger_set_evict(l, NULL, NULL);
+}
+
+/* A worker told to evict an idle server that its client took meanwhile
+ * closes another pool's of the database instead: that release is the
+ * close the request waited for, so a request still queued after it may
+ * have another close named, not wait on a close that went elsewhere. */
+static void test_evict_substitute_counts(void **state)
+{
+	struct ledger *l = *state;
+	struct notices ns;
+	struct slot_req r[5];
+
+	ledger_set_idle_probe(l, fake_probe);
+	ledger_set_evict(l, on_evict, fake_waiting);
+	n_evicted = 0;
+	waiter_gone = false;
+	tenant_reqs(r, 5, 3);
+	memset(probe_idle_of, 0, sizeof(probe_idle_of));
+	grant_tenants(l, r, 3);                       /* u0, u2 on worker 0; u1 on 1 */
+	probe_idle_of[0] = probe_idle_of[1] = 1;
+	assert_int_equal(ledger_request(l, 2, 4, &r[3]), LEDGER_QUEUED);
+	assert_int_equal(ledger_request(l, 2, 5, &r[4]), LEDGER_QUEUED);
+	collect(l, &ns);
+	assert_int_equal(n_evicted, 2);               /* one idle server for each */
+	int w0 = evicted[0].w == 0 ? 0 : 1;           /* the one told to worker 0 */
+	assert_int_equal(evicted[w0].w, 0);
+	assert_string_equal(evicted[w0].user, "u0");
+
+	/* Worker 0 closed u2's server in place of u0's; the oldest request
+	 * takes that slot. */
+	assert_true(ledger_release(l, 0, "d", "u2"));
+	int to = -1;
+	uint32_t reqid = 0;
+	struct slot_req got_req;
+	assert_true(ledger_next_grant(l, &to, &reqid, &got_req));
+	assert_int_equal(reqid, 4);
+	/* Whichever request worker 0's close was named for, the other one
+	 * (u4) waits on worker 1's now, still under way: no third close,
+	 * though u0 looks idle again. */
+	probe_idle_of[1] = 0;
+	collect(l, &ns);
+	assert_int_equal(n_evicted, 2);
+	assert_true(ledger_release(l, 1, "d", "u1"));
+	assert_true(ledger_next_grant(l, &to, &reqid, &got_req));
+	assert_int_equal(reqid, 5);
 	ledger_set_evict(l, NULL, NULL);
 }
 
@@ -1702,6 +1749,7 @@ int main(void)
 		T(test_want_rationed_by_idle_servers),
 		T(test_evict_idle_at_once),
 		T(test_offer_claims),
+		T(test_evict_substitute_counts),
 		T(test_retell_counts_the_offer),
 		T(test_evict_done),
 		T(test_request_waits_for_idle_server),

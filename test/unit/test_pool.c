@@ -361,17 +361,25 @@ static void test_other_pools_want_closes_here(void **state)
 	rig_close(&pg);
 }
 
+/* An IPC_POOL_EVICT for db/user, for the limit `claim` names. */
+static struct slot_req evict_of(const char *user, uint8_t claim)
+{
+	struct slot_req r;
+	memset(&r, 0, sizeof(r));
+	strlcpy_(r.db, "db", sizeof(r.db));
+	strlcpy_(r.user, user, sizeof(r.user));
+	r.claim = claim;
+	return r;
+}
+
 /* The supervisor names the pool's idle server for eviction: closed at
  * once; asked again with none left, the worker says so. */
 static void test_evict_asked(void **state)
 {
 	struct peer c, pg;
-	struct slot_req r;
 	(void)state;
 	struct pool *p = two_workers_idle_server(&c, &pg);
-	memset(&r, 0, sizeof(r));
-	strlcpy_(r.db, "db", sizeof(r.db));
-	strlcpy_(r.user, "alice", sizeof(r.user));
+	struct slot_req r = evict_of("alice", SLOT_CLAIM_NONE);
 	rig_sup_send(IPC_POOL_EVICT, 0, &r, sizeof(r));
 	assert_int_equal(p->n_idle, 0);
 	rig_expect(&pg, 'X', NULL);
@@ -379,6 +387,27 @@ static void test_evict_asked(void **state)
 	rig_sup_send(IPC_POOL_EVICT, 0, &r, sizeof(r));
 	assert_int_equal(rig_sup_count(IPC_EVICT_NONE), 1);
 	assert_int_equal(rig_sup_count(IPC_SERVER_FD), 0);
+	rig_close(&c);
+	rig_close(&pg);
+}
+
+/* Told to evict a pool with no idle server here (its client took it):
+ * another pool's idle server of the database in the way is closed
+ * instead; of a user in the way, only that user's pools count. */
+static void test_evict_asked_another_pool(void **state)
+{
+	struct peer c, pg;
+	(void)state;
+	struct pool *p = two_workers_idle_server(&c, &pg);
+	struct slot_req r = evict_of("carol", SLOT_CLAIM_USER);   /* carol's limit: alice's is no help */
+	rig_sup_send(IPC_POOL_EVICT, 0, &r, sizeof(r));
+	assert_int_equal(rig_sup_count(IPC_EVICT_NONE), 1);
+	assert_int_equal(p->n_idle, 1);
+	r.claim = SLOT_CLAIM_DB;                       /* the database's: it is */
+	rig_sup_send(IPC_POOL_EVICT, 0, &r, sizeof(r));
+	assert_int_equal(rig_sup_count(IPC_EVICT_NONE), 1);
+	assert_int_equal(p->n_idle, 0);
+	rig_expect(&pg, 'X', NULL);
 	rig_close(&c);
 	rig_close(&pg);
 }
@@ -568,6 +597,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_two_workers, rig_teardown),
 		cmocka_unit_test_teardown(test_other_pools_want_closes_here, rig_teardown),
 		cmocka_unit_test_teardown(test_evict_asked, rig_teardown),
+		cmocka_unit_test_teardown(test_evict_asked_another_pool, rig_teardown),
 		cmocka_unit_test_teardown(test_claim_closes_a_freed_server, rig_teardown),
 		cmocka_unit_test_teardown(test_no_claim_offered_goes_idle, rig_teardown),
 		cmocka_unit_test(test_reuse_verdict),
