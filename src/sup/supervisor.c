@@ -226,6 +226,20 @@ static void want_pass_soon(void)
 	event_add(sup.want_pass, &tv);
 }
 
+/* A request that has just queued is weighed in this turn of the loop, not
+ * up to WANT_PASS_USEC later: the idle server named for it (or the close
+ * offered) goes at once, as one PgBouncer evicts in the step its client
+ * asks (bench/tenants: most of the first-login gap to workers = 1). A pass
+ * costs little now that pools it would tell nothing are skipped. */
+static void want_pass_now(void)
+{
+	if (!sup.want_pass)
+		sup.want_pass = event_new(sup.base, -1, 0, on_want_pass, NULL);
+	sup.want_pass_due = true;
+	event_del(sup.want_pass);
+	event_active(sup.want_pass, EV_TIMEOUT, 0);
+}
+
 /* A pass when a request just queued may be due to busy holders (no idle
  * server to evict came up meanwhile, and nothing else ran a pass): every
  * LEDGER_BUSY_ASK_USEC while requests queue. */
@@ -302,7 +316,7 @@ static void on_slot_msg(int slot, const struct ipc_hdr *hdr, const void *payload
 	case LEDGER_QUEUED:
 		log_noise("slot request queued: pool=%s/%s worker=%d%s", r.db, r.user, slot,
 			  idle ? " (an idle server elsewhere is to move)" : "");
-		want_pass_soon();
+		want_pass_now();
 		arm_ledger_tick(idle);
 		arm_busy_ask();
 		break;
