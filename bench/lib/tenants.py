@@ -18,7 +18,11 @@ target at a time, rotated. Measured per target:
   after the N pools exist with their clients connected and idle, minus the
   baseline (pooler started, one login of user bench done), divided by N;
 * TPS: `--active` coroutines each running SELECT 1 on an idle client of a
-  pool drawn at random, for `--duration` seconds per target.
+  pool drawn at random, for `--duration` seconds per target;
+* the console and the metrics page with every pool in use: SHOW POOLS and
+  SHOW SERVERS (psql, its start and login included: the same for every
+  target) and pgcrew's GET /metrics, timed once with the pooler idle and
+  once in the middle of the target's first TPS slice.
 
 usage: tenants.py --scratch DIR --out DIR --pgcrew BIN --repo DIR [options]
        tenants.py --report DIR      (redraw tenants.md from its CSV files)"""
@@ -31,7 +35,9 @@ import os
 import random
 import subprocess
 import sys
+import threading
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -80,6 +86,7 @@ class Tenants:
         self.limit = limit
         self.clients_per_pool = clients_per_pool
         self.ports = {}
+        self.metrics_ports = {}
 
     def setup(self):
         env = self.env
@@ -108,6 +115,9 @@ class Tenants:
         for target in self.targets:
             self.ports[target] = benchenv.free_port(port)
             port = self.ports[target] + 1
+            if target.startswith("pgcrew-"):
+                self.metrics_ports[target] = benchenv.free_port(port)
+                port = self.metrics_ports[target] + 1
             with open(self.ini(target), "w") as f:
                 f.write(self.ini_text(target))
         benchenv.chown_service(env.scratch)
@@ -143,6 +153,7 @@ class Tenants:
         lines += [f"{k} = {v}" for k, v in self.settings().items()]
         if target.startswith("pgcrew-"):
             lines.append(f"workers = {'auto' if target == 'pgcrew-auto' else 1}")
+            lines.append(f"metrics_listen = {HOST}:{self.metrics_ports[target]}")
         return "\n".join(lines) + "\n"
 
     def command(self, target):
@@ -154,6 +165,40 @@ class Tenants:
                             self.env.path(f"tenants-{target}.stderr"))
         p.start()
         return p
+
+    def time_console(self, target, command):
+        """(ms, rows) of one console command through psql, login included."""
+        envv = dict(os.environ, PGPASSWORD=self.env.password, PGSSLMODE="disable")
+        t0 = time.monotonic()
+        out = subprocess.run([f"{PGBIN}/psql", "-h", HOST, "-p", str(self.ports[target]),
+                              "-U", USER, "-d", "pgbouncer", "-AtX", "-c", command],
+                             capture_output=True, text=True, env=envv, timeout=120)
+        took = (time.monotonic() - t0) * 1000
+        if out.returncode != 0:
+            return None, out.stderr.strip()[:200]
+        return round(took, 1), len(out.stdout.splitlines())
+
+    def time_metrics(self, target):
+        """(ms, bytes) of one GET /metrics, or (None, None) for PgBouncer."""
+        if target not in self.metrics_ports:
+            return None, None
+        t0 = time.monotonic()
+        try:
+            with urllib.request.urlopen(f"http://{HOST}:{self.metrics_ports[target]}/metrics",
+                                        timeout=120) as r:
+                body = r.read()
+        except OSError as e:
+            return None, str(e)[:200]
+        return round((time.monotonic() - t0) * 1000, 1), len(body)
+
+    def time_views(self, target):
+        """SHOW POOLS, SHOW SERVERS and /metrics, one after another."""
+        pools_ms, pools_rows = self.time_console(target, "SHOW POOLS")
+        servers_ms, servers_rows = self.time_console(target, "SHOW SERVERS")
+        metrics_ms, metrics_bytes = self.time_metrics(target)
+        return {"pools_ms": pools_ms, "pools_rows": pools_rows, "servers_ms": servers_ms,
+                "servers_rows": servers_rows, "metrics_ms": metrics_ms,
+                "metrics_bytes": metrics_bytes}
 
     def show_lists(self, target):
         """SHOW LISTS of the target's console as {list: items}."""
@@ -400,12 +445,14 @@ def run_pools(ten, n, args, loads):
         snapshot(ten, state, poolers, "all", args.settle)
         loads.append(("later logins", loadavg()))
         backends_idle = ten.backends()
+        for t in ten.targets:
+            state[t]["views_idle"] = ten.time_views(t)
 
         slices = []
         for r in range(args.rounds):
             order = ten.targets[r % len(ten.targets):] + ten.targets[:r % len(ten.targets)]
             for t in order:
-                slices.append(one_slice(state[t], poolers[t], t, r, n, args, rng))
+                slices.append(one_slice(state[t], poolers[t], t, r, n, args, rng, ten))
                 loads.append((f"tps {t} {r}", loadavg()))
         for t in ten.targets:
             st = state[t]["agent"].call("status")
@@ -424,13 +471,23 @@ def run_pools(ten, n, args, loads):
                 log(problem)
 
 
-def one_slice(s, pooler, target, rnd, n, args, rng):
+def one_slice(s, pooler, target, rnd, n, args, rng, ten):
     log(f"  tps {target:11} round {rnd}: {args.duration} s")
     cpu0, busy0 = pooler.cpu_ticks(), machine_busy_ticks()
+    viewer = None
+    if rnd == 0:
+        # The console and the metrics page in the middle of the slice.
+        def views():
+            time.sleep(args.duration / 3)
+            s["views_load"] = ten.time_views(target)
+        viewer = threading.Thread(target=views, daemon=True)
+        viewer.start()
     t0 = time.monotonic()
     a = s["agent"].call("tps", active=args.active, duration=args.duration,
                         seed=rng.randrange(1 << 30))
     window = time.monotonic() - t0
+    if viewer:
+        viewer.join()
     cpu = (pooler.cpu_ticks() - cpu0) / benchenv.CLK_TCK
     busy = (machine_busy_ticks() - busy0) / benchenv.CLK_TCK
     lat = a["lat"]
@@ -490,6 +547,9 @@ def row(target, n, s, pooler, slices, args, extra):
     r["used_servers_listed"] = s.get("lists_all", {}).get("used_servers")
     r["clients_lost"] = sum(x["clients_lost"] for x in mine)
     r["worker_restarts"] = pooler.restarts()
+    for when in ("idle", "load"):
+        for k, v in s.get(f"views_{when}", {}).items():
+            r[f"{k}_{when}"] = v
     r.update(extra)
     errs = "; ".join(f"{v} x {k}" for k, v in s["errors"].items())
     errs += "".join(f"; tps round {x['round']}: {x['errors']}" for x in mine if x["errors"])
@@ -550,6 +610,19 @@ def markdown(rows, slices, meta):
                           ratio(r["pss_bytes_per_pool_1client"],
                                 base["pss_bytes_per_pool_1client"])]
                 out.append(f"| {t} | " + " | ".join(cells) + " |")
+        out += ["", "Console and metrics with every pool in use (psql's start and login "
+                "included; 'load': in the middle of the first TPS slice):", "",
+                "| target | SHOW POOLS ms idle / load (rows) | SHOW SERVERS ms idle / load (rows) "
+                "| /metrics ms idle / load | /metrics bytes | /metrics us per pool, idle |",
+                "|---|---|---|---|---:|---:|"]
+        for t, r in rs.items():
+            m = r.get("metrics_ms_idle")
+            per_pool = round(m * 1000 / n, 1) if isinstance(m, (int, float)) else "n/a"
+            out.append(f"| {t} | {r.get('pools_ms_idle')} / {r.get('pools_ms_load')} "
+                       f"({r.get('pools_rows_idle')}) | {r.get('servers_ms_idle')} / "
+                       f"{r.get('servers_ms_load')} ({r.get('servers_rows_idle')}) "
+                       f"| {r.get('metrics_ms_idle')} / {r.get('metrics_ms_load')} "
+                       f"| {r.get('metrics_bytes_idle')} | {per_pool} |")
         out += ["", "| slice | target | round | TPS | p50 / p99 ms | pooler us/tx "
                 "| pooler share of busy CPU | client share of a core | machine busy |",
                 "|---|---|---:|---:|---|---:|---:|---:|---:|"]
