@@ -896,7 +896,10 @@ static bool close_for_others(struct pool *p, struct server *sv, bool soon)
  * others. */
 static bool claim_for_others(struct pool *p, struct server *sv)
 {
+	/* Every release of a server comes here: the offers first (a load
+	 * each, nearly always none), the other workers' wait lines after. */
 	if (!shared_limits() || !sv->has_slot || p->n_waiting_clients > 0 || p->n_auth_waiting > 0 ||
+	    (shm_evict_open(p->db->shm_idx) == 0 && shm_evict_open(p->user->shm_idx) == 0) ||
 	    hist_pool_wait_elsewhere(p->hist))
 		return false;
 	if (shm_evict_claim(p->db->shm_idx))

@@ -407,24 +407,21 @@ bool ledger_release(struct ledger *l, int worker, const char *db, const char *us
 		return false;
 	/* The slot of a server closed for a request is back: that close is
 	 * done (the request is granted next, or waits for another). */
-	struct lreq *done = NULL;
+	/* Or, with none of p's, the worker told to evict may have closed
+	 * another pool's idle server of the same database (user) when the
+	 * named one was taken: that close is done too. */
+	struct lreq *done = NULL, *other = NULL;
 	list_for_each(it, &l->queue) {
 		struct lreq *q = container_of(it, struct lreq, node);
 		if (q->close_from == p && (!done || q->close_worker == worker))
 			done = q;
+		else if (!other && q->close_from && q->close_worker == worker && closed_for(q, p))
+			other = q;
 		if (done && done->close_worker == worker)
 			break;
 	}
-	/* The worker told to evict may have closed another pool's idle
-	 * server of the same database (user) when the named one was taken:
-	 * that close is done too. */
-	list_for_each(it, &l->queue) {
-		struct lreq *q = container_of(it, struct lreq, node);
-		if (done)
-			break;
-		if (q->close_from && q->close_worker == worker && closed_for(q, p))
-			done = q;
-	}
+	if (!done)
+		done = other;
 	if (done)
 		done->close_from = NULL;
 	take(p, worker, -1);
@@ -954,6 +951,11 @@ static void count_rations(struct ledger *l)
 	}
 }
 
+/* The closes no idle server was found for, offered to every worker at
+ * once (ledger_set_offer): the first server of another pool to come free
+ * with nobody of its pool waiting closes, whichever worker holds it, with
+ * no notice to ask it and none to take the ask back. At once, not after
+ * LEDGER_BUSY_ASK_USEC as the asks were: a claim costs no message. */
 static void offer_one(struct ledger *l, struct lcount *c, bool db)
 {
 	if (c->offer_pass == l->passes)
@@ -965,6 +967,9 @@ static void offer_one(struct ledger *l, struct lcount *c, bool db)
 	l->offer(db, c->name, c->claim_base, c->claim_need);
 }
 
+/* The claimed closes whose slot has not come back, for a database or user
+ * with requests queued that was offered some: they serve the oldest
+ * requests they help (claim_on_way). */
 static void read_one(struct ledger *l, struct lcount *c, bool db)
 {
 	if (c->way_pass == l->passes)
@@ -975,31 +980,15 @@ static void read_one(struct ledger *l, struct lcount *c, bool db)
 	c->on_way = l->on_way(db, c->name, &c->claim_base);
 }
 
-/* The claimed closes whose slot has not come back, for each database and
- * user with requests queued that was offered some: they serve the oldest
- * requests they help (claim_on_way). */
-static void read_on_way(struct ledger *l)
+/* fn once for each database and user with requests queued (its own
+ * stamp, in fn, keeps it to once a pass). */
+static void each_queued_count(struct ledger *l, void (*fn)(struct ledger *, struct lcount *, bool))
 {
 	struct list *it;
 	list_for_each(it, &l->queue) {
 		struct lreq *q = container_of(it, struct lreq, node);
-		read_one(l, q->pool->dbc, true);
-		read_one(l, q->pool->userc, false);
-	}
-}
-
-/* The closes no idle server was found for, offered to every worker at
- * once (ledger_set_offer): the first server of another pool to come free
- * with nobody of its pool waiting closes, whichever worker holds it, with
- * no notice to ask it and none to take the ask back. At once, not after
- * LEDGER_BUSY_ASK_USEC as the asks were: a claim costs no message. */
-static void offer_claims(struct ledger *l)
-{
-	struct list *it;
-	list_for_each(it, &l->queue) {
-		struct lreq *q = container_of(it, struct lreq, node);
-		offer_one(l, q->pool->dbc, true);
-		offer_one(l, q->pool->userc, false);
+		fn(l, q->pool->dbc, true);
+		fn(l, q->pool->userc, false);
 	}
 }
 
@@ -1206,7 +1195,7 @@ void ledger_want_changes(struct ledger *l, ledger_want_fn fn, void *arg)
 	l->pass_now = util_monotonic();
 	l->passes++;
 	if (l->offer)
-		read_on_way(l);
+		each_queued_count(l, read_one);
 	sum_others(l);
 	if (l->idle_probe) {
 		probe_idle(l);
@@ -1215,7 +1204,7 @@ void ledger_want_changes(struct ledger *l, ledger_want_fn fn, void *arg)
 			sum_others(l);
 		count_rations(l);
 		if (l->offer)
-			offer_claims(l);
+			each_queued_count(l, offer_one);
 	}
 	list_for_each_safe(it, tmp, &l->pools) {
 		struct lpool *p = container_of(it, struct lpool, node);

@@ -139,23 +139,26 @@ static void send_evict(int worker, const char *db, const char *user, bool for_db
 
 /* Eviction claims live on the name's shared slot, which every worker with
  * a pool of it holds (none holding it: nobody could claim). */
+static int claim_slot(bool db, const char *name)
+{
+	return shm_name_find(db ? SHM_DB : SHM_USER, name);
+}
+
 static void offer_evict(bool db, const char *name, uint32_t base, int need)
 {
-	shm_evict_offer(shm_name_find(db ? SHM_DB : SHM_USER, name), base, need);
+	shm_evict_offer(claim_slot(db, name), base, need);
 }
 
 static int evict_on_way(bool db, const char *name, uint32_t *base)
 {
-	return shm_evict_on_way(shm_name_find(db ? SHM_DB : SHM_USER, name), base);
+	return shm_evict_on_way(claim_slot(db, name), base);
 }
 
 /* A server closed on a claim is done when its slot comes back. */
 static void claim_done(const struct slot_req *r)
 {
-	if (r->claim == SLOT_CLAIM_DB)
-		shm_evict_heard(shm_name_find(SHM_DB, r->db));
-	else if (r->claim == SLOT_CLAIM_USER)
-		shm_evict_heard(shm_name_find(SHM_USER, r->user));
+	if (r->claim != SLOT_CLAIM_NONE)
+		shm_evict_heard(r->claim == SLOT_CLAIM_DB ? claim_slot(true, r->db) : claim_slot(false, r->user));
 }
 
 /* While requests queue, the asks are refreshed every 100 ms even without

@@ -1215,6 +1215,20 @@ static bool fake_waiting(const char *db, const char *user, int worker)
 	return !waiter_gone;
 }
 
+/* Eviction across workers set up: n tenants' requests under a database
+ * limit, the first `granted` of them granted (workers 0, 1, 0, ...), no
+ * server idle yet, nothing evicted. */
+static void evict_tenants(struct ledger *l, struct slot_req *r, int n, int limit, int granted)
+{
+	ledger_set_idle_probe(l, fake_probe);
+	ledger_set_evict(l, on_evict, fake_waiting);
+	n_evicted = 0;
+	waiter_gone = false;
+	tenant_reqs(r, n, limit);
+	memset(probe_idle_of, 0, sizeof(probe_idle_of));
+	grant_tenants(l, r, granted);
+}
+
 /* u1 (worker 1) or u2 (worker 0): the idle holders of the test below. */
 static bool is_idle_holder(const struct evicted *e)
 {
@@ -1234,13 +1248,7 @@ static void test_evict_idle_at_once(void **state)
 	struct notices ns;
 	struct slot_req r[7];
 
-	ledger_set_idle_probe(l, fake_probe);
-	ledger_set_evict(l, on_evict, fake_waiting);
-	n_evicted = 0;
-	waiter_gone = false;
-	tenant_reqs(r, 7, 4);
-	memset(probe_idle_of, 0, sizeof(probe_idle_of));
-	grant_tenants(l, r, 4);                       /* u0, u2 on worker 0; u1, u3 on 1 */
+	evict_tenants(l, r, 7, 4, 4);                 /* u0, u2 on worker 0; u1, u3 on 1 */
 	probe_idle_of[1] = probe_idle_of[2] = 1;
 
 	assert_int_equal(ledger_request(l, 2, 5, &r[4]), LEDGER_QUEUED);
@@ -1306,13 +1314,7 @@ static void test_evict_substitute_counts(void **state)
 	struct notices ns;
 	struct slot_req r[5];
 
-	ledger_set_idle_probe(l, fake_probe);
-	ledger_set_evict(l, on_evict, fake_waiting);
-	n_evicted = 0;
-	waiter_gone = false;
-	tenant_reqs(r, 5, 3);
-	memset(probe_idle_of, 0, sizeof(probe_idle_of));
-	grant_tenants(l, r, 3);                       /* u0, u2 on worker 0; u1 on 1 */
+	evict_tenants(l, r, 5, 3, 3);                 /* u0, u2 on worker 0; u1 on 1 */
 	probe_idle_of[0] = probe_idle_of[1] = 1;
 	assert_int_equal(ledger_request(l, 2, 4, &r[3]), LEDGER_QUEUED);
 	assert_int_equal(ledger_request(l, 2, 5, &r[4]), LEDGER_QUEUED);
@@ -1375,16 +1377,11 @@ static void test_offer_claims(void **state)
 	struct notices ns;
 	struct slot_req r[7];
 
-	ledger_set_idle_probe(l, fake_probe);
-	ledger_set_evict(l, on_evict, fake_waiting);
+	evict_tenants(l, r, 7, 4, 4);                 /* every server busy */
 	ledger_set_offer(l, on_offer, fake_on_way);
-	n_evicted = n_offers = on_way_db = 0;
+	n_offers = on_way_db = 0;
 	claims_base = 7;
 	offered_db = offered_user = -1;
-	waiter_gone = false;
-	tenant_reqs(r, 7, 4);
-	memset(probe_idle_of, 0, sizeof(probe_idle_of));   /* every server busy */
-	grant_tenants(l, r, 4);
 
 	collect(l, &ns);
 	assert_int_equal(n_offers, 0);                 /* nothing queued, nothing offered */
