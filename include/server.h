@@ -29,8 +29,6 @@ struct server *server_new(struct pool *p, bool with_slot, int fd);
 /* Close after the current loop iteration (see server.c). */
 void server_close_soon(struct server *sv, const char *reason);
 void server_close_with_client(struct server *sv, const char *reason);
-/* Worker exit: drop connections still waiting for their backend to go. */
-void server_linger_free_all(void);
 void server_set_state(struct server *sv, enum server_state st);
 const char *server_state_name(enum server_state st);
 void server_close(struct server *sv, const char *reason);

@@ -872,7 +872,7 @@ static void arm_give_timer(struct world *w, usec_t left)
  * max_db_connections / max_user_connections; pool_want.same == 0): only a
  * close serves them, so it is closed here ("evicted", as PgBouncer's
  * eviction) and the supervisor told, not offered to it to be sent back
- * for closing. The slot returns when the backend has exited. */
+ * for closing. The slot returns with the close. */
 static bool close_for_others(struct pool *p, struct server *sv, bool soon)
 {
 	struct slot_req r;

@@ -171,73 +171,6 @@ void server_set_state(struct server *sv, enum server_state st)
 
 /* ---- closing ---- */
 
-/* Several workers: a server's ledger slot is handed back only when its
- * backend is gone (EOF after our Terminate), so the instance never has
- * more backends than its limits, even for a moment, while one worker gives
- * a server up and another opens one. Bounded by LINGER_USEC from the
- * close, however much the backend still sends (a walsender in the middle
- * of BASE_BACKUP reads no Terminate until the backup is done). */
-#define LINGER_USEC (2 * USEC_PER_SEC)
-
-struct lingering {
-	struct list node;
-	struct event *ev;
-	int fd;
-	usec_t deadline;
-	struct world *world;
-	struct slot_req names;
-};
-
-static struct list lingering = LIST_INIT(lingering);
-
-static void linger_free(struct lingering *l)
-{
-	list_del(&l->node);
-	event_free(l->ev);
-	close(l->fd);
-	free(l);
-}
-
-static void linger_done(evutil_socket_t fd, short what, void *arg)
-{
-	struct lingering *l = arg;
-	char junk[256];
-	if (what & EV_READ) {
-		ssize_t n = recv(fd, junk, sizeof(junk), 0);
-		bool more = n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR));
-		if (more && util_monotonic() < l->deadline)
-			return;    /* TLS close_notify or a notice: wait on */
-	}
-	pool_slot_release_req(l->world, &l->names);
-	linger_free(l);
-}
-
-void server_linger_free_all(void)
-{
-	struct list *it;
-	while ((it = list_first(&lingering)) != NULL)
-		linger_free(container_of(it, struct lingering, node));
-}
-
-static void linger(struct pool *p, int fd, uint8_t claim)
-{
-	if (fd < 0) {
-		pool_slot_release_claim(p, claim);
-		return;
-	}
-	struct lingering *l = xcalloc(1, sizeof(*l));
-	l->fd = fd;
-	l->deadline = util_monotonic() + LINGER_USEC;
-	l->world = p->db->world;
-	list_append(&lingering, &l->node);
-	strlcpy_(l->names.db, p->db->name, sizeof(l->names.db));
-	strlcpy_(l->names.user, p->user->name, sizeof(l->names.user));
-	l->names.claim = claim;
-	struct timeval tv = { LINGER_USEC / USEC_PER_SEC, LINGER_USEC % USEC_PER_SEC };
-	l->ev = event_new(p->db->world->base, fd, EV_READ | EV_PERSIST | EV_TIMEOUT, linger_done, l);
-	event_add(l->ev, &tv);
-}
-
 /* The owner of a replication server that goes before it was linked learns
  * why; a linked one is closed with the link, as any client. */
 static void drop_repl_owner(struct server *sv, const char *sqlstate, const char *reason)
@@ -276,12 +209,11 @@ void server_close(struct server *sv, const char *reason)
 	struct client *c = link_detach_server(sv, LINK_SERVER_GONE);
 	if (c)
 		client_close_sqlstate(c, "08P01", "server conn crashed?");
-	bool said_bye = false;
 	if (sv->state == SERVER_ACTIVE || sv->state == SERVER_IDLE || sv->state == SERVER_TESTED)
-		said_bye = stream_write_raw(&sv->s, "X\0\0\0\4", 5);   /* polite Terminate */
-	if (sv->has_slot && said_bye && !stream_has_pending_out(&sv->s) && !server_world(sv)->shutting_down)
-		linger(p, stream_take_fd(&sv->s), sv->claim);
-	else if (sv->has_slot)
+		(void)stream_write_raw(&sv->s, "X\0\0\0\4", 5);   /* polite Terminate */
+	/* The slot goes back with the close, as PgBouncer counts a server gone
+	 * when it closes it: the next server may open while this backend exits. */
+	if (sv->has_slot)
 		pool_slot_release_claim(p, sv->claim);
 	stream_close(&sv->s);
 	p->db->n_servers--;

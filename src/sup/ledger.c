@@ -1024,8 +1024,8 @@ static bool evict_one(struct ledger *l, struct lreq *q, struct lcount *c)
  * another pool of that database (user) close it at once: one notice, no
  * want to take back later and no handover of the server to be sent back
  * for closing (bench/tenants: about 8 notices and a handover round trip
- * per transaction at 1,000 pools). The slot comes back when the backend
- * has exited (ledger_release) and the request is granted then. What finds
+ * per transaction at 1,000 pools). The slot comes back with the close
+ * (ledger_release) and the request is granted then. What finds
  * no idle server is left to the wants (busy holders give theirs when
  * done). True when one was told.
  */

@@ -569,7 +569,6 @@ static void worker_cleanup(void)
 	stats_stop(W);
 	stats_free();
 	cancel_free_all();
-	server_linger_free_all();
 	control_free();
 	authquery_free_all();
 	pool_free_all(W);

@@ -249,10 +249,15 @@ class PgCluster:
         with self.connect() as conn:
             ports = {r[0] for r in conn.execute(
                 f"SELECT client_port FROM pg_stat_activity WHERE {where}", args).fetchall()}
+        return len(ports & self.open_client_ports())
+
+    def open_client_ports(self):
+        """The local ports of the TCP connections to this cluster that are
+        established now. Read after pg_stat_activity: a backend listed
+        there whose port is still open here was held throughout."""
         out = subprocess.run(["ss", "-Htn", "state", "established", "dport", "=", f":{self.port}"],
                              capture_output=True, text=True, check=True).stdout
-        open_ports = {int(line.split()[2].rsplit(":", 1)[1]) for line in out.splitlines() if line.strip()}
-        return len(ports & open_ports)
+        return {int(line.split()[2].rsplit(":", 1)[1]) for line in out.splitlines() if line.strip()}
 
     def active_queries(self, like):
         """Backends running a query LIKE `like` right now (state active)."""

@@ -93,7 +93,7 @@ def test_thousands_of_roles(pg15, make_pooler, tenant_roles):
     pools = [r for r in p.show("POOLS") if r["database"] == "testdb"]
     assert len(pools) == N_ROLES
     assert sum(r["sv_idle"] + r["sv_active"] + r["sv_used"] for r in pools) <= 20
-    assert pg15.server_connections("testdb") <= 20
+    assert pg15.open_server_connections("testdb") <= 20
 
 
 def rss_kb(pid):

@@ -487,7 +487,6 @@ void rig_stop(void)
 	}
 	rig_w->client_tls = NULL;        /* the test's */
 	cancel_free_all();
-	server_linger_free_all();
 	authquery_free_all();
 	pool_free_all(rig_w);
 	event_free(reaper);

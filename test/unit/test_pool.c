@@ -433,10 +433,10 @@ static void test_claim_closes_a_freed_server(void **state)
 	assert_int_equal(p->n_idle, 0);
 	rig_expect(&pg, 'X', NULL);
 	assert_int_equal(rig_sup_count(IPC_EVICT_DONE), 0);   /* no notice for it */
-	rig_close(&pg);
-	for (int i = 0; i < 100 && rig_sup_count(IPC_SLOT_RELEASE) == 0; i++)
-		rig_pump();
+	/* The slot went back with the close, the backend still there (as
+	 * PgBouncer evicts and opens in one step). */
 	assert_int_equal(rig_sup_count(IPC_SLOT_RELEASE), 1);
+	rig_close(&pg);
 	assert_int_equal(rig_sup_last(IPC_SLOT_RELEASE, NULL, &r, sizeof(r)), sizeof(r));
 	assert_string_equal(r.user, "alice");
 	assert_int_equal(r.claim, SLOT_CLAIM_DB);
