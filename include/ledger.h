@@ -36,6 +36,15 @@ enum ledger_result ledger_request(struct ledger *l, int worker, uint32_t reqid, 
 enum ledger_result ledger_request_idle(struct ledger *l, int worker, uint32_t reqid,
 				       const struct slot_req *req, bool idle_elsewhere);
 #define LEDGER_MOVE_WAIT_USEC (20 * 1000)
+/* Past LEDGER_MOVE_WAIT_USEC such a request waits on, up to this, while
+ * the probe says another worker still has an idle server of the pool that
+ * could move (its worker has not run yet, on a busy machine: a move is
+ * still cheaper there than a new backend). */
+#define LEDGER_MOVE_WAIT_MAX_USEC (100 * 1000)
+typedef bool (*ledger_movable_fn)(const char *db, const char *user, int except);
+void ledger_set_movable_probe(struct ledger *l, ledger_movable_fn fn);
+/* Some queued request still waits for an idle server to move. */
+bool ledger_awaiting_move(const struct ledger *l);
 /* Worker's oldest queued request of (db, user) with reqid is no longer
  * needed (it found room another way): false when none was queued (its
  * grant may be on its way). */

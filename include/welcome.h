@@ -30,6 +30,19 @@ const struct login_failure *welcome_failure_recent(const void *key, usec_t now, 
 /* Server TLS settings reloaded: failures under the old ones go. */
 void welcome_forget_failures(void);
 
+/* A worker's ask for a welcome not known yet while a server of the pool
+ * is counted somewhere (its login under way, or its welcome on its way
+ * from another worker: the channels are not ordered between them) waits
+ * for it, instead of the worker logging in a server of its own. */
+void welcome_defer(int worker, const void *key, usec_t now);
+/* One deferred ask of key (key NULL: any) asked before `before`, taken
+ * off the list: true, its worker in *worker and key in key_out. */
+bool welcome_take_deferred(const void *key, usec_t before, int *worker, void *key_out);
+/* When the oldest deferred ask was made; 0 for none. */
+usec_t welcome_oldest_deferred(void);
+/* A worker has gone: its asks go unanswered. */
+void welcome_drop_deferred(int worker);
+
 /* Entries of pools no worker holds (held() says which are held) and
  * failures older than retry go; returns how many went. */
 typedef bool (*welcome_held_fn)(const char *db, const char *user);

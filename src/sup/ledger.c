@@ -104,6 +104,7 @@ struct ledger {
 	usec_t pass_now;           /* the clock when ledger_want_changes began: one
 				    * read for a pass over every pool and request */
 	ledger_idle_fn idle_probe;
+	ledger_movable_fn movable;
 	ledger_evict_fn evict;
 	ledger_wait_fn waiting;
 	ledger_offer_fn offer;
@@ -431,6 +432,16 @@ bool ledger_release(struct ledger *l, int worker, const char *db, const char *us
 
 static int fair_share(const struct ledger *l, const struct lpool *p, int *least);
 
+/* The idle server another worker has for q may still come. */
+static bool move_may_come(const struct ledger *l, const struct lreq *q, usec_t now)
+{
+	usec_t waited = now - q->since;
+	if (waited < LEDGER_MOVE_WAIT_USEC)
+		return true;
+	return waited < LEDGER_MOVE_WAIT_MAX_USEC && l->movable &&
+	       l->movable(q->pool->db, q->pool->user, q->worker);
+}
+
 /* The oldest queued request that may be granted now (of pool p only, and
  * from a worker below its rounded-down share of p, when p is given), or
  * NULL. */
@@ -442,8 +453,8 @@ static struct lreq *grantable(struct ledger *l, const struct lpool *p, int least
 		struct lreq *q = container_of(it, struct lreq, node);
 		if (q->req.move || !fits(q->pool, &q->req))
 			continue;
-		if (q->await_move && now - q->since < LEDGER_MOVE_WAIT_USEC)
-			continue;             /* the idle server may still come */
+		if (q->await_move && move_may_come(l, q, now))
+			continue;
 		if (p && (q->pool != p || q->req.own || p->count[q->worker] >= least))
 			continue;
 		return q;
@@ -1051,6 +1062,20 @@ static bool evict_for_queue(struct ledger *l)
 			told |= evict_one(l, q, q->pool->userc);
 	}
 	return told;
+}
+
+bool ledger_awaiting_move(const struct ledger *l)
+{
+	const struct list *it;
+	list_for_each(it, &l->queue)
+		if (container_of(it, struct lreq, node)->await_move)
+			return true;
+	return false;
+}
+
+void ledger_set_movable_probe(struct ledger *l, ledger_movable_fn fn)
+{
+	l->movable = fn;
 }
 
 void ledger_set_idle_probe(struct ledger *l, ledger_idle_fn fn)

@@ -72,6 +72,7 @@ static struct {
 	int n_ready;
 	struct event *ctl_retry;
 	struct event *ledger_tick;       /* re-asks while slot requests queue */
+	struct event *welcome_wait;      /* answers welcome asks deferred too long */
 	struct event *want_pass;         /* the wants, weighed once per loop turn */
 	struct event *busy_ask;          /* a pass LEDGER_BUSY_ASK_USEC after a request queued */
 	bool want_pass_due;
@@ -176,7 +177,9 @@ static void on_ledger_tick(evutil_socket_t fd, short what, void *arg)
 	(void)arg;
 	ledger_settle();
 	if (ledger_queued(sup.ledger) > 0) {
-		struct timeval tv = { 0, 100000 };
+		/* A request waiting on past LEDGER_MOVE_WAIT_USEC for an idle
+		 * server still idle elsewhere is looked at as often. */
+		struct timeval tv = { 0, ledger_awaiting_move(sup.ledger) ? LEDGER_MOVE_WAIT_USEC : 100000 };
 		event_add(sup.ledger_tick, &tv);
 	}
 }
@@ -267,6 +270,8 @@ static void arm_busy_ask(void)
 		event_add(sup.busy_ask, &tv);
 }
 
+static void welcome_pool_gone(const char *db, const char *user);
+
 /* After slots were freed: grant what now fits, refresh the asks. */
 static void ledger_settle(void)
 {
@@ -289,6 +294,7 @@ static void on_slot_msg(int slot, const struct ipc_hdr *hdr, const void *payload
 		claim_done(&r);
 		if (!ledger_release(sup.ledger, slot, r.db, r.user))
 			log_warning("worker %d returned a slot of %s/%s it did not hold", slot, r.db, r.user);
+		welcome_pool_gone(r.db, r.user);
 		ledger_settle();
 		return;
 	}
@@ -417,22 +423,81 @@ static void cancel_done(const struct ipc_hdr *hdr, const void *payload)
 static void tell_recent_failure(int slot, const void *key);
 static void arm_sweep(void);
 
-static void on_welcome_msg(int slot, const struct ipc_hdr *hdr, const void *payload)
+/* A deferred ask is answered without a welcome after this long: the
+ * worker then logs in a server of its own, as with none counted. */
+#define WELCOME_WAIT_USEC (1 * USEC_PER_SEC)
+
+static void answer_welcome(int slot, const void *key)
 {
 	uint32_t len;
+	const void *w = welcome_find(key, &len);
+	if (w)
+		send_to(slot, IPC_WELCOME, 0, w, len);
+	else
+		send_to(slot, IPC_WELCOME, 0, key, WELCOME_KEY);
+}
+
+/* The asks deferred for key (NULL: any) made before `before`, answered
+ * with what is known now. */
+static void answer_deferred(const void *key, usec_t before)
+{
+	uint8_t k[WELCOME_KEY];
+	int worker;
+	while (welcome_take_deferred(key, before, &worker, k))
+		answer_welcome(worker, k);
+}
+
+static void on_welcome_wait(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	answer_deferred(NULL, util_monotonic() - WELCOME_WAIT_USEC + 1);
+	usec_t oldest = welcome_oldest_deferred();
+	if (oldest) {
+		usec_t left = oldest + WELCOME_WAIT_USEC - util_monotonic();
+		struct timeval tv = { 0, left > 0 ? (suseconds_t)left : 0 };
+		event_add(sup.welcome_wait, &tv);
+	}
+}
+
+static void on_welcome_msg(int slot, const struct ipc_hdr *hdr, const void *payload)
+{
 	if (hdr->len < WELCOME_KEY)
 		return;
 	if (hdr->type != IPC_WELCOME_GET) {
 		welcome_put(payload, hdr->len);
+		answer_deferred(payload, INT64_MAX);
 		arm_sweep();
 		return;
 	}
 	tell_recent_failure(slot, payload);
-	const void *w = welcome_find(payload, &len);
-	if (w)
-		send_to(slot, IPC_WELCOME, 0, w, len);
-	else
-		send_to(slot, IPC_WELCOME, 0, payload, WELCOME_KEY);
+	uint32_t len;
+	char db[LEDGER_NAME], user[LEDGER_NAME];
+	memcpy(db, payload, LEDGER_NAME);
+	memcpy(user, (const char *)payload + LEDGER_NAME, LEDGER_NAME);
+	db[LEDGER_NAME - 1] = user[LEDGER_NAME - 1] = 0;
+	if (!welcome_find(payload, &len) && ledger_pool_count(sup.ledger, db, user, -1) > 0) {
+		welcome_defer(slot, payload, util_monotonic());
+		if (!event_pending(sup.welcome_wait, EV_TIMEOUT, NULL)) {
+			struct timeval tv = { WELCOME_WAIT_USEC / USEC_PER_SEC, WELCOME_WAIT_USEC % USEC_PER_SEC };
+			event_add(sup.welcome_wait, &tv);
+		}
+		return;
+	}
+	answer_welcome(slot, payload);
+}
+
+/* No server of the pool is counted any more (its login failed, or it
+ * closed before its welcome came): the deferred asks are answered. */
+static void welcome_pool_gone(const char *db, const char *user)
+{
+	uint8_t key[WELCOME_KEY] = { 0 };
+	if (ledger_pool_count(sup.ledger, db, user, -1) > 0)
+		return;
+	strlcpy_((char *)key, db, LEDGER_NAME);
+	strlcpy_((char *)key + LEDGER_NAME, user, LEDGER_NAME);
+	answer_deferred(key, INT64_MAX);
 }
 
 /* Told to every worker at once; kept so a worker that meets the pool later
@@ -447,6 +512,7 @@ static void on_login_failed(int slot, const struct ipc_hdr *hdr, const void *pay
 			send_to(i, IPC_LOGIN_FAILED, 0, &f, sizeof(f));
 	welcome_failure_put(&f, util_monotonic());
 	arm_sweep();
+	welcome_pool_gone(f.pool.db, f.pool.user);
 }
 
 /* Before answering a WELCOME_GET: a recent failure goes first. */
@@ -1082,6 +1148,8 @@ static void worker_died(int slot, int status)
 	shm_worker_reset(slot);
 	hist_worker_gone(slot);
 	ledger_worker_gone(sup.ledger, slot);
+	welcome_drop_deferred(slot);
+	answer_deferred(NULL, INT64_MAX);   /* its servers are gone: the others' asks now */
 	ipc_chan_free(s->ch);
 	s->ch = NULL;
 	pid_t old_pid = s->pid;
@@ -1300,11 +1368,13 @@ int supervisor_run(const struct run_options *opt, struct config *cfg)
 	sup.slots = xcalloc((size_t)sup.n_slots, sizeof(*sup.slots));
 	sup.ledger = ledger_new(sup.n_slots);
 	ledger_set_idle_probe(sup.ledger, hist_pool_idle_any);
+	ledger_set_movable_probe(sup.ledger, hist_pool_idle_elsewhere);
 	ledger_set_evict(sup.ledger, send_evict, pool_has_waiter);
 	ledger_set_offer(sup.ledger, offer_evict, evict_on_way);
 	welcome_init();
 	sup.sweep = event_new(sup.base, -1, 0, on_sweep, NULL);
-	if (!sup.sweep)
+	sup.welcome_wait = event_new(sup.base, -1, 0, on_welcome_wait, NULL);
+	if (!sup.sweep || !sup.welcome_wait)
 		fatal("supervisor: out of memory for its sweep timer");
 	list_init(&sup.fans);
 	log_info("process up: %s, libevent %s, c-ares, workers=%d", PACKAGE_STRING, event_get_version(), sup.n_slots);
@@ -1333,6 +1403,7 @@ int supervisor_run(const struct run_options *opt, struct config *cfg)
 	ledger_free(sup.ledger);
 	struct list *it;
 	event_free(sup.sweep);
+	event_free(sup.welcome_wait);
 	welcome_free_all();
 	while ((it = list_first(&sup.fans)) != NULL)
 		fan_free(container_of(it, struct fan, node));

@@ -19,15 +19,24 @@ struct failure {
 	struct login_failure f;
 };
 
+struct deferred {
+	struct list node;
+	int worker;
+	usec_t since;
+	uint8_t key[WELCOME_KEY];
+};
+
 static struct {
 	struct list welcomes, failures;
 	struct hmap welcome_map, failure_map;
+	struct list deferred;      /* oldest first; a handful at most */
 } wc;
 
 void welcome_init(void)
 {
 	list_init(&wc.welcomes);
 	list_init(&wc.failures);
+	list_init(&wc.deferred);
 	hmap_init(&wc.welcome_map);
 	hmap_init(&wc.failure_map);
 }
@@ -127,6 +136,51 @@ void welcome_forget_failures(void)
 		drop_failure(container_of(it, struct failure, node));
 }
 
+void welcome_defer(int worker, const void *key, usec_t now)
+{
+	struct deferred *d = xcalloc(1, sizeof(*d));
+	d->worker = worker;
+	d->since = now;
+	memcpy(d->key, key, WELCOME_KEY);
+	list_append(&wc.deferred, &d->node);
+}
+
+bool welcome_take_deferred(const void *key, usec_t before, int *worker, void *key_out)
+{
+	struct list *it;
+	list_for_each(it, &wc.deferred) {
+		struct deferred *d = container_of(it, struct deferred, node);
+		if (d->since >= before)
+			break;
+		if (key && memcmp(d->key, key, WELCOME_KEY) != 0)
+			continue;
+		*worker = d->worker;
+		memcpy(key_out, d->key, WELCOME_KEY);
+		list_del(&d->node);
+		free(d);
+		return true;
+	}
+	return false;
+}
+
+usec_t welcome_oldest_deferred(void)
+{
+	struct list *it = list_first(&wc.deferred);
+	return it ? container_of(it, struct deferred, node)->since : 0;
+}
+
+void welcome_drop_deferred(int worker)
+{
+	struct list *it, *tmp;
+	list_for_each_safe(it, tmp, &wc.deferred) {
+		struct deferred *d = container_of(it, struct deferred, node);
+		if (d->worker == worker) {
+			list_del(&d->node);
+			free(d);
+		}
+	}
+}
+
 int welcome_sweep(welcome_held_fn held, usec_t now, usec_t retry)
 {
 	struct list *it, *tmp;
@@ -159,6 +213,10 @@ void welcome_free_all(void)
 	while ((it = list_first(&wc.welcomes)) != NULL)
 		drop_welcome(container_of(it, struct welcome, node));
 	welcome_forget_failures();
+	while ((it = list_first(&wc.deferred)) != NULL) {
+		list_del(it);
+		free(container_of(it, struct deferred, node));
+	}
 	hmap_free(&wc.welcome_map);
 	hmap_free(&wc.failure_map);
 }

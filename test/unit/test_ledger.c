@@ -894,6 +894,45 @@ static void test_request_waits_for_idle_server(void **state)
 	assert_int_equal(ledger_request_idle(l, 0, 4, &now, true), LEDGER_GRANTED);
 }
 
+/* Past LEDGER_MOVE_WAIT_USEC, a request waits on while the probe says the
+ * idle server is still idle elsewhere (its worker has not run yet), up to
+ * LEDGER_MOVE_WAIT_MAX_USEC; it is granted at once once none is. */
+static bool still_idle;
+
+static bool movable(const char *db, const char *user, int except)
+{
+	assert_string_equal(db, "d");
+	assert_string_equal(user, "u");
+	assert_int_equal(except, 1);
+	return still_idle;
+}
+
+static void test_request_waits_on_while_idle_elsewhere(void **state)
+{
+	struct ledger *l = *state;
+	struct slot_req p = mkreq("d", "u", 5, 0, 0, 1);
+
+	ledger_set_movable_probe(l, movable);
+	still_idle = true;
+	assert_int_equal(ledger_request(l, 0, 1, &p), LEDGER_GRANTED);
+	assert_int_equal(ledger_request_idle(l, 1, 2, &p, true), LEDGER_QUEUED);
+	assert_true(ledger_awaiting_move(l));
+	fakeclock_advance(LEDGER_MOVE_WAIT_USEC);
+	expect_no_grant(l);
+	fakeclock_advance(LEDGER_MOVE_WAIT_MAX_USEC - LEDGER_MOVE_WAIT_USEC - 1);
+	expect_no_grant(l);
+	fakeclock_advance(1);
+	expect_grant(l, 1, 2, "d", "u");
+	assert_false(ledger_awaiting_move(l));
+
+	/* The idle server went (its worker's client took it): granted then. */
+	assert_int_equal(ledger_request_idle(l, 1, 3, &p, true), LEDGER_QUEUED);
+	fakeclock_advance(LEDGER_MOVE_WAIT_USEC);
+	expect_no_grant(l);
+	still_idle = false;
+	expect_grant(l, 1, 3, "d", "u");
+}
+
 /* A request for the reuse order (move): only a move serves it. Denied at
  * once when no other worker has an idle server; else queued, never
  * granted (even where it fits), blocking no other request, answered by a
@@ -1750,6 +1789,7 @@ int main(void)
 		T(test_retell_counts_the_offer),
 		T(test_evict_done),
 		T(test_request_waits_for_idle_server),
+		T(test_request_waits_on_while_idle_elsewhere),
 		T(test_move_request),
 		T(test_adopt_beyond_limits),
 		T(test_own_request_closes),
@@ -1760,3 +1800,4 @@ int main(void)
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
+		

@@ -117,11 +117,51 @@ static void test_failures(void **state)
 	held_user = "";
 }
 
+/* Asks deferred until a welcome comes: taken by key in the order made,
+ * by age for the time-out, dropped with their worker, freed at the end
+ * (the teardown frees what is left: ASan sees a leak otherwise). */
+static void test_deferred_asks(void **state)
+{
+	(void)state;
+	uint8_t a[WELCOME_KEY], b[WELCOME_KEY], out[WELCOME_KEY];
+	int worker = -1;
+	key_of(a, "db", "ua");
+	key_of(b, "db", "ub");
+	assert_int_equal(welcome_oldest_deferred(), 0);
+	welcome_defer(1, a, 100);
+	welcome_defer(2, b, 110);
+	welcome_defer(3, a, 120);
+	welcome_defer(2, a, 130);
+	assert_int_equal(welcome_oldest_deferred(), 100);
+
+	/* The welcome of a came: its asks, oldest first. */
+	assert_true(welcome_take_deferred(a, INT64_MAX, &worker, out));
+	assert_int_equal(worker, 1);
+	assert_memory_equal(out, a, WELCOME_KEY);
+	assert_true(welcome_take_deferred(a, INT64_MAX, &worker, out));
+	assert_int_equal(worker, 3);
+	assert_int_equal(welcome_oldest_deferred(), 110);
+
+	/* Time-out: only those asked before the cut. */
+	assert_false(welcome_take_deferred(NULL, 110, &worker, out));
+	assert_true(welcome_take_deferred(NULL, 111, &worker, out));
+	assert_int_equal(worker, 2);
+	assert_memory_equal(out, b, WELCOME_KEY);
+
+	/* Worker 2 went: its ask goes unanswered. */
+	welcome_defer(3, b, 140);
+	welcome_drop_deferred(2);
+	assert_false(welcome_take_deferred(a, INT64_MAX, &worker, out));
+	assert_int_equal(welcome_oldest_deferred(), 140);
+	welcome_defer(1, a, 150);        /* left for the teardown */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_put_find_replace, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_failures, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_deferred_asks, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
