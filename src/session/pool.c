@@ -383,11 +383,18 @@ static void publish_use(struct pool *p)
  * (pool_idle.c) and takes it again when something comes. */
 bool pool_cell_ready(struct pool *p)
 {
+	bool fresh;
 	if (p->hist || p->db->admin)
 		return true;
-	p->hist = hist_pool_hold(p->db->name, p->user->name);
+	p->hist = hist_pool_hold_fresh(p->db->name, p->user->name, &fresh);
 	if (!p->hist)
 		return !hist_enabled();
+	/* No worker held the pool: none has its welcome (the supervisor's copy
+	 * of an earlier one is swept), and no server of it is counted: the
+	 * first login opens a server without asking (one round trip less for
+	 * every new tenant's first client). */
+	if (fresh && !p->welcome_ready && p->welcome_asked == 0)
+		p->welcome_asked = 2;
 	publish_use(p);
 	return true;
 }

@@ -247,6 +247,31 @@ static void test_release_by_workers(void **state)
 	assert_true(hist_pool_release(NULL));                 /* no cell: nobody else */
 }
 
+/* A hold says whether no worker held the pool before (its first login then
+ * asks the supervisor for no welcome): the first holder's, and again once
+ * every holder has let go; never a second worker's. */
+static void test_fresh_hold(void **state)
+{
+	(void)state;
+	bool fresh = false;
+	struct hist_pool_cell *mine = hist_pool_hold_fresh("fr", "u", &fresh);
+	assert_non_null(mine);
+	assert_true(fresh);
+	assert_ptr_equal(hist_pool_hold_fresh("fr", "u", &fresh), mine);
+	assert_false(fresh);                                  /* ours already */
+	hist_attach_worker(1);
+	struct hist_pool_cell *w1 = hist_pool_hold_fresh("fr", "u", &fresh);
+	assert_false(fresh);                                  /* worker 0 holds it */
+	assert_false(hist_pool_release(w1));
+	hist_attach_worker(0);
+	assert_true(hist_pool_release(mine));
+	hist_attach_worker(1);
+	w1 = hist_pool_hold_fresh("fr", "u", &fresh);
+	assert_true(fresh);                                   /* nobody held it */
+	assert_true(hist_pool_release(w1));
+	hist_attach_worker(0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -256,6 +281,7 @@ int main(void)
 		cmocka_unit_test(test_pool_use_elsewhere),
 		cmocka_unit_test(test_idle_any_by_name),
 		cmocka_unit_test(test_release_by_workers),
+		cmocka_unit_test(test_fresh_hold),
 		cmocka_unit_test(test_table_full),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
