@@ -7,6 +7,7 @@ Everything lives under one scratch directory. Every process started here is
 stopped by its pid; every wait is bounded."""
 
 import base64
+import csv
 import glob
 import hashlib
 import hmac
@@ -437,6 +438,42 @@ class Env:
     def close(self):
         self.stop_pooler()
         self.stop_pg()
+
+
+def read_csv(path):
+    """A CSV file the benches wrote, as dicts, numbers parsed ("" is None)."""
+    def num(v):
+        for kind in (int, float):
+            try:
+                return kind(v)
+            except ValueError:
+                pass
+        return None if v == "" else v
+    with open(path) as f:
+        return [{k: num(v) for k, v in r.items()} for r in csv.DictReader(f)]
+
+
+def many_roles_settings(env, limit, max_client_conn):
+    """The [pgbouncer] settings bench/tenants and bench/rotation give every
+    target: one role per pool, SCRAM with the auth_file, transaction
+    pooling, default_pool_size = 1 and max_db_connections = limit."""
+    return {
+        "listen_addr": HOST,
+        "unix_socket_dir": env.sock,
+        "logfile": "",
+        "auth_type": "scram-sha-256",
+        "auth_file": env.path("userlist.txt"),
+        "admin_users": USER,
+        "pool_mode": "transaction",
+        "default_pool_size": 1,
+        "max_db_connections": limit,
+        "max_client_conn": max_client_conn,
+        "server_tls_sslmode": "disable",
+        "log_connections": 0,
+        "log_disconnections": 0,
+        "log_pooler_errors": 1,
+        "query_wait_timeout": 60,
+    }
 
 
 class Pooler:

@@ -126,24 +126,8 @@ class Tenants:
         return self.env.path(f"tenants-{target}.ini")
 
     def settings(self):
-        env = self.env
-        return {
-            "listen_addr": HOST,
-            "unix_socket_dir": env.sock,
-            "logfile": "",
-            "auth_type": "scram-sha-256",
-            "auth_file": env.path("userlist.txt"),
-            "admin_users": USER,
-            "pool_mode": "transaction",
-            "default_pool_size": 1,
-            "max_db_connections": self.limit,
-            "max_client_conn": self.max_pools * self.clients_per_pool + self.samples + 100,
-            "server_tls_sslmode": "disable",
-            "log_connections": 0,
-            "log_disconnections": 0,
-            "log_pooler_errors": 1,
-            "query_wait_timeout": 60,
-        }
+        return benchenv.many_roles_settings(
+            self.env, self.limit, self.max_pools * self.clients_per_pool + self.samples + 100)
 
     def ini_text(self, target):
         env = self.env
@@ -658,22 +642,10 @@ def write(out, rows, slices, meta):
         f.write(markdown(rows, slices, meta))
 
 
-def read_csv(path):
-    def num(v):
-        for kind in (int, float):
-            try:
-                return kind(v)
-            except ValueError:
-                pass
-        return None if v == "" else v
-    with open(path) as f:
-        return [{k: num(v) for k, v in r.items()} for r in csv.DictReader(f)]
-
-
 def redraw(out):
     """tenants.md again from tenants.csv, slices.csv and meta.json."""
-    rows = read_csv(os.path.join(out, "tenants.csv"))
-    slices = read_csv(os.path.join(out, "slices.csv"))
+    rows = benchenv.read_csv(os.path.join(out, "tenants.csv"))
+    slices = benchenv.read_csv(os.path.join(out, "slices.csv"))
     with open(os.path.join(out, "meta.json")) as f:
         meta = json.load(f)
     with open(os.path.join(out, "tenants.md"), "w") as f:
