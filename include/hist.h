@@ -75,9 +75,8 @@ void hist_attach_worker(int w);
  * holds is free for another pool (its counts start again from zero). NULL
  * when the table is full (max_pools pools held at once), the names are too
  * long or there is no shared memory. */
-struct hist_pool_cell *hist_pool_hold(const char *db, const char *user);
-/* The same; *fresh says whether no worker held the pool before. */
-struct hist_pool_cell *hist_pool_hold_fresh(const char *db, const char *user, bool *fresh);
+/* *fresh (when given) says whether no worker held the pool before. */
+struct hist_pool_cell *hist_pool_hold(const char *db, const char *user, bool *fresh);
 /* Let go of ours (the pool goes, or has nothing in this worker): what
  * other workers read of it says nothing is here from now on. True when no
  * worker holds the slot any more (ours was the last hold, or there was no

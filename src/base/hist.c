@@ -123,24 +123,20 @@ static void clear_slot(int i, void *arg)
 	bool *fresh = arg;
 	for (int w = 0; w < head->n_workers; w++)
 		memset(&pool_cells(w)[i], 0, sizeof(struct hist_pool_cell));
-	*fresh = true;
+	if (fresh)
+		*fresh = true;
 }
 
-struct hist_pool_cell *hist_pool_hold_fresh(const char *db, const char *user, bool *fresh)
+struct hist_pool_cell *hist_pool_hold(const char *db, const char *user, bool *fresh)
 {
 	char key[2 * NAME_LEN];
-	*fresh = false;
+	if (fresh)
+		*fresh = false;
 	if (!head || self < 0)
 		return NULL;
 	size_t len = pool_key(key, db, user);
 	int i = len ? shtab_hold(tab(), self, key, len, NULL, clear_slot, fresh) : -1;
 	return i < 0 ? NULL : &pool_cells(self)[i];
-}
-
-struct hist_pool_cell *hist_pool_hold(const char *db, const char *user)
-{
-	bool fresh;
-	return hist_pool_hold_fresh(db, user, &fresh);
 }
 
 bool hist_pool_release(struct hist_pool_cell *cell)

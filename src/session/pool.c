@@ -386,7 +386,7 @@ bool pool_cell_ready(struct pool *p)
 	bool fresh;
 	if (p->hist || p->db->admin)
 		return true;
-	p->hist = hist_pool_hold_fresh(p->db->name, p->user->name, &fresh);
+	p->hist = hist_pool_hold(p->db->name, p->user->name, &fresh);
 	if (!p->hist)
 		return !hist_enabled();
 	/* No worker held the pool: none has its welcome (the supervisor's copy

@@ -447,18 +447,26 @@ static void answer_deferred(const void *key, usec_t before)
 		answer_welcome(worker, k);
 }
 
+/* Due when the oldest deferred ask has waited WELCOME_WAIT_USEC. */
+static void arm_welcome_wait(void)
+{
+	usec_t oldest = welcome_oldest_deferred();
+	if (!oldest || event_pending(sup.welcome_wait, EV_TIMEOUT, NULL))
+		return;
+	usec_t left = oldest + WELCOME_WAIT_USEC - util_monotonic();
+	if (left < 0)
+		left = 0;
+	struct timeval tv = { (time_t)(left / USEC_PER_SEC), (suseconds_t)(left % USEC_PER_SEC) };
+	event_add(sup.welcome_wait, &tv);
+}
+
 static void on_welcome_wait(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
 	(void)arg;
 	answer_deferred(NULL, util_monotonic() - WELCOME_WAIT_USEC + 1);
-	usec_t oldest = welcome_oldest_deferred();
-	if (oldest) {
-		usec_t left = oldest + WELCOME_WAIT_USEC - util_monotonic();
-		struct timeval tv = { 0, left > 0 ? (suseconds_t)left : 0 };
-		event_add(sup.welcome_wait, &tv);
-	}
+	arm_welcome_wait();
 }
 
 static void on_welcome_msg(int slot, const struct ipc_hdr *hdr, const void *payload)
@@ -479,21 +487,20 @@ static void on_welcome_msg(int slot, const struct ipc_hdr *hdr, const void *payl
 	db[LEDGER_NAME - 1] = user[LEDGER_NAME - 1] = 0;
 	if (!welcome_find(payload, &len) && ledger_pool_count(sup.ledger, db, user, -1) > 0) {
 		welcome_defer(slot, payload, util_monotonic());
-		if (!event_pending(sup.welcome_wait, EV_TIMEOUT, NULL)) {
-			struct timeval tv = { WELCOME_WAIT_USEC / USEC_PER_SEC, WELCOME_WAIT_USEC % USEC_PER_SEC };
-			event_add(sup.welcome_wait, &tv);
-		}
+		arm_welcome_wait();
 		return;
 	}
 	answer_welcome(slot, payload);
 }
 
-/* No server of the pool is counted any more (its login failed, or it
- * closed before its welcome came): the deferred asks are answered. */
+/* A slot of the pool came back: with no server of it counted any more
+ * (its login failed, or it closed before its welcome came) the deferred
+ * asks are answered. Every release passes here: nearly always nothing is
+ * deferred, one load. */
 static void welcome_pool_gone(const char *db, const char *user)
 {
 	uint8_t key[WELCOME_KEY] = { 0 };
-	if (ledger_pool_count(sup.ledger, db, user, -1) > 0)
+	if (!welcome_oldest_deferred() || ledger_pool_count(sup.ledger, db, user, -1) > 0)
 		return;
 	strlcpy_((char *)key, db, LEDGER_NAME);
 	strlcpy_((char *)key + LEDGER_NAME, user, LEDGER_NAME);
@@ -512,7 +519,6 @@ static void on_login_failed(int slot, const struct ipc_hdr *hdr, const void *pay
 			send_to(i, IPC_LOGIN_FAILED, 0, &f, sizeof(f));
 	welcome_failure_put(&f, util_monotonic());
 	arm_sweep();
-	welcome_pool_gone(f.pool.db, f.pool.user);
 }
 
 /* Before answering a WELCOME_GET: a recent failure goes first. */

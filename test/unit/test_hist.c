@@ -64,11 +64,11 @@ static int slot_of(const char *db, const char *user)
 static void test_pools_sum_over_workers(void **state)
 {
 	(void)state;
-	struct hist_pool_cell *c = hist_pool_hold("db1", "alice");
+	struct hist_pool_cell *c = hist_pool_hold("db1", "alice", NULL);
 	assert_non_null(c);
-	assert_ptr_equal(hist_pool_hold("db1", "alice"), c);            /* stable */
-	assert_ptr_not_equal(hist_pool_hold("db1", "bob"), c);
-	assert_ptr_not_equal(hist_pool_hold("db1a", "lice"), c);        /* not a concatenation */
+	assert_ptr_equal(hist_pool_hold("db1", "alice", NULL), c);            /* stable */
+	assert_ptr_not_equal(hist_pool_hold("db1", "bob", NULL), c);
+	assert_ptr_not_equal(hist_pool_hold("db1a", "lice", NULL), c);        /* not a concatenation */
 	hist_pool_observe(c, HIST_XACT, 10);
 	hist_pool_observe(c, HIST_XACT, 2000);
 	hist_pool_observe(NULL, HIST_XACT, 5);                          /* table full: no-op */
@@ -78,7 +78,7 @@ static void test_pools_sum_over_workers(void **state)
 		assert_true(pid >= 0);
 		if (pid == 0) {
 			hist_attach_worker(w);
-			struct hist_pool_cell *mine = hist_pool_hold("db1", "alice");
+			struct hist_pool_cell *mine = hist_pool_hold("db1", "alice", NULL);
 			for (int i = 0; i < 1000; i++)
 				hist_pool_observe(mine, HIST_XACT, 60000000);    /* +Inf */
 			_exit(mine && mine != c ? 0 : 1);
@@ -118,7 +118,7 @@ static void test_pool_use_elsewhere(void **state)
 {
 	usec_t last;
 	(void)state;
-	struct hist_pool_cell *mine = hist_pool_hold("dbu", "carol");
+	struct hist_pool_cell *mine = hist_pool_hold("dbu", "carol", NULL);
 	assert_non_null(mine);
 	assert_false(hist_pool_used_elsewhere(mine, &last));
 	assert_int_equal(last, 0);                          /* nobody else ever had it */
@@ -127,9 +127,9 @@ static void test_pool_use_elsewhere(void **state)
 	assert_int_equal(last, 0);
 	/* Workers 1 and 2 (the cells are written as theirs would be). */
 	hist_attach_worker(1);
-	struct hist_pool_cell *w1 = hist_pool_hold("dbu", "carol");
+	struct hist_pool_cell *w1 = hist_pool_hold("dbu", "carol", NULL);
 	hist_attach_worker(2);
-	struct hist_pool_cell *w2 = hist_pool_hold("dbu", "carol");
+	struct hist_pool_cell *w2 = hist_pool_hold("dbu", "carol", NULL);
 	hist_attach_worker(0);
 	hist_pool_set_use(w1, 0, 0, 700);
 	hist_pool_set_use(w2, 0, 0, 900);
@@ -157,9 +157,9 @@ static void test_idle_any_by_name(void **state)
 	(void)state;
 	assert_false(hist_pool_idle_any("dbi", "dave", &hint, got, N_WORKERS));
 	assert_int_equal(hint, -1);
-	struct hist_pool_cell *w0 = hist_pool_hold("dbi", "dave");
+	struct hist_pool_cell *w0 = hist_pool_hold("dbi", "dave", NULL);
 	hist_attach_worker(2);
-	struct hist_pool_cell *w2 = hist_pool_hold("dbi", "dave");
+	struct hist_pool_cell *w2 = hist_pool_hold("dbi", "dave", NULL);
 	hist_attach_worker(0);
 	hist_pool_set_idle_any(w0, 1);
 	hist_pool_set_idle_any(w2, 3);
@@ -177,7 +177,7 @@ static void test_idle_any_by_name(void **state)
 	assert_false(hist_pool_idle_any("dbi", "dave", &hint, got, N_WORKERS));
 	/* Another pool takes a slot (the freed one, first on the free list):
 	 * a hint kept from before is not followed into it. */
-	struct hist_pool_cell *other = hist_pool_hold("dbx", "erin");
+	struct hist_pool_cell *other = hist_pool_hold("dbx", "erin", NULL);
 	hist_pool_set_idle_any(other, 5);
 	hint = kept;
 	assert_false(hist_pool_idle_any("dbi", "dave", &hint, got, N_WORKERS));
@@ -195,7 +195,7 @@ static void test_table_full(void **state)
 	int made = 0;
 	for (int i = 0; i < MAX_POOLS + 10; i++) {
 		snprintf(db, sizeof(db), "full%d", i);
-		struct hist_pool_cell *c = hist_pool_hold(db, "u");
+		struct hist_pool_cell *c = hist_pool_hold(db, "u", NULL);
 		if (c)
 			cells[made++] = c;
 	}
@@ -203,10 +203,10 @@ static void test_table_full(void **state)
 	assert_int_equal(hist_pools_used(), MAX_POOLS);
 	assert_true(hist_pool_full());
 	assert_true(made < MAX_POOLS && made > MAX_POOLS - 10);
-	assert_null(hist_pool_hold("one", "more"));
+	assert_null(hist_pool_hold("one", "more", NULL));
 	hist_pool_observe(cells[0], HIST_QUERY, 7);
 	hist_pool_release(cells[0]);
-	struct hist_pool_cell *fresh = hist_pool_hold("one", "more");
+	struct hist_pool_cell *fresh = hist_pool_hold("one", "more", NULL);
 	assert_ptr_equal(fresh, cells[0]);
 	struct hist_total t;
 	hist_pool_total(slot_of("one", "more"), HIST_QUERY, &t);
@@ -215,7 +215,7 @@ static void test_table_full(void **state)
 	char longname[100];
 	memset(longname, 'x', sizeof(longname) - 1);
 	longname[sizeof(longname) - 1] = 0;
-	assert_null(hist_pool_hold(longname, "u"));
+	assert_null(hist_pool_hold(longname, "u", NULL));
 	for (int i = 1; i < made; i++)
 		hist_pool_release(cells[i]);
 }
@@ -227,9 +227,9 @@ static void test_release_by_workers(void **state)
 {
 	(void)state;
 	usec_t last;
-	struct hist_pool_cell *mine = hist_pool_hold("rel", "u");
+	struct hist_pool_cell *mine = hist_pool_hold("rel", "u", NULL);
 	hist_attach_worker(1);
-	struct hist_pool_cell *w1 = hist_pool_hold("rel", "u");
+	struct hist_pool_cell *w1 = hist_pool_hold("rel", "u", NULL);
 	hist_pool_set_use(w1, 2, 1, 100);
 	hist_pool_set_wait(w1, 50);
 	hist_attach_worker(0);
@@ -254,19 +254,19 @@ static void test_fresh_hold(void **state)
 {
 	(void)state;
 	bool fresh = false;
-	struct hist_pool_cell *mine = hist_pool_hold_fresh("fr", "u", &fresh);
+	struct hist_pool_cell *mine = hist_pool_hold("fr", "u", &fresh);
 	assert_non_null(mine);
 	assert_true(fresh);
-	assert_ptr_equal(hist_pool_hold_fresh("fr", "u", &fresh), mine);
+	assert_ptr_equal(hist_pool_hold("fr", "u", &fresh), mine);
 	assert_false(fresh);                                  /* ours already */
 	hist_attach_worker(1);
-	struct hist_pool_cell *w1 = hist_pool_hold_fresh("fr", "u", &fresh);
+	struct hist_pool_cell *w1 = hist_pool_hold("fr", "u", &fresh);
 	assert_false(fresh);                                  /* worker 0 holds it */
 	assert_false(hist_pool_release(w1));
 	hist_attach_worker(0);
 	assert_true(hist_pool_release(mine));
 	hist_attach_worker(1);
-	w1 = hist_pool_hold_fresh("fr", "u", &fresh);
+	w1 = hist_pool_hold("fr", "u", &fresh);
 	assert_true(fresh);                                   /* nobody held it */
 	assert_true(hist_pool_release(w1));
 	hist_attach_worker(0);

@@ -406,7 +406,7 @@ static void test_pool_idle_timeout_other_worker(void **state)
 	log_to_file();
 	assert_int_equal(hist_create(2, 64), 0);
 	hist_attach_worker(1);
-	struct hist_pool_cell *other = hist_pool_hold("db", "alice");
+	struct hist_pool_cell *other = hist_pool_hold("db", "alice", NULL);
 	hist_pool_set_use(other, 0, 1, fakeclock_now());           /* a server there */
 	hist_attach_worker(0);
 	rig_start("pool_mode = transaction\npool_idle_timeout = 1\nserver_idle_timeout = 1", DBS);

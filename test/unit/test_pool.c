@@ -535,7 +535,7 @@ static void test_reuse_order_two_workers(void **state)
 	(void)state;
 	assert_int_equal(hist_create(2, 64), 0);
 	hist_attach_worker(1);
-	struct hist_pool_cell *other = hist_pool_hold("db", "alice");
+	struct hist_pool_cell *other = hist_pool_hold("db", "alice", NULL);
 	hist_attach_worker(0);
 	rig_start_workers(2, "pool_mode = transaction\ndefault_pool_size = 2", DBS);
 	rig_client(&c, "alice", "db");
