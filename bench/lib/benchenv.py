@@ -440,6 +440,14 @@ class Env:
         self.stop_pg()
 
 
+def pct(values, q):
+    """The q-quantile of values (nearest rank), None for none."""
+    if not values:
+        return None
+    s = sorted(values)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
 def read_csv(path):
     """A CSV file the benches wrote, as dicts, numbers parsed ("" is None)."""
     def num(v):

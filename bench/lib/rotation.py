@@ -49,13 +49,6 @@ QUICK = {"roles": 3000, "every": 1000, "warm": 500, "target_timeout": 300}
 CONSOLE_TIMEOUT = 30               # seconds: one psql of the console
 
 
-def pct(values, q):
-    if not values:
-        return None
-    s = sorted(values)
-    return s[min(len(s) - 1, int(q * len(s)))]
-
-
 def ms(v):
     return None if v is None else round(v * 1000, 2)
 
@@ -311,8 +304,8 @@ def memory_sample(rot, target, pooler, users):
 
 def chunk_fields(chunk, seconds):
     errs = sum(chunk.errors.values())
-    return {"chunk_logins": len(chunk.lat), "chunk_p50_ms": ms(pct(chunk.lat, 0.5)),
-            "chunk_p99_ms": ms(pct(chunk.lat, 0.99)),
+    return {"chunk_logins": len(chunk.lat), "chunk_p50_ms": ms(benchenv.pct(chunk.lat, 0.5)),
+            "chunk_p99_ms": ms(benchenv.pct(chunk.lat, 0.99)),
             "logins_per_s": round(len(chunk.lat) / seconds, 1) if seconds > 0 else None,
             "chunk_errors": errs}
 

@@ -62,13 +62,6 @@ def machine_busy_ticks():
     return sum(v) - v[3] - v[4]
 
 
-def pct(values, q):
-    if not values:
-        return None
-    s = sorted(values)
-    return s[min(len(s) - 1, int(q * len(s)))]
-
-
 def ms(v):
     return None if v is None else round(v * 1000, 3)
 
@@ -476,8 +469,8 @@ def one_slice(s, pooler, target, rnd, n, args, rng, ten):
     busy = (machine_busy_ticks() - busy0) / benchenv.CLK_TCK
     lat = a["lat"]
     sl = {"pools": n, "target": target, "round": rnd, "transactions": len(lat),
-          "tps": round(len(lat) / args.duration, 1), "p50_ms": ms(pct(lat, 0.5)),
-          "p99_ms": ms(pct(lat, 0.99)),
+          "tps": round(len(lat) / args.duration, 1), "p50_ms": ms(benchenv.pct(lat, 0.5)),
+          "p99_ms": ms(benchenv.pct(lat, 0.99)),
           "pooler_cpu_us_per_tx": round(cpu * 1e6 / len(lat), 1) if lat else None,
           "pooler_cpu_share": round(cpu / busy, 3) if busy else None,
           "client_cpu_share_of_one_core": round(a["cpu_share"], 3),
@@ -502,15 +495,15 @@ def row(target, n, s, pooler, slices, args, extra):
     for kind in ("first", "later"):
         v = s[kind]
         r[f"{kind}_logins"] = len(v)
-        r[f"{kind}_login_p50_ms"] = ms(pct([a for a, _ in v], 0.5))
-        r[f"{kind}_login_p99_ms"] = ms(pct([a for a, _ in v], 0.99))
-        r[f"{kind}_query_p50_ms"] = ms(pct([b for _, b in v], 0.5))
-        r[f"{kind}_query_p99_ms"] = ms(pct([b for _, b in v], 0.99))
+        r[f"{kind}_login_p50_ms"] = ms(benchenv.pct([a for a, _ in v], 0.5))
+        r[f"{kind}_login_p99_ms"] = ms(benchenv.pct([a for a, _ in v], 0.99))
+        r[f"{kind}_query_p50_ms"] = ms(benchenv.pct([b for _, b in v], 0.5))
+        r[f"{kind}_query_p99_ms"] = ms(benchenv.pct([b for _, b in v], 0.99))
     r["tps"] = round(tx / (args.duration * len(mine)), 1) if mine else None
     r["tps_min"] = min((x["tps"] for x in mine), default=None)
     r["tps_max"] = max((x["tps"] for x in mine), default=None)
-    r["tx_p50_ms"] = ms(pct(lat, 0.5))
-    r["tx_p99_ms"] = ms(pct(lat, 0.99))
+    r["tx_p50_ms"] = ms(benchenv.pct(lat, 0.5))
+    r["tx_p99_ms"] = ms(benchenv.pct(lat, 0.99))
     cpu = [x["pooler_cpu_us_per_tx"] for x in mine if x["pooler_cpu_us_per_tx"]]
     r["pooler_cpu_us_per_tx"] = round(sum(cpu) / len(cpu), 1) if cpu else None
     r["client_cpu_share_of_one_core"] = max((x["client_cpu_share_of_one_core"] for x in mine),
