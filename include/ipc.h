@@ -201,6 +201,11 @@ bool ipc_chan_drain(struct ipc_chan *ch, int timeout_ms);
 /* The peer has exited: handle what it sent before it went. */
 void ipc_chan_read_rest(struct ipc_chan *ch);
 int ipc_chan_fd(const struct ipc_chan *ch);
+/* Between ipc_cork and ipc_uncork (nested) sends only queue; the last
+ * uncork sends them in one system call, so the peer wakes once for a
+ * release and the request it makes room for. */
+void ipc_cork(struct ipc_chan *ch);
+void ipc_uncork(struct ipc_chan *ch);
 /* Queue a message (fd = -1 for none); sends at once when the socket allows.
  * -1 when the peer is known gone (this message dropped, fd still the
  * caller's); 0 does not promise delivery of a queued one. */

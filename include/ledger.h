@@ -96,6 +96,11 @@ void ledger_want_changes(struct ledger *l, ledger_want_fn fn, void *arg);
  * with an idle server first, not to every holder of the database. */
 typedef bool (*ledger_idle_fn)(const char *db, const char *user, int64_t *hint, int *out, int n);
 void ledger_set_idle_probe(struct ledger *l, ledger_idle_fn fn);
+/* Every change of a database's (db true) or user's slot total, with the
+ * total after it (0 when the last slot went): the supervisor publishes
+ * them in shared memory (shm_name_servers_set). */
+typedef void (*ledger_count_fn)(bool db, const char *name, int total);
+void ledger_set_count_hook(struct ledger *l, ledger_count_fn fn);
 
 /* Eviction across workers: with an idle probe set, each
  * ledger_want_changes() first names, for each queued request held back by

@@ -159,4 +159,14 @@ int shm_evict_on_way(int idx, uint32_t *base);
 void shm_evict_offer(int idx, uint32_t base, int need);
 void shm_evict_heard(int idx);
 uint32_t shm_evict_open(int idx);
+
+/* The ledger's server slots of a database (user) over the instance, as
+ * the supervisor last counted them (granted, open or closing, not yet
+ * released): a worker reads whether max_db_connections
+ * (max_user_connections) is full before it asks, so that it closes an
+ * idle server of its own in the way and sends the release with the
+ * request, in place of the ledger asking a holder and waiting for it.
+ * 0 for a slot taken afresh. */
+void shm_name_servers_set(int idx, int n);
+int shm_name_servers(int idx);
 #endif

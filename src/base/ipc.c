@@ -27,6 +27,7 @@ struct ipc_chan {
 	void *arg;
 	bool dead;                     /* read to its end: the peer is gone */
 	bool unsendable;               /* a send failed: the peer closed its end */
+	int corked;                    /* ipc_cork depth: sends queue until 0 */
 };
 
 static const char *const type_names[] = {
@@ -95,25 +96,46 @@ static void stop_sending(struct ipc_chan *ch)
 	drop_queue(ch);
 }
 
-/* Returns 1 sent, 0 would block, -1 peer gone. */
-static int send_one(struct ipc_chan *ch, struct ipc_msg *m)
-{
-	struct iovec iov = { .iov_base = m->data, .iov_len = m->len };
-	union { char buf[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } u;
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+/* Queued messages go out IPC_SEND_BATCH at a time (sendmmsg): what a
+ * corked sender queued (ipc_cork) reaches the peer in one system call, so
+ * it wakes once and reads it all in one batch. */
+#define IPC_SEND_BATCH 8
 
-	if (m->fd >= 0) {
-		mh.msg_control = u.buf;
-		mh.msg_controllen = sizeof(u.buf);
-		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &m->fd, sizeof(int));
+struct outbox {
+	struct iovec iov[IPC_SEND_BATCH];
+	union { char b[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } ctl[IPC_SEND_BATCH];
+	struct mmsghdr mm[IPC_SEND_BATCH];
+};
+
+static void fill_one(struct outbox *out, int i, struct ipc_msg *m)
+{
+	struct msghdr *mh = &out->mm[i].msg_hdr;
+	out->iov[i] = (struct iovec){ .iov_base = m->data, .iov_len = m->len };
+	*mh = (struct msghdr){ .msg_iov = &out->iov[i], .msg_iovlen = 1 };
+	if (m->fd < 0)
+		return;
+	mh->msg_control = out->ctl[i].b;
+	mh->msg_controllen = sizeof(out->ctl[i].b);
+	struct cmsghdr *c = CMSG_FIRSTHDR(mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &m->fd, sizeof(int));
+}
+
+/* Returns messages sent (the first ones), 0 would block, -1 peer gone. */
+static int send_some(struct ipc_chan *ch, struct outbox *out)
+{
+	int n = 0;
+	struct list *it;
+	list_for_each(it, &ch->outq) {
+		if (n == IPC_SEND_BATCH)
+			break;
+		fill_one(out, n++, container_of(it, struct ipc_msg, node));
 	}
-	ssize_t n = sendmsg(ch->fd, &mh, MSG_NOSIGNAL);
-	if (n >= 0)
-		return 1;
+	int sent = sendmmsg(ch->fd, out->mm, (unsigned)n, MSG_NOSIGNAL);
+	if (sent >= 0)
+		return sent;
 	if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
 		return 0;
 	return -1;
@@ -121,20 +143,35 @@ static int send_one(struct ipc_chan *ch, struct ipc_msg *m)
 
 static void flush_queue(struct ipc_chan *ch)
 {
-	struct list *it;
-	while ((it = list_first(&ch->outq)) != NULL) {
-		struct ipc_msg *m = container_of(it, struct ipc_msg, node);
-		int r = send_one(ch, m);
-		if (r == 0) {
-			event_add(ch->ev_write, NULL);
-			return;
-		}
-		drop_msg(m);
-		if (r < 0) {
+	struct outbox out;
+	if (ch->corked > 0)
+		return;
+	while (list_first(&ch->outq)) {
+		int sent = send_some(ch, &out);
+		if (sent < 0) {
 			stop_sending(ch);
 			return;
 		}
+		for (int i = 0; i < sent; i++)
+			drop_msg(container_of(list_first(&ch->outq), struct ipc_msg, node));
+		if (sent == 0) {
+			event_add(ch->ev_write, NULL);
+			return;
+		}
 	}
+}
+
+void ipc_cork(struct ipc_chan *ch)
+{
+	if (ch)
+		ch->corked++;
+}
+
+void ipc_uncork(struct ipc_chan *ch)
+{
+	if (!ch || ch->corked <= 0 || --ch->corked > 0 || ch->unsendable)
+		return;
+	flush_queue(ch);
 }
 
 static void on_write(evutil_socket_t fd, short what, void *arg)
@@ -285,6 +322,8 @@ int ipc_chan_fd(const struct ipc_chan *ch)
 bool ipc_chan_drain(struct ipc_chan *ch, int timeout_ms)
 {
 	usec_t end = util_monotonic() + (usec_t)timeout_ms * 1000;
+	if (ch)
+		ch->corked = 0;           /* leaving: nothing is held back any more */
 	while (ch && !ch->dead && !ch->unsendable && list_first(&ch->outq)) {
 		usec_t now = util_monotonic();
 		if (now >= end)

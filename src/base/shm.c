@@ -24,6 +24,7 @@ struct name_data {                 /* what a database's slot keeps besides count
 	_Atomic uint64_t paused[SHM_MAX_WORKERS / 64];  /* SHM_DB: the workers where it is paused */
 	_Atomic uint64_t evict;    /* closes offered (high half) and claimed (low) */
 	_Atomic uint32_t evict_done;    /* claims the supervisor has heard of */
+	_Atomic int servers;       /* the ledger's slots of the database (user), all workers */
 };
 
 struct shm_head {
@@ -625,6 +626,17 @@ void shm_evict_heard(int idx)
 	uint32_t claimed = (uint32_t)atomic_load(&nd->evict);
 	if (atomic_load(&nd->evict_done) != claimed)
 		atomic_fetch_add(&nd->evict_done, 1);
+}
+
+void shm_name_servers_set(int idx, int n)
+{
+	if (known_idx(idx))
+		atomic_store_explicit(&name_data(idx)->servers, n, memory_order_relaxed);
+}
+
+int shm_name_servers(int idx)
+{
+	return known_idx(idx) ? atomic_load_explicit(&name_data(idx)->servers, memory_order_relaxed) : 0;
 }
 
 uint32_t shm_evict_open(int idx)

@@ -1228,6 +1228,32 @@ static bool repl_takes(struct pool *p, struct server *sv)
 	return true;
 }
 
+/* Several workers: the limit is full over the instance as the ledger last
+ * published it (shm_name_servers), though not by this worker's servers
+ * alone. */
+static bool full_wide(int limit, int shm_idx)
+{
+	return limit > 0 && shm_name_servers(shm_idx) >= limit;
+}
+
+/* Several workers, max_db_connections (max_user_connections) full over
+ * the instance: an idle server of another pool of the database (user)
+ * here is closed before the slot is asked for, its release going in the
+ * same batch as the request (pool_launch_needed corks the channel), which
+ * the ledger then grants at once: in place of the ledger asking a holder
+ * to close one and granting when its release comes, two more wake-ups of
+ * each process. One close at most: its slot may serve both limits, and
+ * the ledger still evicts elsewhere what is left. */
+static void evict_for_wide(struct pool *p)
+{
+	if (!shared_limits())
+		return;
+	if (full_wide(p->db->max_db_connections, p->db->shm_idx) && evict_idle(p, true))
+		return;
+	if (full_wide(p->user->max_user_connections, p->user->shm_idx))
+		(void)evict_idle(p, false);
+}
+
 /* May this pool open one more server connection now (by local counts)?
  * The answer says whether it would come from the reserve pool. */
 enum launch_ok { LAUNCH_NO, LAUNCH_POOL, LAUNCH_RESERVE };
@@ -1256,6 +1282,8 @@ static enum launch_ok can_launch(struct pool *p, bool for_waiter)
 	if (p->user->max_user_connections > 0 && p->user->n_servers >= p->user->max_user_connections &&
 	    !evict_idle(p, false))
 		return LAUNCH_NO;
+	if (total < size)
+		evict_for_wide(p);
 	if (total < size)
 		return LAUNCH_POOL;
 	/* Reserve: only for clients that have waited reserve_pool_timeout. */
@@ -1453,7 +1481,19 @@ void pool_forget_login_failures(struct world *w)
 	}
 }
 
+static void launch_needed(struct pool *p);
+
+/* With several workers what is sent meanwhile (an eviction's release, the
+ * slot requests) goes to the supervisor in one batch. */
 void pool_launch_needed(struct pool *p)
+{
+	struct ipc_chan *sup = shared_limits() ? p->db->world->sup : NULL;
+	ipc_cork(sup);
+	launch_needed(p);
+	ipc_uncork(sup);
+}
+
+static void launch_needed(struct pool *p)
 {
 	enum launch_ok ok;
 

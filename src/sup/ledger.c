@@ -109,6 +109,7 @@ struct ledger {
 	ledger_wait_fn waiting;
 	ledger_offer_fn offer;
 	ledger_on_way_fn on_way;
+	ledger_count_fn on_count;
 	uint64_t passes;           /* ledger_want_changes() so far */
 };
 
@@ -292,12 +293,16 @@ static bool fits(const struct lpool *p, const struct slot_req *r)
 	       under(p->userc->total, r->user_limit);
 }
 
-static void take(struct lpool *p, int worker, int delta)
+static void take(struct ledger *l, struct lpool *p, int worker, int delta)
 {
 	p->total += delta;
 	p->count[worker] += delta;
 	p->dbc->total += delta;
 	p->userc->total += delta;
+	if (l->on_count && delta != 0) {
+		l->on_count(true, p->dbc->name, p->dbc->total);
+		l->on_count(false, p->userc->name, p->userc->total);
+	}
 }
 
 /* Would a slot for p take what queued request q waits for? The same pool;
@@ -352,7 +357,7 @@ enum ledger_result ledger_request_idle(struct ledger *l, int worker, uint32_t re
 	 * a moment when another worker has an idle server of the pool: one
 	 * PgBouncer would use that one, not open another. */
 	if (!await_move && (!req->wait || !someone_waits(l, p)) && fits(p, req)) {
-		take(p, worker, 1);
+		take(l, p, worker, 1);
 		return LEDGER_GRANTED;
 	}
 	if (!req->wait) {
@@ -388,7 +393,7 @@ bool ledger_withdraw(struct ledger *l, int worker, const char *db, const char *u
 void ledger_adopt(struct ledger *l, int worker, const char *db, const char *user)
 {
 	if (worker >= 0 && worker < l->n)
-		take(get_pool(l, db, user), worker, 1);
+		take(l, get_pool(l, db, user), worker, 1);
 }
 
 static bool helps(const struct lreq *q, const struct lpool *p);
@@ -425,7 +430,7 @@ bool ledger_release(struct ledger *l, int worker, const char *db, const char *us
 		done = other;
 	if (done)
 		done->close_from = NULL;
-	take(p, worker, -1);
+	take(l, p, worker, -1);
 	maybe_free(l, p);
 	return true;
 }
@@ -495,7 +500,7 @@ bool ledger_next_grant(struct ledger *l, int *worker, uint32_t *reqid, struct sl
 			q = first;
 	}
 	if (q) {
-		take(q->pool, q->worker, 1);
+		take(l, q->pool, q->worker, 1);
 		pass_close_on(l, q);        /* with the limits as they are now */
 		*worker = q->worker;
 		*reqid = q->reqid;
@@ -530,7 +535,7 @@ void ledger_worker_gone(struct ledger *l, int worker)
 		return;
 	list_for_each(it, &l->pools) {
 		struct lpool *p = container_of(it, struct lpool, node);
-		take(p, worker, -p->count[worker]);
+		take(l, p, worker, -p->count[worker]);
 		memset(&p->told[worker], 0, sizeof(p->told[worker]));
 		p->told_any = false;
 		for (int w = 0; w < l->n; w++)
@@ -652,9 +657,10 @@ enum ledger_move ledger_handover(struct ledger *l, int giver, const char *db, co
 	}
 	if (w < 0)
 		return LEDGER_MOVE_KEEP;
-	/* The slot changes hands: the backend is counted once throughout. */
-	take(p, giver, -1);
-	take(p, w, 1);
+	/* The slot changes hands: the backend is counted once throughout
+	 * (no total changes). */
+	p->count[giver]--;
+	p->count[w]++;
 	*to = w;
 	*reqid = take_request(l, p, w);
 	return LEDGER_MOVE_TO;
@@ -1076,6 +1082,11 @@ bool ledger_awaiting_move(const struct ledger *l)
 void ledger_set_movable_probe(struct ledger *l, ledger_movable_fn fn)
 {
 	l->movable = fn;
+}
+
+void ledger_set_count_hook(struct ledger *l, ledger_count_fn fn)
+{
+	l->on_count = fn;
 }
 
 void ledger_set_idle_probe(struct ledger *l, ledger_idle_fn fn)

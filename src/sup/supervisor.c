@@ -155,6 +155,13 @@ static int evict_on_way(bool db, const char *name, uint32_t *base)
 	return shm_evict_on_way(claim_slot(db, name), base);
 }
 
+/* Workers read a full database (user) limit there before they ask
+ * (pool.c's evict_for_wide). */
+static void publish_count(bool db, const char *name, int total)
+{
+	shm_name_servers_set(claim_slot(db, name), total);
+}
+
 /* A server closed on a claim is done when its slot comes back. */
 static void claim_done(const struct slot_req *r)
 {
@@ -1377,6 +1384,7 @@ int supervisor_run(const struct run_options *opt, struct config *cfg)
 	ledger_set_movable_probe(sup.ledger, hist_pool_idle_elsewhere);
 	ledger_set_evict(sup.ledger, send_evict, pool_has_waiter);
 	ledger_set_offer(sup.ledger, offer_evict, evict_on_way);
+	ledger_set_count_hook(sup.ledger, publish_count);
 	welcome_init();
 	sup.sweep = event_new(sup.base, -1, 0, on_sweep, NULL);
 	sup.welcome_wait = event_new(sup.base, -1, 0, on_welcome_wait, NULL);

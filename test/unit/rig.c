@@ -294,6 +294,15 @@ size_t rig_sup_last(int type, uint32_t *reqid, void *payload, size_t len)
 	return m->len;
 }
 
+int rig_sup_last_at(int type)
+{
+	rig_pump();
+	for (int i = n_sup - 1; i >= 0; i--)
+		if (sup_log[i].type == type)
+			return i;
+	return -1;
+}
+
 int rig_sup_last_fd(int type)
 {
 	return sup_last(type)->fd;

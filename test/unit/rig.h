@@ -143,6 +143,9 @@ const char *rig_field(const struct msg *m, char code);
 int rig_sup_count(int type);
 size_t rig_sup_last(int type, uint32_t *reqid, void *payload, size_t len);
 int rig_sup_last_fd(int type);
+/* The newest message of type t's place in the order the worker sent
+ * them (0 first), -1 for none. */
+int rig_sup_last_at(int type);
 /* The supervisor tells the worker something. */
 void rig_sup_send(int type, uint32_t reqid, const void *payload, size_t len);
 /* The same with a socket (or -1), without pumping; false if it failed. */

@@ -306,6 +306,91 @@ static void test_many_queued_in_order(void **state)
 	assert_int_equal(fx->sup.eofs + fx->wrk.eofs, 0);
 }
 
+/* ---- corked sends ---- */
+
+/* Nothing of the channel's is readable at the peer. */
+static bool nothing_sent(struct fx *fx)
+{
+	char c;
+	ssize_t n = recv(ipc_chan_fd(fx->wrk.ch), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+	return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+static void test_cork_holds_then_sends_in_order(void **state)
+{
+	struct fx *fx = *state;
+	int p[2];
+	assert_int_equal(pipe(p), 0);
+
+	ipc_cork(fx->sup.ch);
+	ipc_cork(fx->sup.ch);                        /* nested: the outer one counts */
+	assert_int_equal(ipc_send(fx->sup.ch, IPC_SLOT_RELEASE, 1, "r", 1, -1), 0);
+	assert_int_equal(ipc_send(fx->sup.ch, IPC_SLOT_REQ, 2, NULL, 0, p[0]), 0);
+	turns(fx, 10);
+	assert_true(nothing_sent(fx));
+	ipc_uncork(fx->sup.ch);
+	assert_int_equal(ipc_send(fx->sup.ch, IPC_SLOT_REQ, 3, "q", 1, -1), 0);
+	turns(fx, 10);
+	assert_true(nothing_sent(fx));
+	assert_int_equal(fx->wrk.n, 0);
+	ipc_uncork(fx->sup.ch);
+	/* All three went in the uncork itself, before any loop turn. */
+	assert_false(nothing_sent(fx));
+	assert_true(run_until_count(fx, &fx->wrk, 3));
+	for (uint32_t i = 0; i < 3; i++)
+		assert_int_equal(fx->wrk.msgs[i].hdr.reqid, i + 1);
+	assert_int_equal(fx->wrk.msgs[0].hdr.type, IPC_SLOT_RELEASE);
+	assert_int_equal(fx->wrk.msgs[0].fd, -1);
+	assert_true(fx->wrk.msgs[1].fd >= 0);        /* the fd goes with its own message */
+	assert_int_equal(fx->wrk.msgs[2].fd, -1);
+
+	/* Uncorked, a send goes at once; an extra uncork changes nothing. */
+	ipc_uncork(fx->sup.ch);
+	assert_int_equal(ipc_send(fx->sup.ch, IPC_PAUSE, 4, NULL, 0, -1), 0);
+	assert_false(nothing_sent(fx));
+	assert_true(run_until_count(fx, &fx->wrk, 4));
+	assert_int_equal(fx->wrk.msgs[3].hdr.reqid, 4);
+	ipc_cork(NULL);                              /* no channel: nothing to hold */
+	ipc_uncork(NULL);
+	close(p[0]);
+	close(p[1]);
+}
+
+/* More than the socket holds, queued corked: the uncork sends what fits
+ * and the rest follows as the peer reads, in order. */
+static void test_cork_more_than_the_socket_holds(void **state)
+{
+	struct fx *fx = *state;
+	enum { N = 3000, LEN = 2000 };
+	static uint8_t payload[LEN];
+
+	ipc_cork(fx->wrk.ch);
+	for (uint32_t i = 0; i < N; i++) {
+		fill_payload(payload, LEN, i);
+		assert_int_equal(ipc_send(fx->wrk.ch, IPC_RELOAD_DONE, i, payload, LEN, -1), 0);
+	}
+	turns(fx, 5);
+	assert_int_equal(fx->sup.n, 0);
+	ipc_uncork(fx->wrk.ch);
+	assert_true(run_until_count(fx, &fx->sup, N));
+	for (uint32_t i = 0; i < N; i++) {
+		assert_int_equal(fx->sup.msgs[i].hdr.reqid, i);
+		fill_payload(payload, LEN, i);
+		assert_memory_equal(fx->sup.msgs[i].payload, payload, LEN);
+	}
+}
+
+/* Leaving while corked (ipc_chan_drain) still sends what was queued. */
+static void test_drain_sends_what_is_corked(void **state)
+{
+	struct fx *fx = *state;
+	ipc_cork(fx->wrk.ch);
+	assert_int_equal(ipc_send(fx->wrk.ch, IPC_SHUTDOWN_READY, 9, NULL, 0, -1), 0);
+	assert_true(ipc_chan_drain(fx->wrk.ch, 1000));
+	assert_true(run_until_count(fx, &fx->sup, 1));
+	assert_int_equal(fx->sup.msgs[0].hdr.reqid, 9);
+}
+
 static void test_both_directions_interleaved(void **state)
 {
 	struct fx *fx = *state;
@@ -712,6 +797,9 @@ int main(void)
 		T(test_fd_passing),
 		T(test_fd_passing_socket),
 		T(test_many_queued_in_order),
+		T(test_cork_holds_then_sends_in_order),
+		T(test_cork_more_than_the_socket_holds),
+		T(test_drain_sends_what_is_corked),
 		T(test_both_directions_interleaved),
 		T(test_eof_on_peer_close),
 		T(test_send_to_closed_peer),

@@ -1703,6 +1703,68 @@ static void test_close_pending_expires(void **state)
 	assert_int_equal(ledger_handover(l, 0, "d", "ua", NULL, NULL, &to, &id), LEDGER_MOVE_CLOSE);
 }
 
+/* ---- published totals ----
+ * Every change of a database's or user's slot total reaches the hook
+ * (which writes shared memory for the workers' look before they ask). */
+static int seen_db_d = -1, seen_user_ua = -1, seen_user_ub = -1, n_seen;
+
+static void on_count(bool db, const char *name, int total)
+{
+	n_seen++;
+	if (db && strcmp(name, "d") == 0)
+		seen_db_d = total;
+	else if (!db && strcmp(name, "ua") == 0)
+		seen_user_ua = total;
+	else if (!db && strcmp(name, "ub") == 0)
+		seen_user_ub = total;
+}
+
+static void test_count_hook(void **state)
+{
+	struct ledger *l = *state;
+	struct slot_req a = mkreq("d", "ua", 5, 2, 0, 1);
+	struct slot_req b = mkreq("d", "ub", 5, 2, 0, 1);
+	usec_t waits[N_WORKERS] = { 0, 0, 100 };
+	int to = -1;
+	uint32_t id = 0;
+
+	ledger_set_count_hook(l, on_count);
+	seen_db_d = seen_user_ua = seen_user_ub = -1;
+	n_seen = 0;
+	assert_int_equal(ledger_request(l, 0, 1, &a), LEDGER_GRANTED);
+	assert_int_equal(seen_db_d, 1);
+	assert_int_equal(seen_user_ua, 1);
+	assert_int_equal(ledger_request(l, 1, 2, &b), LEDGER_GRANTED);
+	assert_int_equal(seen_db_d, 2);
+	assert_int_equal(seen_user_ub, 1);
+	/* Full: queued, nothing counted, nothing told. */
+	n_seen = 0;
+	assert_int_equal(ledger_request(l, 2, 3, &a), LEDGER_QUEUED);
+	assert_int_equal(n_seen, 0);
+	/* A release and the grant it makes room for: each told. */
+	assert_true(ledger_release(l, 1, "d", "ub"));
+	assert_int_equal(seen_db_d, 1);
+	assert_int_equal(seen_user_ub, 0);
+	expect_grant(l, 2, 3, "d", "ua");
+	assert_int_equal(seen_db_d, 2);
+	assert_int_equal(seen_user_ua, 2);
+	/* A server moving between workers changes no total. */
+	assert_int_equal(ledger_request(l, 1, 4, &a), LEDGER_QUEUED);
+	n_seen = 0;
+	waits[1] = 50;
+	assert_int_equal(ledger_handover(l, 0, "d", "ua", waits, NULL, &to, &id), LEDGER_MOVE_TO);
+	assert_int_equal(n_seen, 0);
+	assert_int_equal(ledger_db_count(l, "d"), 2);
+	/* A dead worker's slots: the totals without them. */
+	ledger_worker_gone(l, 2);
+	assert_int_equal(seen_db_d, 1);
+	assert_int_equal(seen_user_ua, 1);
+	assert_true(ledger_release(l, 1, "d", "ua"));
+	assert_int_equal(seen_db_d, 0);
+	assert_int_equal(seen_user_ua, 0);
+	assert_int_equal(ledger_entries(l), 0);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 /* Tenants come and go: an entry lives while it counts a slot, a queued
@@ -1758,6 +1820,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_entries_freed, setup, teardown),
 		T(test_pool_limit_then_queue_or_deny),
+		T(test_count_hook),
 		T(test_db_limit_across_pools),
 		T(test_user_limit_across_pools),
 		T(test_limits_zero_or_negative_mean_none),

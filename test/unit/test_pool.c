@@ -277,12 +277,12 @@ static void test_evict_idle_of_another_pool(void **state)
 /* Worker 0 of 2: the pool asks the supervisor (the rig) for the pool's
  * welcome, then (none known) for a ledger slot, and opens a server only
  * once granted; alice's client has used it, it is idle. */
-static struct pool *two_workers_idle_server(struct peer *c, struct peer *pg)
+static struct pool *idle_server_with(struct peer *c, struct peer *pg, const char *settings)
 {
 	struct slot_req r;
 	uint32_t why;
 	char names[2 * LEDGER_NAME];
-	rig_start_workers(2, "pool_mode = transaction\ndefault_pool_size = 1", DBS);
+	rig_start_workers(2, settings, DBS);
 	rig_client(c, "alice", "db");
 	/* Another worker may know the pool's parameters: asked first. */
 	assert_int_equal(rig_sup_count(IPC_WELCOME_GET), 1);
@@ -305,6 +305,71 @@ static struct pool *two_workers_idle_server(struct peer *c, struct peer *pg)
 	struct pool *p = rig_pool("db", "alice");
 	assert_int_equal(p->n_idle, 1);
 	return p;
+}
+
+static struct pool *two_workers_idle_server(struct peer *c, struct peer *pg)
+{
+	return idle_server_with(c, pg, "pool_mode = transaction\ndefault_pool_size = 1");
+}
+
+/* A new pool's first client, max_db_connections = 2 over the instance:
+ * asks the welcome (none known), and then what test_evict_* check. */
+static void new_pool_client(struct peer *c, const char *user)
+{
+	char names[2 * LEDGER_NAME];
+	rig_client(c, user, "db");
+	assert_int_equal(rig_sup_last(IPC_WELCOME_GET, NULL, names, sizeof(names)), sizeof(names));
+	rig_sup_send(IPC_WELCOME, 0, names, sizeof(names));
+}
+
+/* max_db_connections full over the instance (the ledger's count in shared
+ * memory, `published`) though not here: the worker closes its idle server
+ * of another pool of the database before it asks, and the release goes
+ * ahead of the request (one batch), so the ledger grants at once; not
+ * full, it asks and closes nothing (the ledger decides). */
+static void bob_asks_with(int published)
+{
+	struct peer a, b, pg;
+	struct slot_req r;
+	struct pool *p = idle_server_with(&a, &pg, "pool_mode = transaction\ndefault_pool_size = 1\n"
+						   "max_db_connections = 2");
+	int idx = p->db->shm_idx;
+	assert_true(idx >= 0);
+	assert_int_equal(p->db->n_servers, 1);
+	shm_name_servers_set(idx, published);
+	new_pool_client(&b, "bob");
+	assert_int_equal(rig_sup_count(IPC_SLOT_REQ), 2);
+	assert_int_equal(rig_sup_last(IPC_SLOT_REQ, NULL, &r, sizeof(r)), sizeof(r));
+	assert_string_equal(r.user, "bob");
+	assert_int_equal(r.db_limit, 2);
+	if (published < 2) {
+		assert_int_equal(rig_sup_count(IPC_SLOT_RELEASE), 0);
+		assert_int_equal(p->n_idle, 1);
+		rig_expect_nothing(&pg);
+	} else {
+		assert_int_equal(rig_sup_count(IPC_SLOT_RELEASE), 1);
+		assert_true(rig_sup_last_at(IPC_SLOT_RELEASE) < rig_sup_last_at(IPC_SLOT_REQ));
+		assert_int_equal(rig_sup_last(IPC_SLOT_RELEASE, NULL, &r, sizeof(r)), sizeof(r));
+		assert_string_equal(r.user, "alice");
+		assert_int_equal(r.claim, SLOT_CLAIM_NONE);
+		assert_int_equal(p->n_idle, 0);
+		rig_expect(&pg, 'X', NULL);            /* evicted */
+	}
+	rig_close(&a);
+	rig_close(&b);
+	rig_close(&pg);
+}
+
+static void test_evict_here_when_full_elsewhere(void **state)
+{
+	(void)state;
+	bob_asks_with(2);
+}
+
+static void test_no_evict_here_with_room(void **state)
+{
+	(void)state;
+	bob_asks_with(1);
 }
 
 static struct pool_want want_of_alice(int same)
@@ -598,6 +663,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_other_pools_want_closes_here, rig_teardown),
 		cmocka_unit_test_teardown(test_evict_asked, rig_teardown),
 		cmocka_unit_test_teardown(test_evict_asked_another_pool, rig_teardown),
+		cmocka_unit_test_teardown(test_evict_here_when_full_elsewhere, rig_teardown),
+		cmocka_unit_test_teardown(test_no_evict_here_with_room, rig_teardown),
 		cmocka_unit_test_teardown(test_claim_closes_a_freed_server, rig_teardown),
 		cmocka_unit_test_teardown(test_no_claim_offered_goes_idle, rig_teardown),
 		cmocka_unit_test(test_reuse_verdict),
