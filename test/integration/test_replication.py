@@ -72,6 +72,9 @@ def test_pg_recvlogical_streams_changes(pg, make_pooler, tmp_path):
     r = subprocess.run(recvlogical(p, "-S", slot, "--create-slot", "-P", "test_decoding"),
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr
+    # The slot-creating walsender may still be exiting: counted below, it
+    # would pass for the streaming one before that one reached pgcrew.
+    util.wait_until(lambda: walsenders(pg) == 0, 10, what="the slot-creating walsender to exit")
     out = tmp_path / "changes.txt"
     proc = subprocess.Popen(recvlogical(p, "-S", slot, "--start", "-f", str(out), "-F", "1"),
                             stderr=subprocess.PIPE, text=True)
