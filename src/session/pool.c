@@ -1236,11 +1236,21 @@ static bool repl_takes(struct pool *p, struct server *sv)
 }
 
 /* Several workers: the limit is full over the instance as the ledger last
- * published it (shm_name_servers), though not by this worker's servers
- * alone. */
-static bool full_wide(int limit, int shm_idx)
+ * published it (shm_name_servers), or by this worker's servers alone (the
+ * count read may be a moment old). */
+static bool full_wide(int limit, int shm_idx, int here)
 {
-	return limit > 0 && shm_name_servers(shm_idx) >= limit;
+	return limit > 0 && (here >= limit || shm_name_servers(shm_idx) >= limit);
+}
+
+static bool db_full_wide(const struct pool *p)
+{
+	return full_wide(p->db->max_db_connections, p->db->shm_idx, p->db->n_servers);
+}
+
+static bool user_full_wide(const struct pool *p)
+{
+	return full_wide(p->user->max_user_connections, p->user->shm_idx, p->user->n_servers);
 }
 
 /* Several workers, max_db_connections (max_user_connections) full over
@@ -1255,9 +1265,9 @@ static void evict_for_wide(struct pool *p)
 {
 	if (!shared_limits())
 		return;
-	if (full_wide(p->db->max_db_connections, p->db->shm_idx) && evict_idle(p, true))
+	if (db_full_wide(p) && evict_idle(p, true))
 		return;
-	if (full_wide(p->user->max_user_connections, p->user->shm_idx))
+	if (user_full_wide(p))
 		(void)evict_idle(p, false);
 }
 
@@ -1291,7 +1301,7 @@ static bool swap_slot(struct pool *p)
 	bool user_limited = p->user->max_user_connections > 0;
 	struct slot_swap s;
 
-	if (!full_wide(p->db->max_db_connections, p->db->shm_idx) || shm_name_queued(p->db->shm_idx) > 0 ||
+	if (!db_full_wide(p) || shm_name_queued(p->db->shm_idx) > 0 ||
 	    (user_limited && shm_name_queued(p->user->shm_idx) > 0) || hist_pool_held_elsewhere(p->hist))
 		return false;
 	struct server *sv = swap_candidate(p, user_limited);
@@ -1340,11 +1350,12 @@ static enum launch_ok can_launch(struct pool *p, bool for_waiter)
 	 * way): wait, the janitor asks again. */
 	if (hostrole_tsa(p->db) != TSA_ANY && hostrole_pick(p->db, 0) < 0)
 		return LAUNCH_NO;
-	if (p->db->max_db_connections > 0 && p->db->n_servers >= p->db->max_db_connections &&
-	    !evict_idle(p, true))
+	/* With several workers the instance's counts decide, in launch(). */
+	if (!shared_limits() && p->db->max_db_connections > 0 &&
+	    p->db->n_servers >= p->db->max_db_connections && !evict_idle(p, true))
 		return LAUNCH_NO;
-	if (p->user->max_user_connections > 0 && p->user->n_servers >= p->user->max_user_connections &&
-	    !evict_idle(p, false))
+	if (!shared_limits() && p->user->max_user_connections > 0 &&
+	    p->user->n_servers >= p->user->max_user_connections && !evict_idle(p, false))
 		return LAUNCH_NO;
 	if (total < size)
 		return LAUNCH_POOL;
