@@ -322,19 +322,27 @@ static void new_pool_client(struct peer *c, const char *user)
 	rig_sup_send(IPC_WELCOME, 0, names, sizeof(names));
 }
 
-/* max_db_connections = 2 over the instance, alice's idle server here,
- * the ledger's counts in shared memory as given (`published` servers,
- * `queued` requests), and bob's first client. */
-static struct pool *bob_comes(struct peer *a, struct peer *b, struct peer *pg, int published, int queued)
+/* max_db_connections = `limit` over the instance, alice's idle server
+ * here, the ledger's counts in shared memory as given (`published`
+ * servers, `queued` requests), and bob's first client. */
+static struct pool *bob_comes_at(struct peer *a, struct peer *b, struct peer *pg, int limit, int published,
+				 int queued)
 {
-	struct pool *p = idle_server_with(a, pg, "pool_mode = transaction\ndefault_pool_size = 1\n"
-						 "max_db_connections = 2");
+	char settings[128];
+	snprintf(settings, sizeof(settings), "pool_mode = transaction\ndefault_pool_size = 1\n"
+		 "max_db_connections = %d", limit);
+	struct pool *p = idle_server_with(a, pg, settings);
 	int idx = p->db->shm_idx;
 	assert_true(idx >= 0);
 	assert_int_equal(p->db->n_servers, 1);
 	shm_name_ledger_set(idx, published, queued);
 	new_pool_client(b, "bob");
 	return p;
+}
+
+static struct pool *bob_comes(struct peer *a, struct peer *b, struct peer *pg, int published, int queued)
+{
+	return bob_comes_at(a, b, pg, 2, published, queued);
 }
 
 static void close_all(struct peer *a, struct peer *b, struct peer *pg)
@@ -422,6 +430,21 @@ static void test_swap_when_full_and_nobody_queued(void **state)
 	assert_int_equal(pb->n_idle, 0);
 	assert_int_equal(rig_sup_count(IPC_SLOT_RELEASE), 1);        /* its slot back */
 	rig_close(&pg2);
+	close_all(&a, &b, &pg);
+}
+
+/* This worker's servers alone fill the database, the supervisor's count
+ * not published yet: full all the same, the slot swapped. */
+static void test_swap_when_full_here(void **state)
+{
+	struct peer a, b, pg;
+	(void)state;
+	struct pool *p = bob_comes_at(&a, &b, &pg, 1, 0, 0);
+	assert_int_equal(rig_sup_count(IPC_SLOT_SWAP), 1);
+	assert_int_equal(rig_sup_count(IPC_SLOT_REQ) + rig_sup_count(IPC_SLOT_RELEASE), 1);   /* alice's */
+	assert_int_equal(p->n_idle, 0);
+	rig_expect(&pg, 'X', NULL);
+	assert_true(rig_pg_pending());
 	close_all(&a, &b, &pg);
 }
 
@@ -738,6 +761,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_no_evict_here_with_room, rig_teardown),
 		cmocka_unit_test_teardown(test_swap_when_full_and_nobody_queued, rig_teardown),
 		cmocka_unit_test_teardown(test_over_closes_an_idle_server, rig_teardown),
+		cmocka_unit_test_teardown(test_swap_when_full_here, rig_teardown),
 		cmocka_unit_test_teardown(test_claim_closes_a_freed_server, rig_teardown),
 		cmocka_unit_test_teardown(test_no_claim_offered_goes_idle, rig_teardown),
 		cmocka_unit_test(test_reuse_verdict),
