@@ -1062,18 +1062,19 @@ static int repl_asked(const struct pool *p)
 	return p->n_repl_slot_wait - p->n_repl_withdrawing;
 }
 
-/* The longest idle server of p closed to make room; keep_slot: its slot
- * is the caller's, for the new server. */
+/* p's longest idle server not on its way to another worker, or NULL. */
 static struct server *longest_idle(const struct pool *p)
 {
 	for (struct list *it = p->idle_servers.prev; it != &p->idle_servers; it = it->prev) {
 		struct server *sv = container_of(it, struct server, node);
-		if (!sv->give_away)       /* else on its way to another worker */
+		if (!sv->give_away)
 			return sv;
 	}
 	return NULL;
 }
 
+/* The longest idle server of p closed to make room; keep_slot: its slot
+ * is the caller's, for the new server. */
 static bool retire_idle(struct pool *p, bool keep_slot)
 {
 	struct server *sv = longest_idle(p);
