@@ -16,12 +16,13 @@ libpgcrew_a_SOURCES += \
 	src/session/world.c src/session/connlog.c src/session/reap.c src/session/session_ipc.c \
 	src/net/stream.c src/net/uring.c src/net/tls.c src/net/dns.c src/net/listen.c \
 	src/base/log.c src/base/util.c src/base/ipc.c src/base/ipc_msg.c src/base/shm.c src/base/shtab.c src/base/hmap.c src/base/hist.c \
-	src/base/sched_slice.c src/base/strpool.c
+	src/base/sched_slice.c src/base/strpool.c src/base/heaptrim.c
 noinst_HEADERS += \
 	include/admin.h \
 	include/admin_ext.h \
 	include/admin_result.h \
 	include/admin_sockets.h \
+	include/heaptrim.h \
 	include/authquery.h \
 	include/cancel.h \
 	include/client.h \

@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "proto/packet.h"
+#include "heaptrim.h"
 
 enum {
 	AUTH_OK = 0,
@@ -83,8 +84,10 @@ void pktbuf_reset(struct pktbuf *pb)
 
 void pktbuf_free(struct pktbuf *pb)
 {
-	if (!pb->fixed)
+	if (!pb->fixed) {
 		free(pb->buf);
+		heaptrim_note(pb->cap);
+	}
 	memset(pb, 0, sizeof(*pb));
 }
 

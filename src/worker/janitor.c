@@ -3,6 +3,7 @@
  * timers would cost an event_add per message; a scan of the lists is cheaper. */
 #include "janitor.h"
 #include "cancel.h"
+#include "heaptrim.h"
 #include "client.h"
 #include "config.h"
 #include "control.h"
@@ -229,6 +230,7 @@ void janitor_pass(struct world *w)
 	stats_flush(w);
 	control_janitor(w);
 	cancel_janitor(w, now);
+	(void)heaptrim_run();
 }
 
 static void janitor_run(evutil_socket_t fd, short what, void *arg)

@@ -126,3 +126,9 @@ TESTS += test/unit/test_sched_slice
 test_unit_test_sched_slice_SOURCES = test/unit/test_sched_slice.c
 test_unit_test_sched_slice_CFLAGS = $(UNIT_CFLAGS)
 test_unit_test_sched_slice_LDADD = $(UNIT_LDADD)
+
+check_PROGRAMS += test/unit/test_heaptrim
+TESTS += test/unit/test_heaptrim
+test_unit_test_heaptrim_SOURCES = test/unit/test_heaptrim.c
+test_unit_test_heaptrim_CFLAGS = $(UNIT_CFLAGS)
+test_unit_test_heaptrim_LDADD = $(UNIT_LDADD)
