@@ -66,9 +66,6 @@ enum ipc_type {
 	IPC_SLOT_OVER,         /* sup -> worker: struct slot_req (names only): a swap took the
 	                          pool past its size (another worker's grant came first):
 	                          close one of its servers */
-	IPC_WELCOME_PULL,      /* sup -> worker: names: another worker asks for the pool's
-	                          welcome, which this one did not share (nobody else held
-	                          the pool): send IPC_WELCOME_PUT, now or once known */
 	IPC_TYPE_COUNT
 };
 

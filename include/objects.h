@@ -146,8 +146,6 @@ struct pool {
 	int n_idle, n_active, n_tested, n_login, n_canceled;
 	bool welcome_ready;               /* server parameters known */
 	uint8_t welcome_asked;            /* several workers: 1 asked the supervisor, 2 it had none */
-	bool welcome_pulled;              /* several workers: the supervisor asked for the welcome
-	                                     (IPC_WELCOME_PULL) before it was known here */
 	struct varcache welcome_vars;     /* tracked parameters of the first login */
 	char **welcome_other;             /* other ParameterStatus: name,value,... NULL */
 	int n_welcome_other;

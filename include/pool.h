@@ -175,8 +175,6 @@ void pool_welcome_param(struct pool *p, const char *k, const char *v);
  * given with pool_welcome_param): clients waiting for it log in. */
 void pool_welcome_set(struct pool *p, const struct varcache *vars);
 void pool_welcome_share(struct pool *p);
-/* IPC_WELCOME_PULL (names): share the pool's welcome, now or once known. */
-void pool_welcome_pulled(struct world *w, const void *payload, size_t len);
 void pool_welcome_answer(struct world *w, const void *payload, size_t len);
 /* A failed server login, told to the other workers; and their telling. */
 void pool_login_failed_share(struct pool *p);

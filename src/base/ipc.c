@@ -51,7 +51,7 @@ static const char *const type_names[] = {
 	[IPC_SLOT_WITHDRAW] = "SLOT_WITHDRAW", [IPC_CANCEL_DONE] = "CANCEL_DONE",
 	[IPC_POOL_EVICT] = "POOL_EVICT", [IPC_EVICT_NONE] = "EVICT_NONE",
 	[IPC_EVICT_DONE] = "EVICT_DONE", [IPC_SLOT_SWAP] = "SLOT_SWAP",
-	[IPC_SLOT_OVER] = "SLOT_OVER", [IPC_WELCOME_PULL] = "WELCOME_PULL",
+	[IPC_SLOT_OVER] = "SLOT_OVER",
 };
 _Static_assert(ARRAY_SIZE(type_names) == IPC_TYPE_COUNT, "ipc type names");
 

@@ -1424,9 +1424,6 @@ void pool_welcome_param(struct pool *p, const char *k, const char *v)
 	p->n_welcome_other++;
 }
 
-/* Shared when the welcome is known only if another worker holds the pool
- * then or has asked for it (IPC_WELCOME_PULL): a new tenant's pool, one
- * worker's alone, costs the supervisor no message and no wake-up. */
 void pool_welcome_set(struct pool *p, const struct varcache *vars)
 {
 	struct list *it, *tmp;
@@ -1437,27 +1434,7 @@ void pool_welcome_set(struct pool *p, const struct varcache *vars)
 		if (c->state == CLIENT_WAITING_LOGIN)
 			client_pool_ready(c);
 	}
-	if (p->welcome_pulled || !p->hist || hist_pool_held_elsewhere(p->hist))
-		pool_welcome_share(p);
-}
-
-/* Another worker asks for the welcome of a pool with servers here (the
- * supervisor holds that ask meanwhile): sent now, or once known. */
-void pool_welcome_pulled(struct world *w, const void *payload, size_t len)
-{
-	char db[LEDGER_NAME], user[LEDGER_NAME];
-	if (len != 2 * LEDGER_NAME)
-		return;
-	memcpy(db, payload, LEDGER_NAME);
-	memcpy(user, (const char *)payload + LEDGER_NAME, LEDGER_NAME);
-	db[LEDGER_NAME - 1] = user[LEDGER_NAME - 1] = 0;
-	struct pool *p = pool_find_names(w, db, user);
-	if (!p)
-		return;
-	if (p->welcome_ready)
-		pool_welcome_share(p);
-	else
-		p->welcome_pulled = true;
+	pool_welcome_share(p);
 }
 
 static bool put_pair(struct pktbuf *pb, const char *k, const char *v)

@@ -495,15 +495,6 @@ static void on_welcome_wait(evutil_socket_t fd, short what, void *arg)
 	arm_welcome_wait();
 }
 
-/* A worker holding a pool alone shares its welcome only when asked: the
- * workers with servers of it are (the asker's excepted). */
-static void pull_welcome(int asker, const char *db, const char *user, const void *key)
-{
-	for (int w = 0; w < sup.n_slots; w++)
-		if (w != asker && ledger_pool_count(sup.ledger, db, user, w) > 0)
-			send_to(w, IPC_WELCOME_PULL, 0, key, 2 * LEDGER_NAME);
-}
-
 static void on_welcome_msg(int slot, const struct ipc_hdr *hdr, const void *payload)
 {
 	if (hdr->len < WELCOME_KEY)
@@ -523,7 +514,6 @@ static void on_welcome_msg(int slot, const struct ipc_hdr *hdr, const void *payl
 	if (!welcome_find(payload, &len) && ledger_pool_count(sup.ledger, db, user, -1) > 0) {
 		welcome_defer(slot, payload, util_monotonic());
 		arm_welcome_wait();
-		pull_welcome(slot, db, user, payload);
 		return;
 	}
 	answer_welcome(slot, payload);

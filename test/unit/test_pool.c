@@ -448,30 +448,6 @@ static void test_swap_when_full_here(void **state)
 	close_all(&a, &b, &pg);
 }
 
-/* Another worker asks for the welcome (the supervisor pulls it): shared
- * again, with the pool's names; for a pool not here, nothing. */
-static void test_welcome_pulled(void **state)
-{
-	struct peer c, pg;
-	char names[2 * LEDGER_NAME] = { 0 };
-	char got[2 * LEDGER_NAME];
-	(void)state;
-	(void)two_workers_idle_server(&c, &pg);
-	assert_int_equal(rig_sup_count(IPC_WELCOME_PUT), 1);
-	strlcpy_(names, "db", LEDGER_NAME);
-	strlcpy_(names + LEDGER_NAME, "alice", LEDGER_NAME);
-	rig_sup_send(IPC_WELCOME_PULL, 0, names, sizeof(names));
-	assert_int_equal(rig_sup_count(IPC_WELCOME_PUT), 2);
-	assert_true(rig_sup_last(IPC_WELCOME_PUT, NULL, got, sizeof(got)) > sizeof(got));
-	assert_memory_equal(got, names, sizeof(names));
-	strlcpy_(names + LEDGER_NAME, "bob", LEDGER_NAME);
-	rig_sup_send(IPC_WELCOME_PULL, 0, names, sizeof(names));
-	rig_sup_send(IPC_WELCOME_PULL, 0, names, 3);          /* malformed: ignored */
-	assert_int_equal(rig_sup_count(IPC_WELCOME_PUT), 2);
-	rig_close(&c);
-	rig_close(&pg);
-}
-
 /* Told the pool is past its size with an idle server: closed at once. */
 static void test_over_closes_an_idle_server(void **state)
 {
@@ -785,7 +761,6 @@ int main(void)
 		cmocka_unit_test_teardown(test_no_evict_here_with_room, rig_teardown),
 		cmocka_unit_test_teardown(test_swap_when_full_and_nobody_queued, rig_teardown),
 		cmocka_unit_test_teardown(test_over_closes_an_idle_server, rig_teardown),
-		cmocka_unit_test_teardown(test_welcome_pulled, rig_teardown),
 		cmocka_unit_test_teardown(test_swap_when_full_here, rig_teardown),
 		cmocka_unit_test_teardown(test_claim_closes_a_freed_server, rig_teardown),
 		cmocka_unit_test_teardown(test_no_claim_offered_goes_idle, rig_teardown),
