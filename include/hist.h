@@ -91,9 +91,6 @@ bool hist_pool_full(void);
 bool hist_enabled(void);
 /* Some worker holds the pool's slot (the supervisor's sweep). */
 bool hist_pool_held(const char *db, const char *user);
-/* Another worker than this one holds the pool's slot (its clients may ask
- * for servers of the pool meanwhile). */
-bool hist_pool_held_elsewhere(const struct hist_pool_cell *cell);
 
 /* Hot path: the bucket index and two single-writer stores. The index is
  * the number of bounds below us (a value equal to a bound falls in its

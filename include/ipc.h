@@ -60,12 +60,6 @@ enum ipc_type {
 	IPC_EVICT_DONE,        /* worker -> sup: struct slot_req (names only): closed a server
 	                          of the pool for its want, which was other pools' only
 	                          (pool_want.same == 0), in place of offering it */
-	IPC_SLOT_SWAP,         /* worker -> sup: struct slot_swap: closed an idle server of one
-	                          pool and opened one of another pool of the database on its
-	                          slot, without asking */
-	IPC_SLOT_OVER,         /* sup -> worker: struct slot_req (names only): a swap took the
-	                          pool past its size (another worker's grant came first):
-	                          close one of its servers */
 	IPC_TYPE_COUNT
 };
 
@@ -132,14 +126,6 @@ struct slot_req {
 	                              slot (SLOT_CLAIM_DB) or the user's (_USER) */
 };
 enum { SLOT_CLAIM_NONE, SLOT_CLAIM_DB, SLOT_CLAIM_USER };
-
-/* IPC_SLOT_SWAP payload: the slot of a server of `from` (names only) now
- * belongs to a server of `to`, a pool of the same database (to carries
- * the limits, as a request). */
-struct slot_swap {
-	struct slot_req from;
-	struct slot_req to;
-};
 
 /* IPC_POOL_WANT payload. n: queued requests elsewhere this pool's idle
  * servers could serve (give up servers idle for a while), at most the
@@ -238,8 +224,6 @@ bool ipc_get_i32(const struct ipc_hdr *hdr, const void *payload, int32_t *v) MUS
 int ipc_send_slot(struct ipc_chan *ch, enum ipc_type type, uint32_t reqid,
 		  const struct slot_req *r) MUSTCHECK;
 bool ipc_get_slot(const struct ipc_hdr *hdr, const void *payload, struct slot_req *r) MUSTCHECK;
-int ipc_send_swap(struct ipc_chan *ch, const struct slot_swap *s) MUSTCHECK;
-bool ipc_get_swap(const struct ipc_hdr *hdr, const void *payload, struct slot_swap *s) MUSTCHECK;
 int ipc_send_want(struct ipc_chan *ch, const struct pool_want *w) MUSTCHECK;
 bool ipc_get_want(const struct ipc_hdr *hdr, const void *payload, struct pool_want *w) MUSTCHECK;
 int ipc_send_client_fd(struct ipc_chan *ch, const struct client_fd *m, int fd) MUSTCHECK;

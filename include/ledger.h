@@ -77,16 +77,6 @@ enum ledger_move ledger_handover(struct ledger *l, int giver, const char *db, co
  * meanwhile), removed from the queue: to deny, so its worker uses its own
  * idle server. False when none is due. */
 bool ledger_next_expired(struct ledger *l, int *worker, uint32_t *reqid, struct slot_req *req);
-/* Worker closed an idle server of (to->db, from_user) and opened one of
- * to's pool on its slot without asking (IPC_SLOT_SWAP: the database full,
- * nothing queued for it, the pool held by that worker alone). The close
- * counts as ledger_release; the new server is counted at once, queued
- * requests or not (it is already opening). *over: that took the pool
- * past to->pool_limit (another worker's grant came first), its user past
- * to->user_limit, or, the slot not held, the database past its limit: the
- * worker is to close one of the pool's servers (IPC_SLOT_OVER), whose
- * release then counts as any. Returns whether the worker held the slot. */
-bool ledger_swap(struct ledger *l, int worker, const char *from_user, const struct slot_req *to, bool *over);
 /* A worker died: forget its slots and queued requests. */
 void ledger_worker_gone(struct ledger *l, int worker);
 
@@ -106,11 +96,10 @@ void ledger_want_changes(struct ledger *l, ledger_want_fn fn, void *arg);
  * with an idle server first, not to every holder of the database. */
 typedef bool (*ledger_idle_fn)(const char *db, const char *user, int64_t *hint, int *out, int n);
 void ledger_set_idle_probe(struct ledger *l, ledger_idle_fn fn);
-/* Every change of a database's (db true) or user's slot total or of the
- * requests queued for its pools, with both after it (0 when the last
- * went): the supervisor publishes them in shared memory
- * (shm_name_ledger_set). */
-typedef void (*ledger_count_fn)(bool db, const char *name, int total, int queued);
+/* Every change of a database's (db true) or user's slot total, with the
+ * total after it (0 when the last slot went): the supervisor publishes
+ * them in shared memory (shm_name_servers_set). */
+typedef void (*ledger_count_fn)(bool db, const char *name, int total);
 void ledger_set_count_hook(struct ledger *l, ledger_count_fn fn);
 
 /* Eviction across workers: with an idle probe set, each

@@ -165,8 +165,6 @@ struct pool {
 	usec_t last_used;
 	/* several workers: slots asked of the supervisor's ledger */
 	int n_slot_wait;                  /* requests not answered yet */
-	int n_over;                       /* servers to close: a slot swap went past the
-	                                     pool's size (IPC_SLOT_OVER) */
 	int n_repl_slot_wait;             /* the same for replication clients' servers */
 	int n_repl_withdrawing;           /* of those, taken back (answer pending) */
 	bool reserve_asked;               /* a reserve request is among them */

@@ -139,8 +139,6 @@ void pool_slot_wanted(struct world *w, const struct pool_want *want);
  * another pool's client (IPC_POOL_EVICT): the longest idle goes at once,
  * as PgBouncer evicts; without one the supervisor hears IPC_EVICT_NONE. */
 void pool_evict_asked(struct world *w, const struct slot_req *r);
-/* IPC_SLOT_OVER: close one of the pool's servers (pool.c's swap_slot). */
-void pool_slot_over(struct world *w, const struct slot_req *r);
 /* Janitor: give up servers idle for a while that others want. */
 void pool_give_idle(struct pool *p);
 /* The reuse order over the instance: does an idle server last used at

@@ -162,12 +162,11 @@ uint32_t shm_evict_open(int idx);
 
 /* The ledger's server slots of a database (user) over the instance, as
  * the supervisor last counted them (granted, open or closing, not yet
- * released), and its requests queued for them: a worker reads whether
- * max_db_connections (max_user_connections) is full before it asks, so
- * that it closes an idle server of its own in the way first (pool.c's
- * evict_for_wide), and whether anyone queues before it, first come first
- * served, would have that slot. 0 for a slot taken afresh. */
-void shm_name_ledger_set(int idx, int servers, int queued);
+ * released): a worker reads whether max_db_connections
+ * (max_user_connections) is full before it asks, so that it closes an
+ * idle server of its own in the way and sends the release with the
+ * request, in place of the ledger asking a holder and waiting for it.
+ * 0 for a slot taken afresh. */
+void shm_name_servers_set(int idx, int n);
 int shm_name_servers(int idx);
-int shm_name_queued(int idx);
 #endif

@@ -154,13 +154,6 @@ bool hist_pool_release(struct hist_pool_cell *cell)
 	return shtab_release(tab(), self, (int)(cell - pool_cells(self)));
 }
 
-bool hist_pool_held_elsewhere(const struct hist_pool_cell *cell)
-{
-	if (!cell || !head || self < 0)
-		return false;
-	return shtab_held_by_others(tab(), (int)(cell - pool_cells(self)), self);
-}
-
 bool hist_pool_held(const char *db, const char *user)
 {
 	return find_pool(db, user) >= 0;

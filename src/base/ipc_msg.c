@@ -54,21 +54,6 @@ bool ipc_get_slot(const struct ipc_hdr *hdr, const void *payload, struct slot_re
 	return true;
 }
 
-int ipc_send_swap(struct ipc_chan *ch, const struct slot_swap *s)
-{
-	return ipc_send(ch, IPC_SLOT_SWAP, 0, s, sizeof(*s), -1);
-}
-
-bool ipc_get_swap(const struct ipc_hdr *hdr, const void *payload, struct slot_swap *s)
-{
-	if (!sized(hdr, sizeof(*s)))
-		return false;
-	memcpy(s, payload, sizeof(*s));
-	terminate_names(&s->from);
-	terminate_names(&s->to);
-	return true;
-}
-
 int ipc_send_want(struct ipc_chan *ch, const struct pool_want *w)
 {
 	return ipc_send(ch, IPC_POOL_WANT, 0, w, sizeof(*w), -1);

@@ -25,7 +25,6 @@ struct name_data {                 /* what a database's slot keeps besides count
 	_Atomic uint64_t evict;    /* closes offered (high half) and claimed (low) */
 	_Atomic uint32_t evict_done;    /* claims the supervisor has heard of */
 	_Atomic int servers;       /* the ledger's slots of the database (user), all workers */
-	_Atomic int queued;        /* the ledger's requests queued for its pools */
 };
 
 struct shm_head {
@@ -629,17 +628,10 @@ void shm_evict_heard(int idx)
 		atomic_fetch_add(&nd->evict_done, 1);
 }
 
-void shm_name_ledger_set(int idx, int servers, int queued)
+void shm_name_servers_set(int idx, int n)
 {
-	if (!known_idx(idx))
-		return;
-	atomic_store_explicit(&name_data(idx)->servers, servers, memory_order_relaxed);
-	atomic_store_explicit(&name_data(idx)->queued, queued, memory_order_relaxed);
-}
-
-int shm_name_queued(int idx)
-{
-	return known_idx(idx) ? atomic_load_explicit(&name_data(idx)->queued, memory_order_relaxed) : 0;
+	if (known_idx(idx))
+		atomic_store_explicit(&name_data(idx)->servers, n, memory_order_relaxed);
 }
 
 int shm_name_servers(int idx)

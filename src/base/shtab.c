@@ -355,21 +355,6 @@ bool shtab_held_by(struct shtab *t, int i, int w)
 	return held;
 }
 
-bool shtab_held_by_others(struct shtab *t, int i, int w)
-{
-	bool held = false;
-	if (i < 0 || (uint32_t)i >= t->cap)
-		return false;
-	lock(t);
-	const struct slot *s = &slots(t)[i];
-	for (int k = 0; s->used && k < WORDS && !held; k++) {
-		uint64_t mine = w >= 0 && w / 64 == k ? 1ull << (w % 64) : 0;
-		held = (s->holders[k] & ~mine) != 0;
-	}
-	unlock(t);
-	return held;
-}
-
 uint32_t shtab_capacity(const struct shtab *t)
 {
 	return t->cap;

@@ -1062,28 +1062,20 @@ static int repl_asked(const struct pool *p)
 	return p->n_repl_slot_wait - p->n_repl_withdrawing;
 }
 
-/* p's longest idle server not on its way to another worker, or NULL. */
-static struct server *longest_idle(const struct pool *p)
-{
-	for (struct list *it = p->idle_servers.prev; it != &p->idle_servers; it = it->prev) {
-		struct server *sv = container_of(it, struct server, node);
-		if (!sv->give_away)
-			return sv;
-	}
-	return NULL;
-}
-
 /* The longest idle server of p closed to make room; keep_slot: its slot
  * is the caller's, for the new server. */
 static bool retire_idle(struct pool *p, bool keep_slot)
 {
-	struct server *sv = longest_idle(p);
-	if (!sv)
-		return false;
-	if (keep_slot)
-		sv->has_slot = false;
-	server_close(sv, "evicted");
-	return true;
+	for (struct list *it = p->idle_servers.prev; it != &p->idle_servers; it = it->prev) {
+		struct server *sv = container_of(it, struct server, node);
+		if (sv->give_away)
+			continue;         /* on its way to another worker */
+		if (keep_slot)
+			sv->has_slot = false;
+		server_close(sv, "evicted");
+		return true;
+	}
+	return false;
 }
 
 /* The named pool's idle server, or, when its client took it meanwhile,
@@ -1237,21 +1229,11 @@ static bool repl_takes(struct pool *p, struct server *sv)
 }
 
 /* Several workers: the limit is full over the instance as the ledger last
- * published it (shm_name_servers), or by this worker's servers alone (the
- * count read may be a moment old). */
-static bool full_wide(int limit, int shm_idx, int here)
+ * published it (shm_name_servers), though not by this worker's servers
+ * alone. */
+static bool full_wide(int limit, int shm_idx)
 {
-	return limit > 0 && (here >= limit || shm_name_servers(shm_idx) >= limit);
-}
-
-static bool db_full_wide(const struct pool *p)
-{
-	return full_wide(p->db->max_db_connections, p->db->shm_idx, p->db->n_servers);
-}
-
-static bool user_full_wide(const struct pool *p)
-{
-	return full_wide(p->user->max_user_connections, p->user->shm_idx, p->user->n_servers);
+	return limit > 0 && shm_name_servers(shm_idx) >= limit;
 }
 
 /* Several workers, max_db_connections (max_user_connections) full over
@@ -1266,67 +1248,10 @@ static void evict_for_wide(struct pool *p)
 {
 	if (!shared_limits())
 		return;
-	if (db_full_wide(p) && evict_idle(p, true))
+	if (full_wide(p->db->max_db_connections, p->db->shm_idx) && evict_idle(p, true))
 		return;
-	if (user_full_wide(p))
+	if (full_wide(p->user->max_user_connections, p->user->shm_idx))
 		(void)evict_idle(p, false);
-}
-
-/* The slot of an idle server here that p's new server may take without
- * asking: another pool's of the database, with a slot, and of p's own
- * user when that user has a limit (whose total then stays). */
-static struct server *swap_candidate(const struct pool *p, bool same_user)
-{
-	struct list *it;
-	list_for_each(it, &p->db->idle_pools) {
-		const struct pool *o = container_of(it, struct pool, idle_db_node);
-		struct server *sv = o != p && (!same_user || o->user == p->user) ? longest_idle(o) : NULL;
-		if (sv && sv->has_slot)
-			return sv;
-	}
-	return NULL;
-}
-
-/* Several workers, max_db_connections full over the instance, nothing
- * queued for the database (first come, first served: nobody asked before
- * p's client) nor for a user limit of p's, and p held by no other worker
- * (nobody else can take a server of its size meanwhile): the longest idle
- * server of another pool of the database here is closed ("evicted") and
- * p's new server opens on its slot at once; the supervisor is told after
- * (IPC_SLOT_SWAP), in place of a release, a request and a grant, so the
- * login waits for no other process (bench/rotation: every login a new
- * tenant). A race the look missed (another worker's grant for p first)
- * comes back as IPC_SLOT_OVER. */
-static bool swap_slot(struct pool *p)
-{
-	bool user_limited = p->user->max_user_connections > 0;
-	struct slot_swap s;
-
-	if (!db_full_wide(p) || shm_name_queued(p->db->shm_idx) > 0 ||
-	    (user_limited && shm_name_queued(p->user->shm_idx) > 0) || hist_pool_held_elsewhere(p->hist))
-		return false;
-	struct server *sv = swap_candidate(p, user_limited);
-	if (!sv)
-		return false;
-	memset(&s, 0, sizeof(s));
-	fill_req(sv->pool, &s.from);
-	fill_req(p, &s.to);
-	s.to.pool_limit = pool_size_of(p);
-	if (ipc_send_swap(p->db->world->sup, &s) < 0)
-		return false;
-	sv->has_slot = false;
-	server_close(sv, "evicted");
-	return true;
-}
-
-/* A swap took p past its size over the instance: one of its servers goes,
- * an idle one now, else the next to come free with no client of p
- * waiting (server_ready). */
-void pool_slot_over(struct world *w, const struct slot_req *r)
-{
-	struct pool *p = pool_find_names(w, r->db, r->user);
-	if (p && !retire_idle(p, false))
-		p->n_over++;
 }
 
 /* May this pool open one more server connection now (by local counts)?
@@ -1351,13 +1276,14 @@ static enum launch_ok can_launch(struct pool *p, bool for_waiter)
 	 * way): wait, the janitor asks again. */
 	if (hostrole_tsa(p->db) != TSA_ANY && hostrole_pick(p->db, 0) < 0)
 		return LAUNCH_NO;
-	/* With several workers the instance's counts decide, in launch(). */
-	if (!shared_limits() && p->db->max_db_connections > 0 &&
-	    p->db->n_servers >= p->db->max_db_connections && !evict_idle(p, true))
+	if (p->db->max_db_connections > 0 && p->db->n_servers >= p->db->max_db_connections &&
+	    !evict_idle(p, true))
 		return LAUNCH_NO;
-	if (!shared_limits() && p->user->max_user_connections > 0 &&
-	    p->user->n_servers >= p->user->max_user_connections && !evict_idle(p, false))
+	if (p->user->max_user_connections > 0 && p->user->n_servers >= p->user->max_user_connections &&
+	    !evict_idle(p, false))
 		return LAUNCH_NO;
+	if (total < size)
+		evict_for_wide(p);
 	if (total < size)
 		return LAUNCH_POOL;
 	/* Reserve: only for clients that have waited reserve_pool_timeout. */
@@ -1390,13 +1316,8 @@ static bool launch(struct pool *p, enum launch_ok ok, enum slot_why why)
 	 * (min_pool_size may launch for a pool no client holds). */
 	if (!pool_cell_ready(p))
 		return false;
-	if (shared_limits()) {
-		if (ok == LAUNCH_POOL && why == SLOT_FOR_WAITER && swap_slot(p))
-			return server_launch(p, true);
-		if (ok == LAUNCH_POOL)
-			evict_for_wide(p);
+	if (shared_limits())
 		return ask_slot(p, ok == LAUNCH_RESERVE ? SLOT_FOR_RESERVE : why);
-	}
 	if (ok == LAUNCH_RESERVE)
 		log_info("taking connection from reserve_pool");
 	return server_launch(p, false);
@@ -2026,11 +1947,6 @@ static void server_ready(struct server *sv, bool released)
 	}
 	if (claim_for_others(p, sv))
 		return;
-	if (p->n_over > 0) {
-		p->n_over--;
-		server_close_soon(sv, "evicted");
-		return;
-	}
 	server_set_state(sv, SERVER_IDLE);
 	/* Someone elsewhere waits: unless our own client takes it back at
 	 * once, the server goes in a moment. */

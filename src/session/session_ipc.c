@@ -64,10 +64,6 @@ static bool without_socket(struct world *w, const struct ipc_hdr *hdr, const voi
 		if (ipc_get_slot(hdr, payload, &r))
 			pool_evict_asked(w, &r);
 		return true;
-	case IPC_SLOT_OVER:
-		if (ipc_get_slot(hdr, payload, &r))
-			pool_slot_over(w, &r);
-		return true;
 	case IPC_WELCOME:
 		pool_welcome_answer(w, payload, hdr->len);
 		return true;

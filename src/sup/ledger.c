@@ -251,22 +251,11 @@ static void maybe_free(struct ledger *l, struct lpool *p)
 	free(p);
 }
 
-/* The database's and user's totals and queued requests, to the count
- * hook (published for the workers). */
-static void tell_counts(const struct ledger *l, const struct lpool *p)
-{
-	if (!l->on_count)
-		return;
-	l->on_count(true, p->dbc->name, p->dbc->total, p->dbc->n_queued);
-	l->on_count(false, p->userc->name, p->userc->total, p->userc->n_queued);
-}
-
-static void count_queued(const struct ledger *l, struct lpool *p, int delta)
+static void count_queued(struct lpool *p, int delta)
 {
 	p->n_queued += delta;
 	p->dbc->n_queued += delta;
 	p->userc->n_queued += delta;
-	tell_counts(l, p);
 }
 
 /* Closes offered for more requests than are queued now would close
@@ -287,7 +276,7 @@ static void dequeue(struct ledger *l, struct lreq *q)
 	struct lpool *p = q->pool;
 	list_del(&q->node);
 	free(q);
-	count_queued(l, p, -1);
+	count_queued(p, -1);
 	cap_offer(l, p->dbc, true);
 	cap_offer(l, p->userc, false);
 	maybe_free(l, p);
@@ -310,8 +299,10 @@ static void take(struct ledger *l, struct lpool *p, int worker, int delta)
 	p->count[worker] += delta;
 	p->dbc->total += delta;
 	p->userc->total += delta;
-	if (delta != 0)
-		tell_counts(l, p);
+	if (l->on_count && delta != 0) {
+		l->on_count(true, p->dbc->name, p->dbc->total);
+		l->on_count(false, p->userc->name, p->userc->total);
+	}
 }
 
 /* Would a slot for p take what queued request q waits for? The same pool;
@@ -381,7 +372,7 @@ enum ledger_result ledger_request_idle(struct ledger *l, int worker, uint32_t re
 	q->since = util_monotonic();
 	q->await_move = await_move;
 	list_append(&l->queue, &q->node);
-	count_queued(l, p, 1);
+	count_queued(p, 1);
 	return LEDGER_QUEUED;
 }
 
@@ -442,24 +433,6 @@ bool ledger_release(struct ledger *l, int worker, const char *db, const char *us
 	take(l, p, worker, -1);
 	maybe_free(l, p);
 	return true;
-}
-
-bool ledger_swap(struct ledger *l, int worker, const char *from_user, const struct slot_req *to, bool *over)
-{
-	*over = false;
-	if (worker < 0 || worker >= l->n)
-		return false;
-	bool held = ledger_release(l, worker, to->db, from_user);
-	struct lpool *p = get_pool(l, to->db, to->user);
-	if (to->pool_limit > 0)
-		p->limit = to->pool_limit;
-	take(l, p, worker, 1);
-	/* Another worker's grant for the pool came first, or (a slot not
-	 * held) the database or user is past its limit now. */
-	*over = (to->pool_limit > 0 && p->total > to->pool_limit) ||
-		(to->user_limit > 0 && p->userc->total > to->user_limit) ||
-		(!held && to->db_limit > 0 && p->dbc->total > to->db_limit);
-	return held;
 }
 
 static int fair_share(const struct ledger *l, const struct lpool *p, int *least);
@@ -572,7 +545,7 @@ void ledger_worker_gone(struct ledger *l, int worker)
 		struct lreq *q = container_of(it, struct lreq, node);
 		if (q->worker == worker) {
 			list_del(&q->node);
-			count_queued(l, q->pool, -1);
+			count_queued(q->pool, -1);
 			free(q);
 		}
 	}

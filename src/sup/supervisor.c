@@ -157,9 +157,9 @@ static int evict_on_way(bool db, const char *name, uint32_t *base)
 
 /* Workers read a full database (user) limit there before they ask
  * (pool.c's evict_for_wide). */
-static void publish_count(bool db, const char *name, int total, int queued)
+static void publish_count(bool db, const char *name, int total)
 {
-	shm_name_ledger_set(claim_slot(db, name), total, queued);
+	shm_name_servers_set(claim_slot(db, name), total);
 }
 
 /* A server closed on a claim is done when its slot comes back. */
@@ -337,25 +337,6 @@ static void on_slot_msg(int slot, const struct ipc_hdr *hdr, const void *payload
 		arm_busy_ask();
 		break;
 	}
-}
-
-/* A worker opened a server on the slot of one it closed (pool.c's
- * swap_slot). Past the pool's size it closes one again. */
-static void on_swap(int slot, const struct ipc_hdr *hdr, const void *payload)
-{
-	struct slot_swap s;
-	bool over;
-	if (!ipc_get_swap(hdr, payload, &s))
-		return;
-	if (!ledger_swap(sup.ledger, slot, s.from.user, &s.to, &over))
-		log_warning("worker %d swapped a slot of %s/%s it did not hold", slot, s.to.db, s.from.user);
-	if (over) {
-		log_debug("slot swap: pool=%s/%s of worker %d is over its limit, one server to close",
-			  s.to.db, s.to.user, slot);
-		send_to(slot, IPC_SLOT_OVER, 0, &s.to, sizeof(s.to));
-	}
-	welcome_pool_gone(s.to.db, s.from.user);
-	ledger_settle();
 }
 
 static bool pool_has_waiter(const char *db, const char *user, int worker)
@@ -1053,9 +1034,6 @@ static void on_worker_msg(struct ipc_chan *ch, const struct ipc_hdr *hdr, const 
 	case IPC_EVICT_NONE:
 	case IPC_EVICT_DONE:
 		on_slot_msg(slot, hdr, payload);
-		break;
-	case IPC_SLOT_SWAP:
-		on_swap(slot, hdr, payload);
 		break;
 	case IPC_CANCEL_FWD:
 		forward_cancel(slot, hdr, payload);

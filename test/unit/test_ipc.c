@@ -702,10 +702,7 @@ static void test_typed_round_trip(void **state)
 	assert_int_equal(ipc_send_i32(fx->wrk.ch, IPC_RELOAD_DONE, 0, -1, -1), 0);
 	assert_int_equal(ipc_send_text(fx->wrk.ch, IPC_ADMIN_REQ, 8, "SHOW POOLS"), 0);
 	assert_int_equal(ipc_send_empty(fx->wrk.ch, IPC_WORKER_READY), 0);
-	struct slot_swap sw = { .from = { .db = "app", .user = "old" },
-				.to = { .db = "app", .user = "new", .pool_limit = 1, .db_limit = 40 } };
-	assert_int_equal(ipc_send_swap(fx->wrk.ch, &sw), 0);
-	assert_true(run_until_count(fx, &fx->sup, 8));
+	assert_true(run_until_count(fx, &fx->sup, 7));
 	const struct got *g = fx->sup.msgs;
 
 	struct slot_req r2;
@@ -737,13 +734,6 @@ static void test_typed_round_trip(void **state)
 	assert_string_equal(text, "SHOW POOLS");
 	assert_int_equal(g[6].hdr.type, IPC_WORKER_READY);
 	assert_int_equal(g[6].hdr.len, 0);
-	struct slot_swap sw2;
-	assert_int_equal(g[7].hdr.type, IPC_SLOT_SWAP);
-	assert_true(ipc_get_swap(&g[7].hdr, g[7].payload, &sw2));
-	assert_string_equal(sw2.from.user, "old");
-	assert_string_equal(sw2.to.user, "new");
-	assert_int_equal(sw2.to.pool_limit, 1);
-	assert_int_equal(sw2.to.db_limit, 40);
 }
 
 /* A payload of the wrong size, or a text without its NUL, is refused by
@@ -753,7 +743,6 @@ static void test_typed_bad_payloads(void **state)
 	uint8_t buf[sizeof(struct login_failure) + 8];
 	struct ipc_hdr h = { .type = IPC_SLOT_REQ, .worker = 2 };
 	struct slot_req r;
-	struct slot_swap sw;
 	struct pool_want w;
 	struct login_failure f;
 	struct cancelkey k;
@@ -765,7 +754,6 @@ static void test_typed_bad_payloads(void **state)
 	for (uint32_t len = 0; len < sizeof(buf); len++) {
 		h.len = len;
 		assert_int_equal(ipc_get_slot(&h, buf, &r), len == sizeof(r));
-		assert_int_equal(ipc_get_swap(&h, buf, &sw), len == sizeof(sw));
 		assert_int_equal(ipc_get_want(&h, buf, &w), len == sizeof(w));
 		assert_int_equal(ipc_get_login_failure(&h, buf, &f), len == sizeof(f));
 		assert_false(ipc_get_cancel(&h, buf, &k, &wt));     /* a key of 0x7878 bytes */
@@ -777,10 +765,6 @@ static void test_typed_bad_payloads(void **state)
 	assert_true(ipc_get_slot(&h, buf, &r));
 	assert_int_equal(strlen(r.db), sizeof(r.db) - 1);
 	assert_int_equal(strlen(r.user), sizeof(r.user) - 1);
-	h.len = sizeof(sw);
-	assert_true(ipc_get_swap(&h, buf, &sw));
-	assert_int_equal(strlen(sw.from.user), sizeof(sw.from.user) - 1);
-	assert_int_equal(strlen(sw.to.db), sizeof(sw.to.db) - 1);
 	h.len = sizeof(f);
 	assert_true(ipc_get_login_failure(&h, buf, &f));
 	assert_int_equal(strlen(f.msg), sizeof(f.msg) - 1);

@@ -680,9 +680,8 @@ static void test_name_release_reuse(void **state)
 	shm_stats_add(a, d);
 	shm_host_set(a, 3);
 	assert_int_equal(shm_name_servers(a), 0);
-	shm_name_ledger_set(a, 40, 3);                    /* the supervisor's count */
+	shm_name_servers_set(a, 40);                      /* the supervisor's count */
 	assert_int_equal(shm_name_servers(a), 40);
-	assert_int_equal(shm_name_queued(a), 3);
 	assert_true(shm_name_at(a, SHM_USER, name, sizeof(name), &gen1));
 	assert_string_equal(name, "tenant_a");
 	shm_attach_worker(2);
@@ -707,9 +706,8 @@ static void test_name_release_reuse(void **state)
 	assert_int_equal(t[0], 0);
 	assert_int_equal(shm_host(b, 0), 0);
 	assert_int_equal(shm_name_servers(b), 0);         /* not tenant_a's 40 */
-	assert_int_equal(shm_name_queued(b), 0);
 	assert_int_equal(shm_name_servers(-1), 0);
-	shm_name_ledger_set(-1, 5, 1);                    /* a name no worker holds: nothing */
+	shm_name_servers_set(-1, 5);                      /* a name no worker holds: nothing */
 	assert_int_equal(shm_names_high(), 1);
 
 	/* 100,000 names through a table of NAMES: never full. */

@@ -92,11 +92,6 @@ static void test_hold_find_release(void **state)
 	assert_int_equal(shtab_hold(fx->t, 3, "db\0alice", 9, NULL, on_fresh, fx), a);
 	assert_int_equal(shtab_hold(fx->t, 3, "db\0alice", 9, NULL, on_fresh, fx), a);   /* twice is once */
 	assert_true(shtab_held_by(fx->t, a, 0) && shtab_held_by(fx->t, a, 3));
-	assert_true(shtab_held_by_others(fx->t, a, 0));
-	assert_true(shtab_held_by_others(fx->t, a, 3));
-	assert_false(shtab_held_by_others(fx->t, b, 0));    /* worker 0's alone */
-	assert_true(shtab_held_by_others(fx->t, b, 70));    /* another word of holders */
-	assert_false(shtab_held_by_others(fx->t, -1, 0));
 	assert_false(shtab_release(fx->t, 0, a));
 	assert_int_equal(shtab_find(fx->t, "db\0alice", 9), a);
 	assert_int_equal(fx->fresh[a], 1);
