@@ -1276,16 +1276,20 @@ static enum launch_ok can_launch(struct pool *p, bool for_waiter)
 	 * way): wait, the janitor asks again. */
 	if (hostrole_tsa(p->db) != TSA_ANY && hostrole_pick(p->db, 0) < 0)
 		return LAUNCH_NO;
-	if (p->db->max_db_connections > 0 && p->db->n_servers >= p->db->max_db_connections &&
-	    !evict_idle(p, true))
+	bool db_full = p->db->max_db_connections > 0 && p->db->n_servers >= p->db->max_db_connections;
+	bool user_full = p->user->max_user_connections > 0 &&
+			 p->user->n_servers >= p->user->max_user_connections;
+	if (db_full && !evict_idle(p, true))
 		return LAUNCH_NO;
-	if (p->user->max_user_connections > 0 && p->user->n_servers >= p->user->max_user_connections &&
-	    !evict_idle(p, false))
+	if (user_full && !evict_idle(p, false))
 		return LAUNCH_NO;
-	if (total < size)
-		evict_for_wide(p);
-	if (total < size)
+	if (total < size) {
+		/* A close just made here counts: the published total does not
+		 * show it yet, and a second would be one too many. */
+		if (!db_full && !user_full)
+			evict_for_wide(p);
 		return LAUNCH_POOL;
+	}
 	/* Reserve: only for clients that have waited reserve_pool_timeout. */
 	if (!for_waiter || total >= size + pool_reserve_of(p) || list_empty(&p->waiting_clients))
 		return LAUNCH_NO;
