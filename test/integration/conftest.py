@@ -138,6 +138,7 @@ def make_pooler(request, pytestconfig, session_dir, pooler_workers):
     made = []
     clusters = []
     counter = [0]
+    request.node.pgcrew_poolers = made      # for a failed test's report (below)
 
     def factory(pg, settings=None, databases=None, users=None, userlist=None,
                 hba=None, start=True, asan_quarantine_mb=None):
@@ -184,6 +185,22 @@ def make_pooler(request, pytestconfig, session_dir, pooler_workers):
             errors.append(str(exc))
     if errors:
         pytest.fail("\n\n".join(errors), pytrace=False)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed test's report carries each of its poolers' log tail and
+    stderr, read before teardown stops them: a one-off failure in CI (a
+    refused connection, say) can then be told from the pooler's side."""
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.when != "call" or not rep.failed:
+        return
+    for p in getattr(item, "pgcrew_poolers", []):
+        try:
+            rep.sections.append((f"pooler {os.path.basename(p.workdir)}", p.diagnostics()))
+        except Exception as exc:  # noqa: BLE001 - the report must not fail
+            rep.sections.append(("pooler", f"no diagnostics: {exc}"))
 
 
 def _pgbench_init(cluster):
