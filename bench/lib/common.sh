@@ -50,6 +50,18 @@ bench_prepare() {
              "ephemeral ports (sysctl -w net.ipv4.tcp_tw_reuse=2)" >&2
     fi
 
+    # One bench at a time: they measure the machine, and a second run
+    # would stop the first one's processes below (its pid files). The lock
+    # is held by this shell until it exits.
+    mkdir -p "$BENCH_DIR"
+    exec {BENCH_LOCK_FD}>>"$BENCH_DIR/.lock"
+    if ! flock -n "$BENCH_LOCK_FD"; then
+        echo "bench: another bench is running in $BENCH_DIR (pid" \
+             "$(cat "$BENCH_DIR/.lock.pid" 2>/dev/null || echo unknown)); run one at a time" >&2
+        exit 2
+    fi
+    echo $$ > "$BENCH_DIR/.lock.pid"
+
     # A previous run's processes (by their pid files) are stopped, then the
     # scratch directory is wiped.
     bench_stop_leftovers
