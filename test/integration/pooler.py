@@ -148,7 +148,7 @@ class Pooler:
                                          stdin=subprocess.DEVNULL, stdout=out,
                                          stderr=err, **kw)
         deadline = time.monotonic() + START_TIMEOUT
-        while not util.port_accepts(self.port):
+        while not util.pooler_accepts(self.port):
             if self.proc.poll() is not None:
                 raise AssertionError(f"pooler exited with {self.proc.returncode} "
                                      f"during start\n{self.diagnostics()}")
@@ -191,7 +191,7 @@ class Pooler:
         self.daemon_pid = util.wait_until(daemon_from_pidfile, timeout,
                                           what=f"pidfile {pidfile} naming a live process")
         deadline = time.monotonic() + timeout
-        while not util.port_accepts(self.port):
+        while not util.pooler_accepts(self.port):
             if not pid_alive(self.daemon_pid):
                 raise AssertionError(f"daemon {self.daemon_pid} exited during start\n"
                                      f"{self.diagnostics()}")
