@@ -13,6 +13,7 @@ import time
 import psycopg
 
 import util
+import wire
 
 # Settings PgBouncer does not know: never written when validating against it.
 PGCREW_ONLY_KEYS = frozenset({"workers", "auth_query_cache_ttl", "unnamed_statement_cache",
@@ -148,7 +149,7 @@ class Pooler:
                                          stdin=subprocess.DEVNULL, stdout=out,
                                          stderr=err, **kw)
         deadline = time.monotonic() + START_TIMEOUT
-        while not util.pooler_accepts(self.port):
+        while not wire.pooler_accepts(self.port):
             if self.proc.poll() is not None:
                 raise AssertionError(f"pooler exited with {self.proc.returncode} "
                                      f"during start\n{self.diagnostics()}")
@@ -191,7 +192,7 @@ class Pooler:
         self.daemon_pid = util.wait_until(daemon_from_pidfile, timeout,
                                           what=f"pidfile {pidfile} naming a live process")
         deadline = time.monotonic() + timeout
-        while not util.pooler_accepts(self.port):
+        while not wire.pooler_accepts(self.port):
             if not pid_alive(self.daemon_pid):
                 raise AssertionError(f"daemon {self.daemon_pid} exited during start\n"
                                      f"{self.diagnostics()}")

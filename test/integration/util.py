@@ -182,29 +182,6 @@ def port_accepts(port, host=HOST):
         return False
 
 
-SSL_REQUEST = (8).to_bytes(4, "big") + (80877103).to_bytes(4, "big")
-
-
-def pooler_accepts(port, host=HOST):
-    """Like port_accepts, for a pooler: the probe also sends an SSLRequest
-    and waits (briefly) for its one-byte answer before it closes, so the
-    worker that took it has handled it. A bare connect and close could sit
-    in the backlog of a worker not yet running and be counted against
-    max_client_conn together with the test's first clients. Any end of
-    the exchange (an answer, a refusal, a timeout) still means the port
-    accepts: a pooler that wants a PROXY header first closes instead."""
-    try:
-        with socket.create_connection((host, port), timeout=0.5) as s:
-            try:
-                s.sendall(SSL_REQUEST)
-                s.recv(1)
-            except OSError:
-                pass
-            return True
-    except OSError:
-        return False
-
-
 def end_process(proc, sig=signal.SIGTERM, timeout=10):
     """Ends a process this test started: sig, then SIGKILL if it lingers."""
     proc.send_signal(sig)

@@ -143,3 +143,23 @@ def error_fields(payload):
         if part:
             fields[chr(part[0])] = part[1:].decode(errors="replace")
     return fields
+
+
+def pooler_accepts(port, host=util.HOST):
+    """Like port_accepts, for a pooler: the probe also sends an SSLRequest
+    and waits (briefly) for its one-byte answer before it closes, so the
+    worker that took it has handled it. A bare connect and close could sit
+    in the backlog of a worker not yet running and be counted against
+    max_client_conn together with the test's first clients. Any end of
+    the exchange (an answer, a refusal, a timeout) still means the port
+    accepts: a pooler that wants a PROXY header first closes instead."""
+    try:
+        with socket.create_connection((host, port), timeout=0.5) as s:
+            try:
+                s.sendall(struct.pack("!II", 8, SSL_REQUEST_CODE))
+                s.recv(1)
+            except OSError:
+                pass
+            return True
+    except OSError:
+        return False
