@@ -111,7 +111,18 @@ struct ledger {
 	ledger_on_way_fn on_way;
 	ledger_count_fn on_count;
 	uint64_t passes;           /* ledger_want_changes() so far */
+	int n_told;                /* pools with told_any */
 };
+
+/* told_any changes only here, so that a pass knows without a walk whether
+ * any pool has a want to take back. */
+static void set_told_any(struct ledger *l, struct lpool *p, bool any)
+{
+	if (p->told_any == any)
+		return;
+	p->told_any = any;
+	l->n_told += any ? 1 : -1;
+}
 
 struct ledger *ledger_new(int n_workers)
 {
@@ -537,9 +548,10 @@ void ledger_worker_gone(struct ledger *l, int worker)
 		struct lpool *p = container_of(it, struct lpool, node);
 		take(l, p, worker, -p->count[worker]);
 		memset(&p->told[worker], 0, sizeof(p->told[worker]));
-		p->told_any = false;
+		bool any = false;
 		for (int w = 0; w < l->n; w++)
-			p->told_any |= p->told[w].n != 0;
+			any |= p->told[w].n != 0;
+		set_told_any(l, p, any);
 	}
 	list_for_each_safe(it, tmp, &l->queue) {
 		struct lreq *q = container_of(it, struct lreq, node);
@@ -1224,12 +1236,18 @@ static bool nothing_to_ask(const struct ledger *l, const struct lpool *p)
  * are skipped, and the queue is weighed once per database and user, not per
  * pool, so a pass costs little however many pools there are (10,000
  * tenants' pools of one database, 150 of them with a server, made every
- * pass weigh each pool against every queued request). */
+ * pass weigh each pool against every queued request). A pass with nothing
+ * queued and nothing told walks nothing. */
 void ledger_want_changes(struct ledger *l, ledger_want_fn fn, void *arg)
 {
 	struct list *it, *tmp;
 	l->pass_now = util_monotonic();
 	l->passes++;
+	/* Nothing queued and no want to take back: nothing to weigh (with
+	 * the eviction in the worker this is most passes, and each walk is
+	 * over every pool holding servers). */
+	if (list_empty(&l->queue) && l->n_told == 0)
+		return;
 	if (l->offer)
 		each_queued_count(l, read_one);
 	sum_others(l);
@@ -1247,7 +1265,7 @@ void ledger_want_changes(struct ledger *l, ledger_want_fn fn, void *arg)
 		if (!p->told_any && !p->dbc->n_queued && !p->userc->n_queued)
 			continue;
 		if (p->told_any || (p->total > 0 && !nothing_to_ask(l, p)))
-			p->told_any = tell_wants(l, p, fn, arg);
+			set_told_any(l, p, tell_wants(l, p, fn, arg));
 		maybe_free(l, p);
 	}
 }
@@ -1262,7 +1280,7 @@ static void one_less(int32_t *v)
  * note_given): so does what we believe it was told. The next pass tells
  * it only where that differs from its want now (a holder that gave its
  * only server for another pool's request needs no "none" after it). */
-static void count_given(struct lpool *p, int worker)
+static void count_given(struct ledger *l, struct lpool *p, int worker)
 {
 	struct pool_want *t = &p->told[worker];
 	one_less(&t->over);
@@ -1270,14 +1288,14 @@ static void count_given(struct lpool *p, int worker)
 	one_less(&t->soon);
 	if (t->n == 0)
 		t->other_since = 0;
-	p->told_any = true;
+	set_told_any(l, p, true);
 }
 
 void ledger_retell(struct ledger *l, int worker, const char *db, const char *user)
 {
 	struct lpool *p = find_pool(l, db, user);
 	if (p && worker >= 0 && worker < l->n)
-		count_given(p, worker);
+		count_given(l, p, worker);
 }
 
 bool ledger_evict_done(struct ledger *l, int worker, const char *db, const char *user)
@@ -1285,7 +1303,7 @@ bool ledger_evict_done(struct ledger *l, int worker, const char *db, const char 
 	struct lpool *p = find_pool(l, db, user);
 	if (!p || worker < 0 || worker >= l->n || p->count[worker] <= 0)
 		return false;
-	count_given(p, worker);
+	count_given(l, p, worker);
 	struct lreq *other = oldest_other_pool(l, p, l->waiting);
 	if (!other)
 		return false;

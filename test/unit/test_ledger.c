@@ -1166,9 +1166,12 @@ static void test_want_settled_since(void **state)
 /* The idle probe's answers: idle servers of u<i> in every worker. */
 static int probe_idle_of[8];
 
+static int probe_calls;
+
 static bool fake_probe(const char *db, const char *user, int64_t *hint, int *out, int n)
 {
 	(void)hint;
+	probe_calls++;
 	int i = user[0] == 'u' ? atoi(user + 1) : -1;
 	if (strcmp(db, "d") != 0 || i < 0 || i >= 8)
 		return false;
@@ -1226,6 +1229,40 @@ static void test_want_rationed_by_idle_servers(void **state)
 	assert_int_equal(got(&ns, 0, "d", "u0").n, 0);
 	assert_int_equal(got(&ns, 1, "d", "u1").n, 0);
 	assert_int_equal(got(&ns, 0, "d", "u2").n, 0);
+}
+
+/* A pass with nothing queued and no want told tells nothing and reads no
+ * idle counts; once a want was told, the pass after the queue emptied
+ * still tells its "none" (a pass with nothing queued returns early only
+ * when no pool has a want told: the ledger's count of those must hold). */
+static void test_pass_after_queue_empties(void **state)
+{
+	struct ledger *l = *state;
+	struct notices ns;
+	struct slot_req r[3];
+
+	ledger_set_idle_probe(l, fake_probe);
+	tenant_reqs(r, 3, 2);
+	memset(probe_idle_of, 0, sizeof(probe_idle_of));
+	grant_tenants(l, r, 2);
+	probe_calls = 0;
+	collect(l, &ns);
+	assert_int_equal(ns.n, 0);
+	assert_int_equal(probe_calls, 0);
+
+	probe_idle_of[0] = 1;                          /* u0's server is idle */
+	assert_int_equal(ledger_request(l, 1, 3, &r[2]), LEDGER_QUEUED);
+	collect(l, &ns);
+	assert_true(probe_calls > 0);
+	assert_int_equal(got(&ns, 0, "d", "u0").n, 1);
+
+	assert_true(ledger_withdraw(l, 1, "d", "u2", 3));
+	collect(l, &ns);
+	assert_int_equal(got(&ns, 0, "d", "u0").n, 0);  /* taken back */
+	probe_calls = 0;
+	collect(l, &ns);
+	assert_int_equal(ns.n, 0);
+	assert_int_equal(probe_calls, 0);
 }
 
 /* The evictions told (ledger_set_evict), and the fake wait line. */
@@ -1846,6 +1883,7 @@ int main(void)
 		T(test_want_slack_grows_with_the_wait),
 		T(test_want_settled_since),
 		T(test_want_rationed_by_idle_servers),
+		T(test_pass_after_queue_empties),
 		T(test_evict_idle_at_once),
 		T(test_offer_claims),
 		T(test_evict_substitute_counts),
