@@ -1180,6 +1180,16 @@ static bool fake_probe(const char *db, const char *user, int64_t *hint, int *out
 	return true;
 }
 
+/* n tenants' requests with limit `limit`, the first `granted` of them
+ * granted (workers 0, 1, 0, ...), the fake idle probe set, no server idle. */
+static void probed_tenants(struct ledger *l, struct slot_req *r, int n, int limit, int granted)
+{
+	ledger_set_idle_probe(l, fake_probe);
+	tenant_reqs(r, n, limit);
+	memset(probe_idle_of, 0, sizeof(probe_idle_of));
+	grant_tenants(l, r, granted);
+}
+
 /* Eviction asks as many holders as requests wait, not every holder of the
  * database: those with an idle server first, then busy ones for what is
  * still missing; one asked keeps its ask while requests wait (no notice
@@ -1190,10 +1200,7 @@ static void test_want_rationed_by_idle_servers(void **state)
 	struct notices ns;
 	struct slot_req r[7];
 
-	ledger_set_idle_probe(l, fake_probe);
-	tenant_reqs(r, 7, 4);
-	memset(probe_idle_of, 0, sizeof(probe_idle_of));
-	grant_tenants(l, r, 4);
+	probed_tenants(l, r, 7, 4, 4);
 	probe_idle_of[1] = probe_idle_of[2] = 1;      /* u1's and u2's servers are idle */
 
 	/* One request of u4: one holder with an idle server is asked (u1, the
@@ -1241,10 +1248,7 @@ static void test_pass_after_queue_empties(void **state)
 	struct notices ns;
 	struct slot_req r[3];
 
-	ledger_set_idle_probe(l, fake_probe);
-	tenant_reqs(r, 3, 2);
-	memset(probe_idle_of, 0, sizeof(probe_idle_of));
-	grant_tenants(l, r, 2);
+	probed_tenants(l, r, 3, 2, 2);
 	probe_calls = 0;
 	collect(l, &ns);
 	assert_int_equal(ns.n, 0);
@@ -1296,13 +1300,10 @@ static bool fake_waiting(const char *db, const char *user, int worker)
  * server idle yet, nothing evicted. */
 static void evict_tenants(struct ledger *l, struct slot_req *r, int n, int limit, int granted)
 {
-	ledger_set_idle_probe(l, fake_probe);
 	ledger_set_evict(l, on_evict, fake_waiting);
 	n_evicted = 0;
 	waiter_gone = false;
-	tenant_reqs(r, n, limit);
-	memset(probe_idle_of, 0, sizeof(probe_idle_of));
-	grant_tenants(l, r, granted);
+	probed_tenants(l, r, n, limit, granted);
 }
 
 /* u1 (worker 1) or u2 (worker 0): the idle holders of the test below. */
