@@ -53,6 +53,10 @@ struct hist_pool_cell {             /* one pool, one worker */
 	 * (CLOCK_MONOTONIC), 0 for none. A client takes another worker's idle
 	 * server when that one is clearly next in the instance's order. */
 	_Atomic int64_t idle_next;
+	/* Eviction as PgBouncer's: when this worker's idle server of the pool
+	 * that has been unused longest was last used (CLOCK_MONOTONIC), 0 for
+	 * none; the ledger closes the instance's oldest one. */
+	_Atomic int64_t idle_oldest;
 };
 
 struct hist_total {                 /* a sum over workers, for readers */
@@ -144,6 +148,10 @@ void hist_pool_set_idle(struct hist_pool_cell *cell, int n);
  * there first, without the table's lock. */
 void hist_pool_set_idle_any(struct hist_pool_cell *cell, int n);
 bool hist_pool_idle_any(const char *db, const char *user, int64_t *hint, int *out, int n);
+/* Ours: when our idle server of the pool unused longest was last used (0:
+ * none); supervisor: each worker's, by the hint hist_pool_idle_any left. */
+void hist_pool_set_oldest(struct hist_pool_cell *cell, int64_t last_used);
+bool hist_pool_idle_oldest(const char *db, const char *user, int64_t *hint, int64_t *out, int n);
 /* pool_idle_timeout: publish ours; whether another worker has a client or
  * a server connection of the pool now, and if not when the last one of
  * another worker came or went (0: none ever had one) in *last_used. A dead

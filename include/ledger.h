@@ -96,6 +96,11 @@ void ledger_want_changes(struct ledger *l, ledger_want_fn fn, void *arg);
  * with an idle server first, not to every holder of the database. */
 typedef bool (*ledger_idle_fn)(const char *db, const char *user, int64_t *hint, int *out, int n);
 void ledger_set_idle_probe(struct ledger *l, ledger_idle_fn fn);
+/* Each worker's idle server of the pool unused longest: when it was last
+ * used (0 none or unknown), for eviction's choice (hist_pool_idle_oldest);
+ * without it the first holder found is chosen. */
+typedef bool (*ledger_oldest_fn)(const char *db, const char *user, int64_t *hint, int64_t *out, int n);
+void ledger_set_oldest_probe(struct ledger *l, ledger_oldest_fn fn);
 /* Every change of a database's (db true) or user's slot total, with the
  * total after it (0 when the last slot went): the supervisor publishes
  * them in shared memory (shm_name_servers_set). */

@@ -148,6 +148,7 @@ bool hist_pool_release(struct hist_pool_cell *cell)
 	hist_pool_set_wait(cell, 0);
 	hist_pool_set_idle(cell, 0);
 	hist_pool_set_idle_any(cell, 0);
+	hist_pool_set_oldest(cell, 0);
 	hist_pool_set_next(cell, 0);
 	atomic_store_explicit(&cell->clients, 0, memory_order_relaxed);
 	atomic_store_explicit(&cell->servers, 0, memory_order_relaxed);
@@ -245,6 +246,7 @@ void hist_worker_gone(int w)
 		atomic_store_explicit(&c->clients, 0, memory_order_relaxed);
 		atomic_store_explicit(&c->servers, 0, memory_order_relaxed);
 		atomic_store_explicit(&c->idle_next, 0, memory_order_relaxed);
+		atomic_store_explicit(&c->idle_oldest, 0, memory_order_relaxed);
 	}
 	(void)shtab_worker_gone(tab(), w);
 }
@@ -261,7 +263,14 @@ void hist_pool_set_idle_any(struct hist_pool_cell *cell, int n)
 		atomic_store_explicit(&cell->idle_any, n, memory_order_relaxed);
 }
 
-bool hist_pool_idle_any(const char *db, const char *user, int64_t *hint, int *out, int n)
+void hist_pool_set_oldest(struct hist_pool_cell *cell, int64_t last_used)
+{
+	if (cell)
+		atomic_store_explicit(&cell->idle_oldest, last_used, memory_order_relaxed);
+}
+
+/* The cell's index by the hint (its generation checked), else by name. */
+static int cell_by_hint(const char *db, const char *user, int64_t *hint)
 {
 	int idx = -1;
 	if (head && *hint >= 0 &&
@@ -272,11 +281,28 @@ bool hist_pool_idle_any(const char *db, const char *user, int64_t *hint, int *ou
 		uint32_t gen = idx >= 0 ? shtab_gen_at(tab(), idx) : 0;
 		*hint = idx >= 0 && gen ? (int64_t)(((uint64_t)gen << 32) | (uint32_t)idx) : -1;
 	}
+	return idx;
+}
+
+bool hist_pool_idle_any(const char *db, const char *user, int64_t *hint, int *out, int n)
+{
+	int idx = cell_by_hint(db, user, hint);
 	if (idx < 0)
 		return false;
 	for (int w = 0; w < n; w++)
 		out[w] = w < head->n_workers ?
 			atomic_load_explicit(&pool_cells(w)[idx].idle_any, memory_order_relaxed) : 0;
+	return true;
+}
+
+bool hist_pool_idle_oldest(const char *db, const char *user, int64_t *hint, int64_t *out, int n)
+{
+	int idx = cell_by_hint(db, user, hint);
+	if (idx < 0)
+		return false;
+	for (int w = 0; w < n; w++)
+		out[w] = w < head->n_workers ?
+			atomic_load_explicit(&pool_cells(w)[idx].idle_oldest, memory_order_relaxed) : 0;
 	return true;
 }
 

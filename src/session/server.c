@@ -119,6 +119,18 @@ static void idle_insert(struct pool *p, struct server *sv, bool round_robin)
 	list_append(it, &sv->node);                   /* before it */
 }
 
+/* When the idle server unused longest was last used, 0 for none: the list
+ * is in order of last use, newest first (oldest first with round robin). */
+static usec_t oldest_idle(const struct pool *p)
+{
+	const struct list *head = &p->idle_servers;
+	if (list_empty(head))
+		return 0;
+	usec_t a = container_of(head->next, struct server, node)->last_used;
+	usec_t b = container_of(head->prev, struct server, node)->last_used;
+	return a < b ? a : b;
+}
+
 /* A pool is in its database's and its user's lists of pools with an idle
  * server while it has one: eviction takes one from there instead of
  * walking every pool (10,000 pools of one database: most of a worker's
@@ -164,6 +176,7 @@ void server_set_state(struct server *sv, enum server_state st)
 		if (server_may_move(sv))
 			hist_pool_set_idle(p->hist, p->n_idle);
 		hist_pool_set_idle_any(p->hist, p->n_idle);
+		hist_pool_set_oldest(p->hist, oldest_idle(p));
 		if (p->hist && shm_n_workers() > 1)
 			pool_publish_next_idle(p);
 	}

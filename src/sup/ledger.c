@@ -50,6 +50,7 @@ struct lpool {
 	int *count;                /* per worker */
 	struct pool_want *told;    /* per worker: the last want sent (counts only) */
 	int *idle;                 /* per worker, this pass: idle servers, -1 unknown */
+	int64_t *oldest;           /* per worker, this pass: its oldest idle server's last use */
 	int64_t idle_hint;         /* the probe's, between passes */
 	struct lpool *next_cand;   /* in its lcount's cands, this pass */
 	usec_t probed_at;          /* the pass that probed idle[] */
@@ -104,6 +105,7 @@ struct ledger {
 	usec_t pass_now;           /* the clock when ledger_want_changes began: one
 				    * read for a pass over every pool and request */
 	ledger_idle_fn idle_probe;
+	ledger_oldest_fn oldest_probe;
 	ledger_movable_fn movable;
 	ledger_evict_fn evict;
 	ledger_wait_fn waiting;
@@ -158,6 +160,7 @@ void ledger_free(struct ledger *l)
 		free(p->count);
 		free(p->told);
 		free(p->idle);
+		free(p->oldest);
 		free(p);
 	}
 	free_list(&l->dbs, offsetof(struct lcount, node));
@@ -230,6 +233,7 @@ static struct lpool *get_pool(struct ledger *l, const char *db, const char *user
 	p->count = xcalloc((size_t)l->n, sizeof(int));
 	p->told = xcalloc((size_t)l->n, sizeof(*p->told));
 	p->idle = xcalloc((size_t)l->n, sizeof(int));
+	p->oldest = xcalloc((size_t)l->n, sizeof(int64_t));
 	p->idle_hint = -1;
 	list_append(&l->pools, &p->node);
 	hmap_add(&l->pool_map, &p->hn, pool_hash(p->db, p->user));
@@ -259,6 +263,7 @@ static void maybe_free(struct ledger *l, struct lpool *p)
 	free(p->count);
 	free(p->told);
 	free(p->idle);
+	free(p->oldest);
 	free(p);
 }
 
@@ -940,6 +945,8 @@ static void probe_idle(struct ledger *l)
 				p->idle[w] = -1;
 		for (int w = 0; w < l->n; w++)
 			any |= p->count[w] > 0 && p->idle[w] > 0;
+		if (any && (!l->oldest_probe || !l->oldest_probe(p->db, p->user, &p->idle_hint, p->oldest, l->n)))
+			memset(p->oldest, 0, (size_t)l->n * sizeof(int64_t));
 		if (any) {
 			p->next_cand = c->cands;
 			c->cands = p;
@@ -1026,6 +1033,8 @@ static void each_queued_count(struct ledger *l, void (*fn)(struct ledger *, stru
  * said it had none left for q, nor one already asked by a want). */
 static bool evict_one(struct ledger *l, struct lreq *q, struct lcount *c)
 {
+	struct lpool *best = NULL;
+	int best_w = -1;
 	for (struct lpool *p = c->cands; p; p = p->next_cand) {
 		if (p == q->pool)
 			continue;
@@ -1035,15 +1044,20 @@ static bool evict_one(struct ledger *l, struct lreq *q, struct lcount *c)
 			if (p->count[w] <= 0 || p->idle[w] <= 0 || p->told[w].n > 0 ||
 			    (q->refused == p && q->refused_worker == w))
 				continue;
-			if (l->waiting && !l->waiting(q->pool->db, q->pool->user, q->worker))
-				return false;
-			p->idle[w]--;
-			mark_close(q, p, w, l->pass_now);
-			l->evict(w, p->db, p->user, c == q->pool->dbc);
-			return true;
+			/* PgBouncer closes the server unused longest (a new one
+			 * unused yet is its client's in a moment). */
+			if (!best || p->oldest[w] < best->oldest[best_w]) {
+				best = p;
+				best_w = w;
+			}
 		}
 	}
-	return false;
+	if (!best || (l->waiting && !l->waiting(q->pool->db, q->pool->user, q->worker)))
+		return false;
+	best->idle[best_w]--;
+	mark_close(q, best, best_w, l->pass_now);
+	l->evict(best_w, best->db, best->user, c == q->pool->dbc);
+	return true;
 }
 
 /*
@@ -1099,6 +1113,11 @@ void ledger_set_movable_probe(struct ledger *l, ledger_movable_fn fn)
 void ledger_set_count_hook(struct ledger *l, ledger_count_fn fn)
 {
 	l->on_count = fn;
+}
+
+void ledger_set_oldest_probe(struct ledger *l, ledger_oldest_fn fn)
+{
+	l->oldest_probe = fn;
 }
 
 void ledger_set_idle_probe(struct ledger *l, ledger_idle_fn fn)

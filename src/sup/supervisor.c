@@ -1381,6 +1381,7 @@ int supervisor_run(const struct run_options *opt, struct config *cfg)
 	sup.slots = xcalloc((size_t)sup.n_slots, sizeof(*sup.slots));
 	sup.ledger = ledger_new(sup.n_slots);
 	ledger_set_idle_probe(sup.ledger, hist_pool_idle_any);
+	ledger_set_oldest_probe(sup.ledger, hist_pool_idle_oldest);
 	ledger_set_movable_probe(sup.ledger, hist_pool_idle_elsewhere);
 	ledger_set_evict(sup.ledger, send_evict, pool_has_waiter);
 	ledger_set_offer(sup.ledger, offer_evict, evict_on_way);

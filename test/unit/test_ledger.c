@@ -1381,6 +1381,48 @@ static void test_evict_idle_at_once(void **state)
 	ledger_set_evict(l, NULL, NULL);
 }
 
+/* The idle servers' last use, by user u<i> (any worker). */
+static int64_t probe_oldest_of[8];
+
+static bool fake_oldest(const char *db, const char *user, int64_t *hint, int64_t *out, int n)
+{
+	(void)hint;
+	int i = user[0] == 'u' ? atoi(user + 1) : -1;
+	if (strcmp(db, "d") != 0 || i < 0 || i >= 8)
+		return false;
+	for (int w = 0; w < n; w++)
+		out[w] = probe_oldest_of[i];
+	return true;
+}
+
+/* As PgBouncer: of the idle servers in the way, the one unused longest is
+ * closed, whichever holder and pool it is (not the first one found). */
+static void test_evict_unused_longest(void **state)
+{
+	struct ledger *l = *state;
+	struct slot_req r[6];
+
+	evict_tenants(l, r, 6, 4, 4);                 /* u0, u2 on worker 0; u1, u3 on 1 */
+	ledger_set_oldest_probe(l, fake_oldest);
+	probe_idle_of[1] = probe_idle_of[2] = probe_idle_of[3] = 1;
+	probe_oldest_of[1] = 3000;
+	probe_oldest_of[2] = 1000;                    /* unused longest */
+	probe_oldest_of[3] = 2000;
+	assert_int_equal(ledger_request(l, 0, 5, &r[4]), LEDGER_QUEUED);
+	collect(l, &(struct notices){ 0 });
+	assert_int_equal(n_evicted, 1);
+	assert_string_equal(evicted[0].user, "u2");
+	assert_int_equal(evicted[0].w, 0);
+
+	/* The next request: the oldest of those left (u2's close is on its
+	 * way). */
+	assert_int_equal(ledger_request(l, 0, 6, &r[5]), LEDGER_QUEUED);
+	collect(l, &(struct notices){ 0 });
+	assert_int_equal(n_evicted, 2);
+	assert_string_equal(evicted[1].user, "u3");
+	ledger_set_oldest_probe(l, NULL);
+}
+
 /* A worker told to evict an idle server that its client took meanwhile
  * closes another pool's of the database instead: that release is the
  * close the request waited for, so a request still queued after it may
@@ -1886,6 +1928,7 @@ int main(void)
 		T(test_want_rationed_by_idle_servers),
 		T(test_pass_after_queue_empties),
 		T(test_evict_idle_at_once),
+		T(test_evict_unused_longest),
 		T(test_offer_claims),
 		T(test_evict_substitute_counts),
 		T(test_retell_counts_the_offer),
