@@ -176,9 +176,11 @@ void server_set_state(struct server *sv, enum server_state st)
 		if (server_may_move(sv))
 			hist_pool_set_idle(p->hist, p->n_idle);
 		hist_pool_set_idle_any(p->hist, p->n_idle);
-		hist_pool_set_oldest(p->hist, oldest_idle(p));
-		if (p->hist && shm_n_workers() > 1)
+		if (p->hist && shm_n_workers() > 1) {
+			/* Read only by the ledger, which one worker has not. */
+			hist_pool_set_oldest(p->hist, oldest_idle(p));
 			pool_publish_next_idle(p);
+		}
 	}
 }
 
