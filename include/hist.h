@@ -19,6 +19,7 @@ enum hist_phase {
 	HIST_PHASE_AUTH,            /* StartupMessage to authentication done */
 	HIST_PHASE_SERVER_LOGIN,    /* server connect to login complete */
 	HIST_PHASE_SERVER_MOVE,     /* an idle server offered by one worker to taken by another */
+	HIST_PHASE_SLOT_WAIT,       /* a server slot asked of the ledger to granted (several workers) */
 	HIST_PHASES
 };
 

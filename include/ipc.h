@@ -124,6 +124,9 @@ struct slot_req {
 	uint8_t claim;             /* IPC_SLOT_RELEASE: the server was closed on an
 	                              eviction claim (shm.h) on the database's
 	                              slot (SLOT_CLAIM_DB) or the user's (_USER) */
+	int64_t asked_at;          /* IPC_SLOT_REQ: when the worker asked
+	                              (util_monotonic), echoed in the answer: the
+	                              slot_wait histogram pairs them exactly */
 };
 enum { SLOT_CLAIM_NONE, SLOT_CLAIM_DB, SLOT_CLAIM_USER };
 

@@ -172,6 +172,11 @@ void pool_welcome_param(struct pool *p, const char *k, const char *v);
 /* The pool's welcome is known now (tracked parameters in vars, the others
  * given with pool_welcome_param): clients waiting for it log in. */
 void pool_welcome_set(struct pool *p, const struct varcache *vars);
+/* The same in two steps, for a server that joins its pool in between: the
+ * welcome is kept; then the waiting clients log in and the supervisor gets
+ * its copy. */
+void pool_welcome_store(struct pool *p, const struct varcache *vars);
+void pool_welcome_release(struct pool *p);
 void pool_welcome_share(struct pool *p);
 void pool_welcome_answer(struct world *w, const void *payload, size_t len);
 /* A failed server login, told to the other workers; and their telling. */

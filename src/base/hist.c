@@ -21,7 +21,7 @@ const uint64_t hist_bounds_us[HIST_BOUNDS] = {
 static const char *const phase_names[] = {
 	[HIST_PHASE_STARTUP] = "startup", [HIST_PHASE_TLS] = "tls",
 	[HIST_PHASE_AUTH] = "auth", [HIST_PHASE_SERVER_LOGIN] = "server_login",
-	[HIST_PHASE_SERVER_MOVE] = "server_move",
+	[HIST_PHASE_SERVER_MOVE] = "server_move", [HIST_PHASE_SLOT_WAIT] = "slot_wait",
 };
 _Static_assert(ARRAY_SIZE(phase_names) == HIST_PHASES, "phase names");
 

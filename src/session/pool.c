@@ -556,6 +556,7 @@ static bool ask_slot(struct pool *p, enum slot_why why)
 	else if (why == SLOT_FOR_MIN && p->db->min_pool_size < size)
 		r.pool_limit = p->db->min_pool_size;
 	r.wait = why == SLOT_FOR_WAITER;
+	r.asked_at = util_monotonic();
 	if (ipc_send_slot(p->db->world->sup, IPC_SLOT_REQ, why, &r) < 0)
 		return false;
 	p->n_slot_wait++;
@@ -678,6 +679,9 @@ void pool_slot_answer(struct world *w, const struct slot_req *r, uint32_t why, b
 
 	if (p)
 		pool_slot_taken(p, why);
+	/* The ledger echoes the request, with when it was asked. */
+	if (granted && r->asked_at > 0)
+		hist_phase_observe(HIST_PHASE_SLOT_WAIT, (uint64_t)(util_monotonic() - r->asked_at));
 	if (why == SLOT_FOR_REPL) {
 		if (p)
 			repl_slot_answer(p, r, granted);
@@ -1123,6 +1127,7 @@ static bool ask_apart(struct pool *p, enum slot_why why, int *pending)
 	r.wait = 1;
 	r.own = why == SLOT_FOR_REPL;
 	r.move = why == SLOT_FOR_MOVE;
+	r.asked_at = util_monotonic();
 	if (ipc_send_slot(p->db->world->sup, IPC_SLOT_REQ, why, &r) < 0)
 		return false;
 	(*pending)++;
@@ -1349,17 +1354,27 @@ void pool_welcome_param(struct pool *p, const char *k, const char *v)
 	p->n_welcome_other++;
 }
 
-void pool_welcome_set(struct pool *p, const struct varcache *vars)
+void pool_welcome_store(struct pool *p, const struct varcache *vars)
 {
-	struct list *it, *tmp;
 	p->welcome_ready = true;
 	varcache_copy(&p->welcome_vars, vars);
+}
+
+void pool_welcome_release(struct pool *p)
+{
+	struct list *it, *tmp;
 	list_for_each_safe(it, tmp, &p->waiting_clients) {
 		struct client *c = container_of(it, struct client, node);
 		if (c->state == CLIENT_WAITING_LOGIN)
 			client_pool_ready(c);
 	}
 	pool_welcome_share(p);
+}
+
+void pool_welcome_set(struct pool *p, const struct varcache *vars)
+{
+	pool_welcome_store(p, vars);
+	pool_welcome_release(p);
 }
 
 static bool put_pair(struct pktbuf *pb, const char *k, const char *v)

@@ -1000,6 +1000,17 @@ static void role_known(struct server *sv)
 	p->login_failed_at = 0;
 	p->login_error[0] = 0;
 	hist_phase_observe(HIST_PHASE_SERVER_LOGIN, (uint64_t)(util_monotonic() - sv->connect_time));
+	sv->welcome_src = false;
+	if (!p->welcome_ready && !sv->repl_owner && !p->db->connect_query) {
+		/* The pool's first server joins it before its clients hear the
+		 * welcome: once a client has it, the other workers see this
+		 * server idle here (to move) and the supervisor has the copy,
+		 * so the next client elsewhere opens no second server. */
+		pool_welcome_store(p, &sv->vars);
+		pool_server_ready(sv);
+		pool_welcome_release(p);
+		return;
+	}
 	if (!p->welcome_ready) {
 		pool_welcome_set(p, &sv->vars);
 		/* Welcoming may close a client, and a replication client takes
@@ -1007,7 +1018,6 @@ static void role_known(struct server *sv)
 		if (sv->state == SERVER_JUSTFREE)
 			return;
 	}
-	sv->welcome_src = false;
 	if (sv->repl_owner) {
 		pool_link_replication(sv);
 		return;

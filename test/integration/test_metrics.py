@@ -272,3 +272,31 @@ def test_connection_setup_phases(pg15, make_pooler, tls_files):
     # A SCRAM exchange takes measurable time: the auth sum grew.
     _, f = scrape(p)
     assert sample(f, "pgcrew_connection_setup_seconds", "pgcrew_connection_setup_seconds_sum", phase="auth") > 0
+
+
+@pytest.mark.parametrize("workers", [1, 4])
+def test_slot_wait_counts_each_granted_slot(pg15, make_pooler, workers):
+    """slot_wait: with several workers every new server connection waits for
+    a slot of the supervisor's ledger, counted once per grant; one worker
+    asks nobody, and counts none."""
+    p = start(pg15, make_pooler, workers=workers, pool_mode="session")
+
+    def counts():
+        _, f = scrape(p)
+        return tuple(sample(f, "pgcrew_connection_setup_seconds", "pgcrew_connection_setup_seconds_count",
+                            phase=ph) for ph in ("slot_wait", "server_login"))
+
+    before = counts()
+    held = [client(p) for _ in range(3)]
+    for c in held:
+        c.execute("SELECT 1")
+    after = counts()
+    for c in held:
+        c.close()
+    slots, logins = after[0] - before[0], after[1] - before[1]
+    assert logins >= 3, logins
+    assert slots == (logins if workers > 1 else 0), (slots, logins)
+    if workers > 1:
+        _, f = scrape(p)
+        assert sample(f, "pgcrew_connection_setup_seconds", "pgcrew_connection_setup_seconds_sum",
+                      phase="slot_wait") > 0
