@@ -621,6 +621,11 @@ def versions(env):
     out["postgres"] = run([f"{PGBIN}/postgres", "-V"]).stdout.strip()
     out["pgbench"] = run([f"{PGBIN}/pgbench", "-V"]).stdout.strip()
     out["kernel"] = os.uname().release
+    try:
+        with open("/proc/sys/kernel/sched_autogroup_enabled") as f:
+            out["sched_autogroup"] = f.read().strip()
+    except OSError:
+        out["sched_autogroup"] = "?"
     out["cpus"] = str(os.cpu_count())
     try:
         with open("/proc/cpuinfo") as f:

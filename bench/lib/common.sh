@@ -61,6 +61,7 @@ bench_prepare() {
         exit 2
     fi
     echo $$ > "$BENCH_DIR/.lock.pid"
+    bench_autogroup
 
     # A previous run's processes (by their pid files) are stopped, then the
     # scratch directory is wiped.
@@ -97,4 +98,25 @@ bench_stop_leftovers() {
         setpriv --reuid=postgres --regid=postgres --init-groups \
             /usr/lib/postgresql/15/bin/pg_ctl -D "$d" -m immediate -w -t 30 stop >/dev/null 2>&1 || true
     done
+}
+
+# Linux's autogroup (kernel.sched_autogroup_enabled = 1) schedules each
+# session as one group. PostgreSQL starts every backend in a session of its
+# own, while the pooler shares the bench's session with the client driver:
+# the CPU split between them then depends on how many CPUs the pooler's
+# processes span, which is not what a bench compares (bench/RESULTS.md,
+# session 56). BENCH_AUTOGROUP=off turns it off for the run and back on
+# when the command exits; the setting of each run is in its versions.
+bench_autogroup() {
+    local f=/proc/sys/kernel/sched_autogroup_enabled
+    [ -r "$f" ] || return 0
+    if [ "${BENCH_AUTOGROUP:-}" = off ] && [ "$(cat "$f")" = 1 ]; then
+        echo 0 > "$f"
+        trap 'echo 1 > /proc/sys/kernel/sched_autogroup_enabled' EXIT
+        bench_say "kernel.sched_autogroup_enabled = 0 for this run (BENCH_AUTOGROUP=off)"
+    elif [ "$(cat "$f")" = 1 ]; then
+        bench_say "note: kernel.sched_autogroup_enabled = 1: every PostgreSQL backend is a" \
+                  "scheduling group of its own, the pooler shares one with the client driver" \
+                  "(BENCH_AUTOGROUP=off to turn it off for the run)"
+    fi
 }

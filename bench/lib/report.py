@@ -77,7 +77,8 @@ def markdown(meta, cells):
                f"{int(meta.get('wall_clock_s', 0)) // 60} min {int(meta.get('wall_clock_s', 0)) % 60} s;"
                f" commit `{meta.get('commit', '?')}`")
     out.append(f"* machine: {v.get('cpus', '?')} CPUs ({v.get('cpu', '?')}), kernel "
-               f"{v.get('kernel', '?')}; pgbench, poolers and PostgreSQL share these CPUs")
+               f"{v.get('kernel', '?')} (sched_autogroup {v.get('sched_autogroup', '?')}); pgbench, "
+               "poolers and PostgreSQL share these CPUs")
     out.append(f"* {v.get('pgcrew', '?')}; {v.get('pgbouncer', '?')}; {v.get('postgres', '?')};"
                f" {v.get('pgbench', '?')}")
     out.append(f"* pgbench `{meta.get('workload', '?')}` (scale {meta.get('scale', '?')}), "

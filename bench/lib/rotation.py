@@ -553,7 +553,7 @@ def markdown(sums, samples, errors, meta):
     out = ["# pgcrew bench: rotating roles\n",
            f"* {meta['started']}, commit `{meta.get('commit', '?')}`; {v.get('pgcrew')}; "
            f"{v.get('pgbouncer')}; {v.get('postgres')}; {v.get('cpus')} CPUs ({v.get('cpu')}); "
-           f"kernel {v.get('kernel')}",
+           f"kernel {v.get('kernel')}, sched_autogroup {v.get('sched_autogroup', '?')}",
            f"* load average (1 min) during the run: {meta.get('load_min')}-"
            f"{meta.get('load_max')}; wall clock {meta.get('wall_clock_s')} s",
            f"* {meta['settings']}", "",

@@ -293,7 +293,8 @@ def markdown(outdir):
            f"* started {meta.get('started', '?')}, wall clock {wall // 60} min {wall % 60} s "
            f"(the command, build excluded); pgcrew `{meta.get('commit', '?')}`",
            f"* machine: {v.get('cpus', '?')} CPUs ({v.get('cpu', '?')}), kernel "
-           f"{v.get('kernel', '?')}; pgbench, the pooler and PostgreSQL share these CPUs",
+           f"{v.get('kernel', '?')} (sched_autogroup {v.get('sched_autogroup', '?')}); pgbench, "
+           "the pooler and PostgreSQL share these CPUs",
            f"* {v.get('pgcrew', '?')}; {v.get('pgbouncer', '?')}; {v.get('postgres', '?')}; "
            f"{v.get('pgbench', '?')}",
            f"* `default_pool_size = {meta.get('pool_size', POOL_SIZE)}`, `pool_mode = "

@@ -544,7 +544,7 @@ def markdown(rows, slices, meta):
     v = meta["versions"]
     out = ["# pgcrew bench: tenants\n",
            f"* {meta['started']}, commit `{meta['commit']}`; {v['pgcrew']}; {v['pgbouncer']}; "
-           f"{v['postgres']}; {v['cpus']} CPUs ({v['cpu']})",
+           f"{v['postgres']}; {v['cpus']} CPUs ({v['cpu']}); sched_autogroup {v.get('sched_autogroup', '?')}",
            f"* load average (1 min) during the run: {meta['load_min']}-{meta['load_max']}; "
            f"wall clock {meta['wall_clock_s']} s",
            f"* {meta['settings']}\n"]
