@@ -115,6 +115,13 @@ def as_root():
     return os.geteuid() == 0
 
 
+def own_session():
+    """BENCH_POOLER_SESSION=own: the pooler leads a session of its own, as
+    a service manager starts it, instead of sharing the bench's (under
+    Linux's autogroup a session is a scheduling group: bench/README.md)."""
+    return os.environ.get("BENCH_POOLER_SESSION") == "own"
+
+
 def service_kwargs():
     """subprocess arguments that drop root to the service user."""
     if not as_root():
@@ -509,7 +516,7 @@ class Pooler:
         err.flush()
         self.proc = subprocess.Popen(self.command, stdin=subprocess.DEVNULL,
                                      stdout=err, stderr=err, cwd=os.path.dirname(self.stderr_path),
-                                     **service_kwargs())
+                                     start_new_session=own_session(), **service_kwargs())
         err.close()
         with open(self.pidfile, "w") as f:
             f.write(f"{self.proc.pid}\n")
