@@ -1001,18 +1001,21 @@ static void role_known(struct server *sv)
 	p->login_error[0] = 0;
 	hist_phase_observe(HIST_PHASE_SERVER_LOGIN, (uint64_t)(util_monotonic() - sv->connect_time));
 	sv->welcome_src = false;
-	if (!p->welcome_ready && !sv->repl_owner && !p->db->connect_query) {
-		/* The pool's first server joins it before its clients hear the
-		 * welcome: once a client has it, the other workers see this
-		 * server idle here (to move) and the supervisor has the copy,
-		 * so the next client elsewhere opens no second server. */
+	bool welcome = !p->welcome_ready;
+	if (welcome)
 		pool_welcome_store(p, &sv->vars);
+	if (!sv->repl_owner && !p->db->connect_query) {
+		/* It joins its pool before the clients hear the welcome: once a
+		 * client has it, the other workers see this server idle here (to
+		 * move) and the supervisor has the copy, so the next client
+		 * elsewhere opens no second server. */
 		pool_server_ready(sv);
-		pool_welcome_release(p);
+		if (welcome)
+			pool_welcome_release(p);
 		return;
 	}
-	if (!p->welcome_ready) {
-		pool_welcome_set(p, &sv->vars);
+	if (welcome) {
+		pool_welcome_release(p);
 		/* Welcoming may close a client, and a replication client takes
 		 * its own server with it: this one may be gone now. */
 		if (sv->state == SERVER_JUSTFREE)
@@ -1022,11 +1025,7 @@ static void role_known(struct server *sv)
 		pool_link_replication(sv);
 		return;
 	}
-	if (p->db->connect_query) {
-		server_run_internal(sv, SI_CONNECT_QUERY, p->db->connect_query);
-		return;
-	}
-	pool_server_ready(sv);
+	server_run_internal(sv, SI_CONNECT_QUERY, p->db->connect_query);
 }
 
 static void login_complete(struct server *sv)
