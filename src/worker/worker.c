@@ -195,6 +195,10 @@ static void finish(void)
 	if (done)
 		return;
 	done = true;
+	/* The Unix socket is one queue for every worker: a connection this
+	 * turn would accept after the loop's exit is asked for would die
+	 * with the process, unanswered, while a staying worker could serve it. */
+	listener_pause(W->listener, true);
 	close_everything();
 	event_base_loopexit(W->base, NULL);
 }

@@ -15,6 +15,7 @@ import psycopg
 import pytest
 
 import util
+import wire
 
 WORKERS_MATRIX = (1, 4)
 # pgcrew_only below: PgBouncer 1.25's behaviour (its docs and source) that
@@ -151,6 +152,60 @@ def test_sigusr2_during_shutdown_keeps_pause(pg15, make_pooler, pooler_workers):
             state = dict(admin.execute("SHOW STATE").fetchall())
             assert state["paused"] == "yes", state
     assert "got SIGUSR2, continuing" not in p.log_text()
+    assert p.proc.poll() is None
+    client.close()
+    p.proc.wait(timeout=10)
+    assert p.proc.returncode == 0
+
+
+def pid_alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[-1][:1] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.pgcrew_only
+@pytest.mark.fixed_workers
+def test_leaving_worker_leaves_unix_connections_to_the_staying_one(pg15, make_pooler):
+    """A CI failure's cause, made certain: under WAIT_FOR_CLIENTS a worker
+    without clients ends, and the Unix socket is one queue for every
+    worker. A worker that got the shutdown and a console connection in
+    the same turn accepted the connection and then exited, closing it
+    unanswered; now it stops accepting first, and the worker that stays
+    (it has a client) serves the console."""
+    p = make_pooler(pg15, settings={"pool_mode": "transaction", "workers": 4})
+    pids = [int(r["pid"]) for r in p.show("WORKERS")]
+    mark = len(p.log_text())
+    client = p.connect()
+    assert client.execute("SELECT 1").fetchone() == (1,)
+    login = p.wait_for_log(r"\[(\d+)\] LOG C-\S+ testdb/trust_user@\S+ login attempt", since=mark)
+    stays = int(login.group(1))
+    assert stays in pids
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    conn = None
+    try:
+        os.kill(p.pid, signal.SIGTERM)
+        p.wait_for_log(r"got SIGTERM, shutting down")
+        # Queued behind the shutdown message of every (stopped) worker.
+        conn = socket.socket(socket.AF_UNIX)
+        conn.settimeout(10)
+        conn.connect(os.path.join(p.workdir, f".s.PGSQL.{p.port}"))
+        conn.sendall(wire.startup_packet("trust_user", "pgbouncer"))
+        leaving = [pid for pid in pids if pid != stays]
+        for pid in leaving:
+            os.kill(pid, signal.SIGCONT)
+        util.wait_until(lambda: not any(pid_alive(pid) for pid in leaving), 20,
+                        what="the workers without clients to end")
+    finally:
+        for pid in pids:
+            if pid_alive(pid):
+                os.kill(pid, signal.SIGCONT)
+    first = conn.recv(1)
+    conn.close()
+    assert first == b"R", f"the console connection got {first!r}, not an authentication request"
     assert p.proc.poll() is None
     client.close()
     p.proc.wait(timeout=10)
