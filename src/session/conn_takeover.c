@@ -27,7 +27,6 @@
 #define SWEEP_USEC (10 * 1000)
 /* A client that arrived linked waits this long for its server. */
 #define PAIR_WAIT_USEC (1000 * 1000)
-#define MAX_PENDING 256
 
 static struct event *sweep_ev;
 static bool sweeping;
@@ -178,12 +177,14 @@ bool conn_takeover_last_servers(struct world *w)
 
 /* ---- new process: taking ---- */
 
-/* Clients that arrived linked, until their server comes. */
+/* Clients that arrived linked, until their server comes: as many as
+ * arrive (a session-mode instance hands every client over linked); the
+ * array goes when the last one is paired. */
 static struct pending {
 	struct cancelkey_own key;
 	usec_t since;
-} pending[MAX_PENDING];
-static int n_pending;
+} *pending;
+static int n_pending, cap_pending;
 static struct event *pending_ev;
 
 static void on_pending_check(evutil_socket_t fd, short what, void *arg)
@@ -205,15 +206,19 @@ static void on_pending_check(evutil_socket_t fd, short what, void *arg)
 	if (n_pending > 0) {
 		struct timeval tv = { 0, 100 * 1000 };
 		event_add(pending_ev, &tv);
+		return;
 	}
+	free(pending);
+	pending = NULL;
+	cap_pending = 0;
 }
 
 static void await_server(struct client *c)
 {
 	struct timeval tv = { 0, 100 * 1000 };
-	if (n_pending == MAX_PENDING) {
-		client_close(c, true, "server conn crashed?");
-		return;
+	if (n_pending == cap_pending) {
+		cap_pending = cap_pending ? 2 * cap_pending : 16;
+		pending = xrealloc(pending, (size_t)cap_pending * sizeof(*pending));
 	}
 	pending[n_pending++] = (struct pending){ c->key, util_monotonic() };
 	if (!pending_ev)
