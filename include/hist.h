@@ -96,6 +96,11 @@ bool hist_pool_full(void);
 bool hist_enabled(void);
 /* Some worker holds the pool's slot (the supervisor's sweep). */
 bool hist_pool_held(const char *db, const char *user);
+/* Which workers hold it, into held[0..n) (all false: none, or no table). */
+void hist_pool_holders(const char *db, const char *user, bool *held, int n);
+/* Worker: another worker holds our pool's slot too (it may want what we
+ * learn of the pool, such as its welcome). */
+bool hist_pool_shared(const struct hist_pool_cell *cell);
 
 /* Hot path: the bucket index and two single-writer stores. The index is
  * the number of bounds below us (a value equal to a bound falls in its

@@ -60,6 +60,12 @@ enum ipc_type {
 	IPC_EVICT_DONE,        /* worker -> sup: struct slot_req (names only): closed a server
 	                          of the pool for its want, which was other pools' only
 	                          (pool_want.same == 0), in place of offering it */
+	IPC_WELCOME_FETCH,     /* sup -> worker: names: another worker asked for the pool's
+	                          welcome, not sent yet (pool.c sends it only when another
+	                          worker holds the pool): send it (IPC_WELCOME_PUT), or
+	                          IPC_WELCOME_NONE when this worker neither has it nor
+	                          expects it */
+	IPC_WELCOME_NONE,      /* worker -> sup: names: no welcome of the pool here */
 	IPC_TYPE_COUNT
 };
 

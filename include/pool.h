@@ -174,11 +174,13 @@ void pool_welcome_param(struct pool *p, const char *k, const char *v);
 void pool_welcome_set(struct pool *p, const struct varcache *vars);
 /* The same in two steps, for a server that joins its pool in between: the
  * welcome is kept; then the waiting clients log in and the supervisor gets
- * its copy. */
+ * its copy if another worker holds the pool (else it asks for it when one
+ * needs it: pool_welcome_fetched). */
 void pool_welcome_store(struct pool *p, const struct varcache *vars);
 void pool_welcome_release(struct pool *p);
-void pool_welcome_share(struct pool *p);
 void pool_welcome_answer(struct world *w, const void *payload, size_t len);
+/* The supervisor asks for the pool's welcome (IPC_WELCOME_FETCH). */
+void pool_welcome_fetched(struct world *w, const void *payload, size_t len);
 /* A failed server login, told to the other workers; and their telling. */
 void pool_login_failed_share(struct pool *p);
 void pool_login_failed_heard(struct world *w, const struct login_failure *f);

@@ -50,6 +50,8 @@ int shtab_find(struct shtab *t, const void *key, size_t len);
  * generation, or -1 when the slot is free. */
 int shtab_key_at(struct shtab *t, int i, void *key, size_t cap, uint32_t *gen);
 bool shtab_held_by(struct shtab *t, int i, int w);
+/* Every holder of slot i into held[0..n) (all false when it is free). */
+void shtab_holders(struct shtab *t, int i, bool *held, int n);
 /* Slot i's generation without the lock (0: free): a reader that found a
  * key's slot before checks that it still is that key's (it is, while the
  * generation is the same). */

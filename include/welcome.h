@@ -43,6 +43,19 @@ usec_t welcome_oldest_deferred(void);
 /* A worker has gone: its asks go unanswered. */
 void welcome_drop_deferred(int worker);
 
+/* Fetches: a worker sends its pool's welcome only when another worker
+ * holds the pool; an ask the supervisor cannot answer is sent on to the
+ * pool's other holders (IPC_WELCOME_FETCH), `asked` of them. Each answers
+ * with the welcome or "none here"; a fetch ends with the first welcome
+ * (welcome_put), when every holder asked said none, or with its deferred
+ * asks (welcome_fetch_end). */
+void welcome_fetch_start(const void *key, int asked, usec_t now);
+bool welcome_fetching(const void *key);
+/* One holder has none: true when it was the last one not heard from. */
+bool welcome_fetch_none(const void *key);
+/* The fetch of key (NULL: every fetch started before `before`) is over. */
+void welcome_fetch_end(const void *key, usec_t before);
+
 /* Entries of pools no worker holds (held() says which are held) and
  * failures older than retry go; returns how many went. */
 typedef bool (*welcome_held_fn)(const char *db, const char *user);

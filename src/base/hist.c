@@ -160,6 +160,30 @@ bool hist_pool_held(const char *db, const char *user)
 	return find_pool(db, user) >= 0;
 }
 
+void hist_pool_holders(const char *db, const char *user, bool *held, int n)
+{
+	int idx = find_pool(db, user);
+	if (idx < 0) {
+		for (int w = 0; w < n; w++)
+			held[w] = false;
+		return;
+	}
+	shtab_holders(tab(), idx, held, n);
+}
+
+bool hist_pool_shared(const struct hist_pool_cell *cell)
+{
+	if (!cell || !head || self < 0)
+		return false;
+	bool held[SHTAB_WORKERS];
+	int n = head->n_workers < SHTAB_WORKERS ? head->n_workers : SHTAB_WORKERS;
+	shtab_holders(tab(), (int)(cell - pool_cells(self)), held, n);
+	for (int w = 0; w < n; w++)
+		if (w != self && held[w])
+			return true;
+	return false;
+}
+
 bool hist_enabled(void)
 {
 	return head && self >= 0;

@@ -355,6 +355,19 @@ bool shtab_held_by(struct shtab *t, int i, int w)
 	return held;
 }
 
+void shtab_holders(struct shtab *t, int i, bool *held, int n)
+{
+	for (int w = 0; w < n; w++)
+		held[w] = false;
+	if (i < 0 || (uint32_t)i >= t->cap)
+		return;
+	lock(t);
+	const struct slot *s = &slots(t)[i];
+	for (int w = 0; s->used && w < n && w < SHTAB_WORKERS; w++)
+		held[w] = (s->holders[w / 64] >> (w % 64)) & 1;
+	unlock(t);
+}
+
 uint32_t shtab_capacity(const struct shtab *t)
 {
 	return t->cap;

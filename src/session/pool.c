@@ -1335,7 +1335,10 @@ static bool launch(struct pool *p, enum launch_ok ok, enum slot_why why)
 /* ---- welcome parameters shared between workers ----
  * A pool's first server login gives its clients their welcome. With several
  * workers the supervisor keeps a copy, so a worker new to a pool answers
- * logins at once instead of needing a server (perhaps held elsewhere). */
+ * logins at once instead of needing a server (perhaps held elsewhere): sent
+ * when another worker holds the pool, else fetched when one asks. */
+
+static void welcome_share(struct pool *p);
 
 void pool_welcome_param(struct pool *p, const char *k, const char *v)
 {
@@ -1368,7 +1371,12 @@ void pool_welcome_release(struct pool *p)
 		if (c->state == CLIENT_WAITING_LOGIN)
 			client_pool_ready(c);
 	}
-	pool_welcome_share(p);
+	/* The supervisor's copy is for the other workers: with none holding
+	 * the pool (a new tenant's first login, every login in a rotation of
+	 * roles) it is asked for if one comes, and one message less is sent
+	 * now (a wake-up of the supervisor per new pool). */
+	if (!p->hist || hist_pool_shared(p->hist))
+		welcome_share(p);
 }
 
 void pool_welcome_set(struct pool *p, const struct varcache *vars)
@@ -1384,7 +1392,7 @@ static bool put_pair(struct pktbuf *pb, const char *k, const char *v)
 	return !pktbuf_failed(pb);
 }
 
-void pool_welcome_share(struct pool *p)
+static void welcome_share(struct pool *p)
 {
 	struct slot_req names;
 	struct pktbuf pb;
@@ -1450,6 +1458,31 @@ void pool_welcome_answer(struct world *w, const void *payload, size_t len)
 		}
 	}
 	pool_launch_needed(p);
+}
+
+/* The supervisor asks for the welcome another worker needs. With a server
+ * login under way here (or a slot asked for a waiting client) it goes when
+ * it comes, as the asker holds the pool by then; else "none here", so that
+ * the asker is not kept waiting for it. */
+void pool_welcome_fetched(struct world *w, const void *payload, size_t len)
+{
+	struct slot_req names;
+	if (len < 2 * LEDGER_NAME)
+		return;
+	memset(&names, 0, sizeof(names));
+	memcpy(names.db, payload, LEDGER_NAME);
+	memcpy(names.user, (const char *)payload + LEDGER_NAME, LEDGER_NAME);
+	names.db[LEDGER_NAME - 1] = names.user[LEDGER_NAME - 1] = 0;
+	struct pool *p = pool_find_names(w, names.db, names.user);
+	if (p && p->welcome_ready) {
+		welcome_share(p);
+		return;
+	}
+	if (p && (p->n_login > 0 || (p->n_slot_wait > 0 && pool_waiters(p) > 0)))
+		return;
+	if (ipc_send(w->sup, IPC_WELCOME_NONE, 0, &names, 2 * LEDGER_NAME, -1) < 0)
+		log_warning("could not tell the supervisor %s/%s has no server parameters here",
+			    names.db, names.user);
 }
 
 void pool_login_failed_share(struct pool *p)

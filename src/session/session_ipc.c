@@ -67,6 +67,9 @@ static bool without_socket(struct world *w, const struct ipc_hdr *hdr, const voi
 	case IPC_WELCOME:
 		pool_welcome_answer(w, payload, hdr->len);
 		return true;
+	case IPC_WELCOME_FETCH:
+		pool_welcome_fetched(w, payload, hdr->len);
+		return true;
 	case IPC_LOGIN_FAILED:
 		if (ipc_get_login_failure(hdr, payload, &f))
 			pool_login_failed_heard(w, &f);

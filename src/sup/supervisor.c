@@ -452,6 +452,7 @@ static void answer_deferred(const void *key, usec_t before)
 	int worker;
 	while (welcome_take_deferred(key, before, &worker, k))
 		answer_welcome(worker, k);
+	welcome_fetch_end(key, before);
 }
 
 /* Due when the oldest deferred ask has waited WELCOME_WAIT_USEC. */
@@ -472,27 +473,64 @@ static void on_welcome_wait(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	(void)arg;
-	answer_deferred(NULL, util_monotonic() - WELCOME_WAIT_USEC + 1);
+	usec_t before = util_monotonic() - WELCOME_WAIT_USEC + 1;
+	uint8_t k[WELCOME_KEY];
+	int worker;
+	while (welcome_take_deferred(NULL, before, &worker, k)) {
+		log_debug("welcome of %.*s/%.*s for worker %d: none came in time", LEDGER_NAME,
+			  (const char *)k, LEDGER_NAME, (const char *)k + LEDGER_NAME, worker);
+		answer_welcome(worker, k);
+	}
+	welcome_fetch_end(NULL, before);
 	arm_welcome_wait();
+}
+
+/* A worker sends its pool's welcome only when another worker holds the
+ * pool (pool.c): for an ask that finds none here, the pool's other holders
+ * are asked for it. How many were. */
+static int fetch_welcome(int asker, const char *db, const char *user, const void *key)
+{
+	bool held[SHM_MAX_WORKERS];
+	int n = sup.n_slots < SHM_MAX_WORKERS ? sup.n_slots : SHM_MAX_WORKERS, asked = 0;
+	hist_pool_holders(db, user, held, n);
+	for (int w = 0; w < n; w++) {
+		if (w == asker || !held[w] || !sup.slots[w].ch)
+			continue;
+		send_to(w, IPC_WELCOME_FETCH, 0, key, WELCOME_KEY);
+		asked++;
+	}
+	if (asked > 0)
+		welcome_fetch_start(key, asked, util_monotonic());
+	return asked;
 }
 
 static void on_welcome_msg(int slot, const struct ipc_hdr *hdr, const void *payload)
 {
 	if (hdr->len < WELCOME_KEY)
 		return;
-	if (hdr->type != IPC_WELCOME_GET) {
+	if (hdr->type == IPC_WELCOME_PUT) {
 		welcome_put(payload, hdr->len);
 		answer_deferred(payload, INT64_MAX);
 		arm_sweep();
 		return;
 	}
-	tell_recent_failure(slot, payload);
 	uint32_t len;
 	char db[LEDGER_NAME], user[LEDGER_NAME];
 	memcpy(db, payload, LEDGER_NAME);
 	memcpy(user, (const char *)payload + LEDGER_NAME, LEDGER_NAME);
 	db[LEDGER_NAME - 1] = user[LEDGER_NAME - 1] = 0;
-	if (!welcome_find(payload, &len) && ledger_pool_count(sup.ledger, db, user, -1) > 0) {
+	if (hdr->type == IPC_WELCOME_NONE) {
+		/* Every holder asked has none, and no server of the pool is
+		 * counted whose login could bring it: the asks are answered
+		 * (the workers log in servers of their own). */
+		if (welcome_fetch_none(payload) && ledger_pool_count(sup.ledger, db, user, -1) == 0)
+			answer_deferred(payload, INT64_MAX);
+		return;
+	}
+	tell_recent_failure(slot, payload);
+	if (!welcome_find(payload, &len) &&
+	    (welcome_fetching(payload) || fetch_welcome(slot, db, user, payload) > 0 ||
+	     ledger_pool_count(sup.ledger, db, user, -1) > 0)) {
 		welcome_defer(slot, payload, util_monotonic());
 		arm_welcome_wait();
 		return;
@@ -1043,6 +1081,7 @@ static void on_worker_msg(struct ipc_chan *ch, const struct ipc_hdr *hdr, const 
 		break;
 	case IPC_WELCOME_PUT:
 	case IPC_WELCOME_GET:
+	case IPC_WELCOME_NONE:
 		on_welcome_msg(slot, hdr, payload);
 		break;
 	case IPC_LOGIN_FAILED:

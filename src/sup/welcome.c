@@ -19,6 +19,13 @@ struct failure {
 	struct login_failure f;
 };
 
+struct fetch {
+	struct list node;
+	usec_t since;
+	int left;                  /* holders asked, not heard "none" from */
+	uint8_t key[WELCOME_KEY];
+};
+
 struct deferred {
 	struct list node;
 	int worker;
@@ -30,6 +37,7 @@ static struct {
 	struct list welcomes, failures;
 	struct hmap welcome_map, failure_map;
 	struct list deferred;      /* oldest first; a handful at most */
+	struct list fetches;       /* oldest first; as many */
 } wc;
 
 void welcome_init(void)
@@ -37,6 +45,7 @@ void welcome_init(void)
 	list_init(&wc.welcomes);
 	list_init(&wc.failures);
 	list_init(&wc.deferred);
+	list_init(&wc.fetches);
 	hmap_init(&wc.welcome_map);
 	hmap_init(&wc.failure_map);
 }
@@ -92,6 +101,7 @@ void welcome_put(const void *data, uint32_t len)
 	memcpy(w->data, data, len);
 	list_append(&wc.welcomes, &w->node);
 	hmap_add(&wc.welcome_map, &w->hn, key_hash(w->data));
+	welcome_fetch_end(data, 0);
 }
 
 const void *welcome_find(const void *key, uint32_t *len)
@@ -181,6 +191,56 @@ void welcome_drop_deferred(int worker)
 	}
 }
 
+static struct fetch *find_fetch(const void *key)
+{
+	struct list *it;
+	list_for_each(it, &wc.fetches) {
+		struct fetch *f = container_of(it, struct fetch, node);
+		if (memcmp(f->key, key, WELCOME_KEY) == 0)
+			return f;
+	}
+	return NULL;
+}
+
+void welcome_fetch_start(const void *key, int asked, usec_t now)
+{
+	struct fetch *f = find_fetch(key);
+	if (!f) {
+		f = xcalloc(1, sizeof(*f));
+		memcpy(f->key, key, WELCOME_KEY);
+		list_append(&wc.fetches, &f->node);
+	}
+	f->since = now;
+	f->left = asked;
+}
+
+bool welcome_fetching(const void *key)
+{
+	return find_fetch(key) != NULL;
+}
+
+bool welcome_fetch_none(const void *key)
+{
+	struct fetch *f = find_fetch(key);
+	if (!f || --f->left > 0)
+		return false;
+	list_del(&f->node);
+	free(f);
+	return true;
+}
+
+void welcome_fetch_end(const void *key, usec_t before)
+{
+	struct list *it, *tmp;
+	list_for_each_safe(it, tmp, &wc.fetches) {
+		struct fetch *f = container_of(it, struct fetch, node);
+		if (key ? memcmp(f->key, key, WELCOME_KEY) != 0 : f->since >= before)
+			continue;
+		list_del(&f->node);
+		free(f);
+	}
+}
+
 int welcome_sweep(welcome_held_fn held, usec_t now, usec_t retry)
 {
 	struct list *it, *tmp;
@@ -217,6 +277,7 @@ void welcome_free_all(void)
 		list_del(it);
 		free(container_of(it, struct deferred, node));
 	}
+	welcome_fetch_end(NULL, INT64_MAX);
 	hmap_free(&wc.welcome_map);
 	hmap_free(&wc.failure_map);
 }

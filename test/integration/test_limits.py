@@ -8,6 +8,7 @@ import time
 import psycopg
 import pytest
 
+import wire
 from pg_cluster import password
 
 # Pools, limits, timeouts and cancels hold for the instance: every test runs
@@ -109,3 +110,70 @@ def test_max_user_connections(pg15, make_pooler):
     peak = sample_max(threads, lambda: pg15.open_server_connections(user="trust_user"))
     assert not errors, errors
     assert 1 <= peak <= 2, peak
+
+
+def worker_of(p, conn):
+    """The worker a client landed on (pgcrew puts it in the cancel key's
+    pid); 0 for PgBouncer."""
+    return (conn.info.backend_pid >> 24) & 0x7F if p.kind == "pgcrew" else 0
+
+
+def test_login_completes_while_the_only_server_is_busy(pg15, make_pooler, pooler_workers):
+    """The pool's one server (default_pool_size = 1) is held in a
+    transaction: a new client of the pool still logs in at once, with the
+    server parameters the pool learned, and its query waits for the server,
+    as in PgBouncer. With four workers the new client is on another worker
+    than the holder's: the welcome comes from the holder's worker, which
+    sent none at its login (no other worker had the pool then) and is
+    asked for it by the supervisor."""
+    p = make_pooler(pg15, settings={"pool_mode": "transaction", "default_pool_size": 1,
+                                    "query_wait_timeout": 30})
+    holder = p.connect()
+    holder.execute("BEGIN")
+    holder.execute("SELECT 1")
+    home = worker_of(p, holder)
+    other = None
+    for _ in range(100):
+        conn = p.connect(connect_timeout=10)
+        assert conn.info.parameter_status("server_version"), "no server parameters at login"
+        if p.kind != "pgcrew" or (pooler_workers or 1) == 1 or worker_of(p, conn) != home:
+            other = conn
+            break
+        conn.close()
+    assert other is not None, "no client landed on another worker than the holder's"
+    outcome = {}
+
+    def query():
+        outcome["r"] = other.execute("SELECT 2").fetchone()
+
+    waiter = threading.Thread(target=query)
+    waiter.start()
+    p.wait_pool(lambda r: r["cl_waiting"] == 1, what="the new client's query waiting")
+    assert "r" not in outcome
+    holder.execute("COMMIT")
+    waiter.join(20)
+    assert outcome.get("r") == (2,)
+
+
+def test_login_not_held_by_clients_still_authenticating(pg15, make_pooler, pooler_workers):
+    """Clients of a pool stopped in the middle of their SCRAM exchange (on
+    every worker, with four) hold the pool without its welcome: a client
+    of that pool that completes its login is not kept waiting for a
+    welcome nobody has. With four workers the supervisor asks the other
+    holders for it, each says it has none, and the client's worker logs in
+    a server at once (no one-second wait for the welcome, which the debug
+    log would name)."""
+    p = make_pooler(pg15, settings={"auth_type": "scram-sha-256", "verbose": 1})
+    stalled = []
+    try:
+        for _ in range(12):
+            raw = wire.RawConn(p.port)
+            raw.send(wire.startup_packet("scram_user", "testdb"))
+            assert raw.sock.recv(1) == b"R"          # AuthenticationSASL: and no answer
+            stalled.append(raw)
+        with p.connect(user="scram_user", password=password("scram_user"), connect_timeout=10) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        for raw in stalled:
+            raw.sock.close()
+    assert "none came in time" not in p.log_text(), p.log_tail()

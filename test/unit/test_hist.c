@@ -272,6 +272,34 @@ static void test_fresh_hold(void **state)
 	hist_attach_worker(0);
 }
 
+/* Whether another worker holds our pool (its welcome is then sent to the
+ * supervisor at once), and every holder by name (the supervisor asks
+ * them for a welcome it lacks). */
+static void test_shared_and_holders(void **state)
+{
+	(void)state;
+	bool held[N_WORKERS];
+	struct hist_pool_cell *mine = hist_pool_hold("sh", "u", NULL);
+	assert_false(hist_pool_shared(mine));
+	assert_false(hist_pool_shared(NULL));
+	hist_pool_holders("sh", "u", held, N_WORKERS);
+	assert_true(held[0] && !held[1] && !held[2]);
+	hist_attach_worker(2);
+	struct hist_pool_cell *w2 = hist_pool_hold("sh", "u", NULL);
+	assert_true(hist_pool_shared(w2));
+	hist_attach_worker(0);
+	assert_true(hist_pool_shared(mine));
+	hist_pool_holders("sh", "u", held, N_WORKERS);
+	assert_true(held[0] && !held[1] && held[2]);
+	hist_attach_worker(2);
+	assert_false(hist_pool_release(w2));
+	hist_attach_worker(0);
+	assert_false(hist_pool_shared(mine));
+	assert_true(hist_pool_release(mine));
+	hist_pool_holders("sh", "u", held, N_WORKERS);
+	assert_false(held[0] || held[1] || held[2]);          /* no such pool */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -282,6 +310,7 @@ int main(void)
 		cmocka_unit_test(test_idle_any_by_name),
 		cmocka_unit_test(test_release_by_workers),
 		cmocka_unit_test(test_fresh_hold),
+		cmocka_unit_test(test_shared_and_holders),
 		cmocka_unit_test(test_table_full),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -92,10 +92,17 @@ static void test_hold_find_release(void **state)
 	assert_int_equal(shtab_hold(fx->t, 3, "db\0alice", 9, NULL, on_fresh, fx), a);
 	assert_int_equal(shtab_hold(fx->t, 3, "db\0alice", 9, NULL, on_fresh, fx), a);   /* twice is once */
 	assert_true(shtab_held_by(fx->t, a, 0) && shtab_held_by(fx->t, a, 3));
+	bool held[5];
+	shtab_holders(fx->t, a, held, 5);
+	assert_true(held[0] && !held[1] && !held[2] && held[3] && !held[4]);
 	assert_false(shtab_release(fx->t, 0, a));
+	shtab_holders(fx->t, a, held, 5);
+	assert_true(!held[0] && held[3]);
 	assert_int_equal(shtab_find(fx->t, "db\0alice", 9), a);
 	assert_int_equal(fx->fresh[a], 1);
 	assert_true(shtab_release(fx->t, 3, a));
+	shtab_holders(fx->t, a, held, 5);
+	assert_false(held[0] || held[3]);          /* free: nobody */
 	assert_int_equal(shtab_find(fx->t, "db\0alice", 9), -1);
 	assert_int_equal(shtab_key_at(fx->t, a, key, sizeof(key), NULL), -1);
 	assert_int_equal(shtab_used(fx->t), 1);

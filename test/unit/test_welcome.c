@@ -156,12 +156,55 @@ static void test_deferred_asks(void **state)
 	welcome_defer(1, a, 150);        /* left for the teardown */
 }
 
+/* Fetches from the pool's holders: one per pool, over when the welcome
+ * comes, when every holder asked said none (not before), or with its
+ * asks; a "none" for no fetch is nothing. What is left is freed at the
+ * end. */
+static void test_fetches(void **state)
+{
+	(void)state;
+	uint8_t a[WELCOME_KEY], b[WELCOME_KEY];
+	key_of(a, "db", "ua");
+	key_of(b, "db", "ub");
+	assert_false(welcome_fetching(a));
+	assert_false(welcome_fetch_none(a));
+
+	welcome_fetch_start(a, 2, 100);
+	welcome_fetch_start(b, 1, 110);
+	assert_true(welcome_fetching(a) && welcome_fetching(b));
+	assert_false(welcome_fetch_none(a));        /* one holder left */
+	assert_true(welcome_fetching(a));
+	assert_true(welcome_fetch_none(a));         /* the last: over */
+	assert_false(welcome_fetching(a));
+	assert_false(welcome_fetch_none(a));        /* a late one */
+
+	/* The welcome came: over. */
+	welcome_fetch_start(a, 3, 120);
+	put("db", "ua", "server_version\0" "16\0");
+	assert_false(welcome_fetching(a));
+	assert_true(welcome_fetching(b));
+
+	/* Time-out: only those started before the cut; by key. */
+	welcome_fetch_start(a, 1, 130);
+	welcome_fetch_end(NULL, 110);
+	assert_true(welcome_fetching(b));
+	welcome_fetch_end(NULL, 111);
+	assert_false(welcome_fetching(b));
+	assert_true(welcome_fetching(a));
+	welcome_fetch_end(b, 0);
+	assert_true(welcome_fetching(a));
+	welcome_fetch_end(a, 0);
+	assert_false(welcome_fetching(a));
+	welcome_fetch_start(b, 2, 140);              /* left for the teardown */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_put_find_replace, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_failures, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_deferred_asks, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fetches, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
