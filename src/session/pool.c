@@ -1425,17 +1425,24 @@ static void ask_welcome(struct pool *p)
 	p->welcome_asked = 1;
 }
 
+/* The pool names a welcome message starts with (LEDGER_NAME bytes each). */
+static void welcome_names(const void *payload, struct slot_req *names)
+{
+	memset(names, 0, sizeof(*names));
+	memcpy(names->db, payload, LEDGER_NAME);
+	memcpy(names->user, (const char *)payload + LEDGER_NAME, LEDGER_NAME);
+	names->db[LEDGER_NAME - 1] = names->user[LEDGER_NAME - 1] = 0;
+}
+
 void pool_welcome_answer(struct world *w, const void *payload, size_t len)
 {
 	const char *b = payload, *end = b + len;
-	char db[LEDGER_NAME], user[LEDGER_NAME];
+	struct slot_req names;
 
 	if (len < 2 * LEDGER_NAME || end[-1] != 0)
 		return;
-	memcpy(db, b, LEDGER_NAME);
-	memcpy(user, b + LEDGER_NAME, LEDGER_NAME);
-	db[LEDGER_NAME - 1] = user[LEDGER_NAME - 1] = 0;
-	struct pool *p = pool_find_names(w, db, user);
+	welcome_names(payload, &names);
+	struct pool *p = pool_find_names(w, names.db, names.user);
 	if (!p || p->welcome_asked != 1)
 		return;
 	p->welcome_asked = 2;
@@ -1469,10 +1476,7 @@ void pool_welcome_fetched(struct world *w, const void *payload, size_t len)
 	struct slot_req names;
 	if (len < 2 * LEDGER_NAME)
 		return;
-	memset(&names, 0, sizeof(names));
-	memcpy(names.db, payload, LEDGER_NAME);
-	memcpy(names.user, (const char *)payload + LEDGER_NAME, LEDGER_NAME);
-	names.db[LEDGER_NAME - 1] = names.user[LEDGER_NAME - 1] = 0;
+	welcome_names(payload, &names);
 	struct pool *p = pool_find_names(w, names.db, names.user);
 	if (p && p->welcome_ready) {
 		welcome_share(p);

@@ -445,13 +445,17 @@ static void answer_welcome(int slot, const void *key)
 }
 
 /* The asks deferred for key (NULL: any) made before `before`, answered
- * with what is known now. */
-static void answer_deferred(const void *key, usec_t before)
+ * with what is known now; `late`: their wait ran out (a debug line each). */
+static void answer_deferred(const void *key, usec_t before, bool late)
 {
 	uint8_t k[WELCOME_KEY];
 	int worker;
-	while (welcome_take_deferred(key, before, &worker, k))
+	while (welcome_take_deferred(key, before, &worker, k)) {
+		if (late)
+			log_debug("welcome of %.*s/%.*s for worker %d: none came in time", LEDGER_NAME,
+				  (const char *)k, LEDGER_NAME, (const char *)k + LEDGER_NAME, worker);
 		answer_welcome(worker, k);
+	}
 	welcome_fetch_end(key, before);
 }
 
@@ -473,15 +477,7 @@ static void on_welcome_wait(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	(void)arg;
-	usec_t before = util_monotonic() - WELCOME_WAIT_USEC + 1;
-	uint8_t k[WELCOME_KEY];
-	int worker;
-	while (welcome_take_deferred(NULL, before, &worker, k)) {
-		log_debug("welcome of %.*s/%.*s for worker %d: none came in time", LEDGER_NAME,
-			  (const char *)k, LEDGER_NAME, (const char *)k + LEDGER_NAME, worker);
-		answer_welcome(worker, k);
-	}
-	welcome_fetch_end(NULL, before);
+	answer_deferred(NULL, util_monotonic() - WELCOME_WAIT_USEC + 1, true);
 	arm_welcome_wait();
 }
 
@@ -510,7 +506,7 @@ static void on_welcome_msg(int slot, const struct ipc_hdr *hdr, const void *payl
 		return;
 	if (hdr->type == IPC_WELCOME_PUT) {
 		welcome_put(payload, hdr->len);
-		answer_deferred(payload, INT64_MAX);
+		answer_deferred(payload, INT64_MAX, false);
 		arm_sweep();
 		return;
 	}
@@ -524,7 +520,7 @@ static void on_welcome_msg(int slot, const struct ipc_hdr *hdr, const void *payl
 		 * counted whose login could bring it: the asks are answered
 		 * (the workers log in servers of their own). */
 		if (welcome_fetch_none(payload) && ledger_pool_count(sup.ledger, db, user, -1) == 0)
-			answer_deferred(payload, INT64_MAX);
+			answer_deferred(payload, INT64_MAX, false);
 		return;
 	}
 	tell_recent_failure(slot, payload);
@@ -549,7 +545,7 @@ static void welcome_pool_gone(const char *db, const char *user)
 		return;
 	strlcpy_((char *)key, db, LEDGER_NAME);
 	strlcpy_((char *)key + LEDGER_NAME, user, LEDGER_NAME);
-	answer_deferred(key, INT64_MAX);
+	answer_deferred(key, INT64_MAX, false);
 }
 
 /* Told to every worker at once; kept so a worker that meets the pool later
@@ -1201,7 +1197,7 @@ static void worker_died(int slot, int status)
 	hist_worker_gone(slot);
 	ledger_worker_gone(sup.ledger, slot);
 	welcome_drop_deferred(slot);
-	answer_deferred(NULL, INT64_MAX);   /* its servers are gone: the others' asks now */
+	answer_deferred(NULL, INT64_MAX, false);   /* its servers are gone: the others' asks now */
 	ipc_chan_free(s->ch);
 	s->ch = NULL;
 	pid_t old_pid = s->pid;

@@ -191,6 +191,12 @@ void welcome_drop_deferred(int worker)
 	}
 }
 
+static void drop_fetch(struct fetch *f)
+{
+	list_del(&f->node);
+	free(f);
+}
+
 static struct fetch *find_fetch(const void *key)
 {
 	struct list *it;
@@ -224,8 +230,7 @@ bool welcome_fetch_none(const void *key)
 	struct fetch *f = find_fetch(key);
 	if (!f || --f->left > 0)
 		return false;
-	list_del(&f->node);
-	free(f);
+	drop_fetch(f);
 	return true;
 }
 
@@ -236,8 +241,7 @@ void welcome_fetch_end(const void *key, usec_t before)
 		struct fetch *f = container_of(it, struct fetch, node);
 		if (key ? memcmp(f->key, key, WELCOME_KEY) != 0 : f->since >= before)
 			continue;
-		list_del(&f->node);
-		free(f);
+		drop_fetch(f);
 	}
 }
 
