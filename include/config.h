@@ -172,6 +172,7 @@ struct config {
 	bool sql_prepared_statements;       /* pgcrew: SQL PREPARE/EXECUTE in transaction mode */
 	usec_t stats_period;
 	char *stats_users;
+	bool supervisor_sched_batch;         /* pgcrew: SCHED_BATCH supervisor (Linux) */
 	usec_t suspend_timeout;
 	bool syslog;
 	char *syslog_facility;

@@ -67,8 +67,9 @@ def is_pgcrew(target):
 class Rotation:
     """The bench Env plus N roles, their userlist and one ini per target."""
 
-    def __init__(self, env, roles, targets, limit, parallel):
+    def __init__(self, env, roles, targets, limit, parallel, pgcrew_set=()):
         self.env = env
+        self.pgcrew_set = list(pgcrew_set)     # KEY=VALUE lines for pgcrew's inis only
         self.roles = roles
         self.targets = targets
         self.limit = limit
@@ -132,6 +133,7 @@ class Rotation:
             lines += [f"workers = {'auto' if target == 'pgcrew-auto' else 1}",
                       "pool_idle_timeout = 1",
                       f"metrics_listen = {HOST}:{self.metrics_ports[target]}"]
+            lines += [kv.replace("=", " = ", 1) for kv in self.pgcrew_set]
         return "\n".join(lines) + "\n"
 
     def start(self, target, timeout):
@@ -649,6 +651,9 @@ def parse_args():
                          "(1200)")
     ap.add_argument("--max-failed-in-row", type=int, default=1000,
                     help="a target whose logins fail this many times in a row is stopped")
+    ap.add_argument("--pgcrew-set", action="append", default=[], metavar="KEY=VALUE",
+                    help="one more setting in pgcrew's inis (repeatable), to compare two "
+                         "values of a pgcrew key in runs of one binary")
     ap.add_argument("--quick", action="store_true",
                     help="--roles 3000 --every 1000 --warm 500 --target-timeout 300 (options "
                          "given win)")
@@ -660,6 +665,8 @@ def parse_args():
     for t in args.targets:
         if t not in TARGETS:
             ap.error(f"unknown target {t}: one of {', '.join(TARGETS)}")
+    if any("=" not in kv for kv in args.pgcrew_set):
+        ap.error("--pgcrew-set takes KEY=VALUE")
     if not 0 < args.warm <= args.roles or args.every < 1 or args.parallel < 1:
         ap.error("need 0 < --warm <= --roles, --every >= 1, --parallel >= 1")
     return args
@@ -685,7 +692,8 @@ def main():
     benchenv.sigterm_exits()
     env = benchenv.Env(args.scratch, args.pgcrew, args.pgbouncer,
                        max_connections=args.max_db_connections + 40)
-    rot = Rotation(env, args.roles, args.targets, args.max_db_connections, args.parallel)
+    rot = Rotation(env, args.roles, args.targets, args.max_db_connections, args.parallel,
+                   args.pgcrew_set)
     meta = {"started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
             "args": {k: v for k, v in vars(args).items()}}
     runs, t_start = [], time.monotonic()

@@ -71,8 +71,9 @@ def ms(v):
 class Tenants:
     """The bench Env plus N roles, a userlist of them and one ini per target."""
 
-    def __init__(self, env, max_pools, targets, limit, clients_per_pool, samples):
+    def __init__(self, env, max_pools, targets, limit, clients_per_pool, samples, pgcrew_set=()):
         self.samples = samples
+        self.pgcrew_set = list(pgcrew_set)     # KEY=VALUE lines for pgcrew's inis only
         self.env = env
         self.max_pools = max_pools
         self.targets = targets
@@ -131,6 +132,7 @@ class Tenants:
         if target.startswith("pgcrew-"):
             lines.append(f"workers = {'auto' if target == 'pgcrew-auto' else 1}")
             lines.append(f"metrics_listen = {HOST}:{self.metrics_ports[target]}")
+            lines += [kv.replace("=", " = ", 1) for kv in self.pgcrew_set]
         return "\n".join(lines) + "\n"
 
     def command(self, target):
@@ -662,6 +664,8 @@ def main():
     ap.add_argument("--repo", required=True)
     ap.add_argument("--pools", default="1000,10000", help="N, comma-separated: one run each")
     ap.add_argument("--quick", action="store_true", help="--pools 200 --duration 4 --rounds 1")
+    ap.add_argument("--pgcrew-set", action="append", default=[], metavar="KEY=VALUE",
+                    help="one more setting in pgcrew's inis (repeatable)")
     ap.add_argument("--targets", default=",".join(TARGETS))
     ap.add_argument("--clients-per-pool", type=int, default=2)
     ap.add_argument("--max-db-connections", type=int, default=150,
@@ -678,6 +682,8 @@ def main():
     args = ap.parse_args()
     if args.quick:
         args.pools, args.duration, args.rounds = "200", 4.0, 1
+    if any("=" not in kv for kv in args.pgcrew_set):
+        ap.error("--pgcrew-set takes KEY=VALUE")
     pools = [int(x) for x in args.pools.split(",") if x]
     targets = [t for t in args.targets.split(",") if t]
     for t in targets:
@@ -688,7 +694,7 @@ def main():
     env = benchenv.Env(args.scratch, args.pgcrew, args.pgbouncer,
                        max_connections=len(targets) * args.max_db_connections + 30)
     ten = Tenants(env, max(pools), targets, args.max_db_connections, args.clients_per_pool,
-                  args.samples)
+                  args.samples, args.pgcrew_set)
     rows, slices, loads = [], [], []
     t_start = time.monotonic()
     meta = {"started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "args": vars(args)}

@@ -254,6 +254,7 @@ static const struct setting table[] = {
 	S_BOOL(sql_prepared_statements, "0", EXT, "track SQL PREPARE/EXECUTE/DEALLOCATE like protocol-level statements"),
 	S_TIME(stats_period, "60", USEC_PER_SEC, 0, "period of averages and stats log lines"),
 	S_STR(stats_users, "", 0, "comma-separated users allowed read-only console commands"),
+	S_BOOL(supervisor_sched_batch, "1", EXT, "run the supervisor as SCHED_BATCH, so that its wake-ups do not preempt the workers (Linux)"),
 	S_TIME(suspend_timeout, "10", 0, 0, "wait for buffers to flush on SUSPEND or reboot"),
 	S_BOOL(syslog, "0", 0, "log to syslog"),
 	S_STR(syslog_facility, "daemon", 0, "syslog facility"),

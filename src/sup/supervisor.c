@@ -17,6 +17,7 @@
 #include "handover.h"
 #include "takeover.h"
 #include "sdnotify.h"
+#include "sched_slice.h"
 #include "cmdparse.h"
 #include "control.h"
 #include "hist.h"
@@ -669,6 +670,25 @@ static void fan_answered(struct fan *f, int slot, const char *err)
 	fan_finish(f);
 }
 
+/* supervisor_sched_batch: at start, after every RELOAD and SET. A worker
+ * forked from a SCHED_BATCH supervisor gives the policy back itself. */
+static void apply_sched_batch(void)
+{
+	switch (sched_batch_set(sup.cfg->supervisor_sched_batch)) {
+	case SLICE_SET:
+		break;
+	case SLICE_UNSUPPORTED:
+		log_debug("supervisor_sched_batch: this system has no sched_setattr");
+		break;
+	case SLICE_OTHER_POLICY:
+		log_debug("supervisor_sched_batch: not applied, the supervisor runs under another scheduling policy");
+		break;
+	case SLICE_FAILED:
+		log_msg_errno(LG_WARNING, "supervisor_sched_batch: sched_setattr failed");
+		break;
+	}
+}
+
 /* SET: the supervisor's copy first, so a bad value or an unknown key
  * reaches no worker, and respawned workers keep the value (a key that needs
  * a restart is accepted and changes nothing, as in PgBouncer). False when
@@ -680,8 +700,10 @@ static bool admin_set_here(int slot, const struct ipc_hdr *hdr, const char *text
 	if (cmdparse(text, &p) != CMDPARSE_SET)
 		return true;
 	int r = ctl_apply_set(sup.cfg, p.arg, p.val, err, sizeof(err));
-	if (r == 0)
+	if (r == 0) {
 		log_info("SET %s = %s", p.arg, p.val);
+		apply_sched_batch();
+	}
 	if (r >= 0)
 		return true;
 	send_to(slot, IPC_ADMIN_DONE, hdr->reqid, err, (uint32_t)strlen(err) + 1);
@@ -892,6 +914,7 @@ static void reload_finish(void)
 			welcome_forget_failures();
 		config_free(sup.cfg);
 		sup.cfg = sup.staged;
+		apply_sched_batch();
 		/* Workers started meanwhile run the old config: bring them along. */
 		for (int i = 0; i < sup.n_slots; i++) {
 			if (!sup.slots[i].reload_missed)
@@ -1428,6 +1451,7 @@ int supervisor_run(const struct run_options *opt, struct config *cfg)
 		fatal("supervisor: out of memory for its sweep timer");
 	list_init(&sup.fans);
 	log_info("process up: %s, libevent %s, c-ares, workers=%d", PACKAGE_STRING, event_get_version(), sup.n_slots);
+	apply_sched_batch();
 	for (int i = 0; i < sup.n_slots; i++)
 		spawn(i);
 	event_base_dispatch(sup.base);

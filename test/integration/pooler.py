@@ -55,6 +55,8 @@ class Pooler:
         # ASan keeps freed memory in a quarantine of up to 256 MB by default:
         # a test of flat RSS under allocation churn sets a small one.
         self.asan_quarantine_mb = asan_quarantine_mb
+        # run in the child before exec, as an operator's wrapper (chrt) would
+        self.preexec_fn = None
         self.kind = kind
         self.workdir = workdir
         self.port = util.free_port()
@@ -143,6 +145,8 @@ class Pooler:
         self.write_config()
         kw = util.service_popen_kwargs()
         kw["env"] = self._env(kw.get("env"))
+        if self.preexec_fn:
+            kw["preexec_fn"] = self.preexec_fn
         binary = util.service_executable(self.binary, self.workdir)
         with open(self.stdout_path, "w") as out, open(self.stderr_path, "w") as err:
             self.proc = subprocess.Popen([binary, self.ini_path], cwd=self.workdir,

@@ -590,3 +590,57 @@ def test_worker_sched_slice(pg15, make_pooler, workers):
     p.reload()
     p.wait_for_log(r"worker_sched_slice.*must be 0 or a time from 0.0001 s to 0.1 s", timeout=5)
     assert set(slices().values()) == {default}
+
+
+@pytest.mark.parametrize("workers", [1, 4])
+def test_supervisor_sched_batch(pg15, make_pooler, workers):
+    """The supervisor runs as SCHED_BATCH (supervisor_sched_batch, on by
+    default) and its workers as SCHED_OTHER with their own slice, respawned
+    ones too; SET and RELOAD switch the supervisor, and a supervisor an
+    operator started under another policy is left alone."""
+    p = make_pooler(pg15, settings={"workers": workers})
+    util.wait_until(lambda: len(children(p.pid)) == workers or None, 10, what="workers")
+
+    def policies():
+        return {pid: os.sched_getscheduler(pid) for pid in children(p.pid)}
+
+    util.wait_until(lambda: os.sched_getscheduler(p.pid) == os.SCHED_BATCH or None, 5,
+                    what="a SCHED_BATCH supervisor")
+    assert set(policies().values()) == {os.SCHED_OTHER}, policies()
+    if kernel_custom_slices():
+        util.wait_until(lambda: {proc_slice(pid) for pid in children(p.pid)} == {300000} or None,
+                        10, what="the workers' own slice")
+
+    pid0 = children(p.pid)[0]
+    os.kill(pid0, signal.SIGKILL)
+    util.wait_until(lambda: len(children(p.pid)) == workers and pid0 not in children(p.pid) or None,
+                    10, what="the worker respawned")
+    util.wait_until(lambda: set(policies().values()) == {os.SCHED_OTHER} or None, 5,
+                    what=f"the respawned worker left SCHED_BATCH: {policies()}")
+
+    with p.admin() as a:
+        a.execute("SET supervisor_sched_batch = 0")
+    assert os.sched_getscheduler(p.pid) == os.SCHED_OTHER
+    p.settings["supervisor_sched_batch"] = "1"
+    p.write_config()
+    p.reload()
+    util.wait_until(lambda: os.sched_getscheduler(p.pid) == os.SCHED_BATCH or None, 5,
+                    what="SCHED_BATCH again after RELOAD")
+    assert set(policies().values()) == {os.SCHED_OTHER}, policies()
+
+
+def test_supervisor_sched_batch_leaves_an_operators_policy(pg15, make_pooler):
+    """Started under SCHED_BATCH by the operator (chrt -b), the supervisor
+    and its workers keep it, through a RELOAD too: supervisor_sched_batch
+    changes only the default policy, and a worker gives back only a
+    SCHED_BATCH the supervisor set."""
+    p = make_pooler(pg15, settings={"workers": 2, "verbose": 1}, start=False)
+    p.preexec_fn = lambda: os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+    p.start()
+    util.wait_until(lambda: len(children(p.pid)) == 2 or None, 10, what="workers")
+    line = "supervisor_sched_batch: not applied, the supervisor runs under another scheduling policy"
+    p.wait_for_log(line, timeout=5)
+    p.wait_for_log(line, timeout=5, since=p.reload())
+    assert os.sched_getscheduler(p.pid) == os.SCHED_BATCH
+    util.wait_until(lambda: {os.sched_getscheduler(pid) for pid in children(p.pid)} == {os.SCHED_BATCH}
+                    or None, 5, what="the workers under the operator's policy")

@@ -188,6 +188,7 @@ static const struct {
 	{ "sql_prepared_statements", "0", "0" },    /* pgcrew */
 	{ "stats_period", "60", "60" },
 	{ "stats_users", "", "" },
+	{ "supervisor_sched_batch", "1", "1" },    /* pgcrew */
 	{ "suspend_timeout", "10", "10" },
 	{ "syslog", "0", "0" },
 	{ "syslog_facility", "daemon", "daemon" },
@@ -284,7 +285,7 @@ static void test_table_rules(void **state)
 		"auth_query_cache_ttl", "max_pools", "metrics_listen", "server_login_concurrency",
 		"server_max_protocol_version", "server_tls_sslnegotiation", "sql_prepared_statements", "unnamed_statement_cache",
 		"proxy_protocol", "proxy_protocol_sources", "target_session_attrs",
-		"worker_sched_slice", "workers", "io_uring",
+		"worker_sched_slice", "workers", "io_uring", "supervisor_sched_batch",
 	};
 	size_t n_nr = 0, n_ext = 0;
 

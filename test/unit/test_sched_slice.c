@@ -93,12 +93,40 @@ static void test_other_policy_left_alone(void **state)
 	assert_int_equal(sched_setscheduler(0, SCHED_OTHER, &none), 0);
 }
 
+/* The supervisor's SCHED_BATCH: on and off keep the nice value; off undoes
+ * only a SCHED_BATCH this process set, the way a forked worker gives back
+ * its supervisor's and leaves an operator's chrt -b. */
+static void test_batch_on_and_off(void **state)
+{
+	(void)state;
+	struct sched_param none = { 0 };
+	int nice = getpriority(PRIO_PROCESS, 0);
+	assert_int_equal(sched_batch_set(false), SLICE_SET);
+	assert_int_equal(sched_getscheduler(0), SCHED_OTHER);
+	assert_int_equal(sched_batch_set(true), SLICE_SET);
+	assert_int_equal(sched_getscheduler(0), SCHED_BATCH);
+	assert_int_equal(sched_batch_set(true), SLICE_SET);
+	assert_int_equal(sched_slice_set(300), SLICE_OTHER_POLICY);
+	assert_int_equal(getpriority(PRIO_PROCESS, 0), nice);
+	assert_int_equal(sched_batch_set(false), SLICE_SET);
+	assert_int_equal(sched_getscheduler(0), SCHED_OTHER);
+	assert_int_equal(getpriority(PRIO_PROCESS, 0), nice);
+
+	/* an operator's SCHED_BATCH (and any other policy) stays */
+	assert_int_equal(sched_setscheduler(0, SCHED_BATCH, &none), 0);
+	assert_int_equal(sched_batch_set(false), SLICE_OTHER_POLICY);
+	assert_int_equal(sched_batch_set(true), SLICE_OTHER_POLICY);
+	assert_int_equal(sched_getscheduler(0), SCHED_BATCH);
+	assert_int_equal(sched_setscheduler(0, SCHED_OTHER, &none), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_set_and_reset),
 		cmocka_unit_test(test_keeps_nice),
 		cmocka_unit_test(test_other_policy_left_alone),
+		cmocka_unit_test(test_batch_on_and_off),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
