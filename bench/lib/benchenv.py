@@ -447,6 +447,23 @@ class Env:
         self.stop_pg()
 
 
+def add_pgcrew_set(ap):
+    """--pgcrew-set KEY=VALUE (repeatable): a line more in pgcrew's inis
+    only, to compare two values of a pgcrew key with one binary."""
+    ap.add_argument("--pgcrew-set", action="append", default=[], metavar="KEY=VALUE",
+                    type=key_value, help="one more setting in pgcrew's inis (repeatable)")
+
+
+def key_value(kv):
+    if "=" not in kv:
+        raise ValueError(kv)
+    return kv
+
+
+def pgcrew_set_lines(kvs):
+    return [kv.replace("=", " = ", 1) for kv in kvs]
+
+
 def pct(values, q):
     """The q-quantile of values (nearest rank), None for none."""
     if not values:

@@ -133,7 +133,7 @@ class Rotation:
             lines += [f"workers = {'auto' if target == 'pgcrew-auto' else 1}",
                       "pool_idle_timeout = 1",
                       f"metrics_listen = {HOST}:{self.metrics_ports[target]}"]
-            lines += [kv.replace("=", " = ", 1) for kv in self.pgcrew_set]
+            lines += benchenv.pgcrew_set_lines(self.pgcrew_set)
         return "\n".join(lines) + "\n"
 
     def start(self, target, timeout):
@@ -651,9 +651,7 @@ def parse_args():
                          "(1200)")
     ap.add_argument("--max-failed-in-row", type=int, default=1000,
                     help="a target whose logins fail this many times in a row is stopped")
-    ap.add_argument("--pgcrew-set", action="append", default=[], metavar="KEY=VALUE",
-                    help="one more setting in pgcrew's inis (repeatable), to compare two "
-                         "values of a pgcrew key in runs of one binary")
+    benchenv.add_pgcrew_set(ap)
     ap.add_argument("--quick", action="store_true",
                     help="--roles 3000 --every 1000 --warm 500 --target-timeout 300 (options "
                          "given win)")
@@ -665,8 +663,6 @@ def parse_args():
     for t in args.targets:
         if t not in TARGETS:
             ap.error(f"unknown target {t}: one of {', '.join(TARGETS)}")
-    if any("=" not in kv for kv in args.pgcrew_set):
-        ap.error("--pgcrew-set takes KEY=VALUE")
     if not 0 < args.warm <= args.roles or args.every < 1 or args.parallel < 1:
         ap.error("need 0 < --warm <= --roles, --every >= 1, --parallel >= 1")
     return args

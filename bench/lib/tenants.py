@@ -132,7 +132,7 @@ class Tenants:
         if target.startswith("pgcrew-"):
             lines.append(f"workers = {'auto' if target == 'pgcrew-auto' else 1}")
             lines.append(f"metrics_listen = {HOST}:{self.metrics_ports[target]}")
-            lines += [kv.replace("=", " = ", 1) for kv in self.pgcrew_set]
+            lines += benchenv.pgcrew_set_lines(self.pgcrew_set)
         return "\n".join(lines) + "\n"
 
     def command(self, target):
@@ -664,8 +664,7 @@ def main():
     ap.add_argument("--repo", required=True)
     ap.add_argument("--pools", default="1000,10000", help="N, comma-separated: one run each")
     ap.add_argument("--quick", action="store_true", help="--pools 200 --duration 4 --rounds 1")
-    ap.add_argument("--pgcrew-set", action="append", default=[], metavar="KEY=VALUE",
-                    help="one more setting in pgcrew's inis (repeatable)")
+    benchenv.add_pgcrew_set(ap)
     ap.add_argument("--targets", default=",".join(TARGETS))
     ap.add_argument("--clients-per-pool", type=int, default=2)
     ap.add_argument("--max-db-connections", type=int, default=150,
@@ -682,8 +681,6 @@ def main():
     args = ap.parse_args()
     if args.quick:
         args.pools, args.duration, args.rounds = "200", 4.0, 1
-    if any("=" not in kv for kv in args.pgcrew_set):
-        ap.error("--pgcrew-set takes KEY=VALUE")
     pools = [int(x) for x in args.pools.split(",") if x]
     targets = [t for t in args.targets.split(",") if t]
     for t in targets:

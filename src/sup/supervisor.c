@@ -671,7 +671,7 @@ static void fan_answered(struct fan *f, int slot, const char *err)
 }
 
 /* supervisor_sched_batch: at start, after every RELOAD and SET. A worker
- * forked from a SCHED_BATCH supervisor gives the policy back itself. */
+ * gives the policy back right after its fork (spawn). */
 static void apply_sched_batch(void)
 {
 	switch (sched_batch_set(sup.cfg->supervisor_sched_batch)) {
@@ -1185,6 +1185,9 @@ static void spawn(int slot)
 		takeover_close_in_child();
 		metrics_close_in_child();
 		sdnotify_forget();
+		/* supervisor_sched_batch is the supervisor's alone */
+		if (sched_batch_set(false) == SLICE_FAILED)
+			log_msg_errno(LG_WARNING, "worker %d: cannot leave the supervisor's SCHED_BATCH", slot);
 		worker_main(slot, sup.cfg, sp[1], &sup.ls);
 	}
 	close(sp[1]);

@@ -285,9 +285,6 @@ static void load_hba(const struct config *cfg)
 /* worker_sched_slice: at start and after every RELOAD or SET. */
 static void apply_sched_slice(const struct config *cfg)
 {
-	/* forked from a SCHED_BATCH supervisor (supervisor_sched_batch) */
-	if (sched_batch_set(false) == SLICE_FAILED)
-		log_msg_errno(LG_WARNING, "worker: cannot leave the supervisor's SCHED_BATCH");
 	switch (sched_slice_set(cfg->worker_sched_slice)) {
 	case SLICE_SET:
 		break;
